@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One call on a lent GPU machine: install seer over the image's torch/triton, then run the named
+# stages in order; everything worth keeping lands under $OUT. Usage (from the repo root):
+#   bash benchmarks/device_run.sh env tests spmv-real spmv-large gemm dispatch
+# Real matrices are read from .carry/suitesparse (a git-ignored copy of ../shared/suitesparse).
+set -uo pipefail
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+OUT=${OUT:-out}; mkdir -p "$OUT"
+python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
+device=$(python3 -c "import torch; n=torch.cuda.get_device_name().lower(); print('h200' if 'h200' in n else 'h100' if 'h100' in n else n.split()[-1])")
+table=datasets/profiles/spmv-$device.csv
+budget=${STAGE_SECONDS:-240}
+for stage in "$@"; do
+  echo "=== $stage ($(date -u +%T))"
+  case $stage in
+    env) nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
+         python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())" ;;
+    tests) python3 -m pytest -q -m "gpu and not multigpu" tests -x 2>&1 | tail -30 ;;
+    spmv-real) seer profile spmv --matrices .carry/suitesparse --out "$table" --deadline "$budget" 2>&1 | grep -v '^\s*$' | tail -25 ;;
+    spmv-large) seer profile spmv --matrices .carry/suitesparse --synthetic large --out "$table" --deadline "$budget" 2>&1 | tail -25 ;;
+    gemm) python3 benchmarks/gemm_profile.py --out "$OUT" 2>&1 | tail -25 ;;
+    dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" 2>&1 | tail -25 ;;
+    *) echo "unknown stage $stage"; exit 2 ;;
+  esac
+done
+cp -f datasets/profiles/*.csv datasets/profiles/*.json "$OUT"/ 2>/dev/null
+cp -f benchmarks/results/*-"$device"* "$OUT"/ 2>/dev/null
+ls -la "$OUT"

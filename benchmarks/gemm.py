@@ -1,0 +1,261 @@
+"""GEMM results: seer's choices on held-out shapes against the oracle, torch.matmul and triton.autotune.
+
+    python benchmarks/gemm.py --out benchmarks/results/gemm-h100 [--model models/gemm-h100.json]
+
+Held-out shapes: the LLM layers at token counts the profile sweep never saw, and random shapes
+from another seed. For each shape every shipped variant is timed (as in gemm_profile.py), and so
+is ``seer.dispatch`` end to end. Reported: seer's fraction of the oracle (over all shipped
+variants, and over the Triton ones), geometric-mean speed-up over torch.matmul with and without
+the vendor candidate, the worst shape, host overhead on decode shapes, and on a sample of shapes
+``triton.autotune`` over the same tile configs (time to first result, steady-state time).
+Writes ``gemm-results.json`` and ``gemm-results.md`` under ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gemm_profile as sweep  # noqa: E402  (shapes, compiling ahead and timing are shared)
+
+HELD_OUT_TOKENS = (2, 8, 32, 128, 512, 2048, 8192)  # none of them in seer.kernels.gemm.LLM_TOKENS
+HELD_OUT_SEED = 1000
+
+
+def held_out_shapes(random_count: int, seed: int) -> list[sweep.Shape]:
+    from seer.kernels.gemm import llm_shapes
+
+    llm = [sweep.Shape(f"{g}/m{m}", g, "real", m, n, k, torch.bfloat16)
+           for g, m, n, k in llm_shapes(HELD_OUT_TOKENS, max_flops=sweep.LLM_MAX_FLOPS)]
+    shapes = llm + sweep.random_shapes(random_count, HELD_OUT_SEED, sweep.LLM_MAX_FLOPS)
+    return [shapes[i] for i in np.random.default_rng(seed).permutation(len(shapes))]
+
+
+# ---------------------------------------------------------------- seer (the API the lead provides)
+def seer_choice(a, b, model) -> tuple[str, str]:
+    """(variant seer picks for (a, b), the model it used)."""
+    import seer
+
+    decision = seer.explain("gemm", (a, b), model=model)
+    return decision.variant, decision.model
+
+
+def seer_call(a, b, model):
+    import seer
+
+    return lambda: seer.dispatch("gemm", (a, b), model=model)
+
+
+# ---------------------------------------------------------------- triton.autotune baseline
+def autotune_configs() -> list:
+    """The data-parallel tile configs of the candidate family, as triton.Config objects."""
+    import triton
+
+    from seer.kernels.gemm import CANDIDATES
+
+    configs = []
+    for variant in CANDIDATES.values():
+        p = variant.params
+        if p.get("kind") == "tiles" and not p["persistent"]:
+            meta = dict(BLOCK_M=p["block_m"], BLOCK_N=p["block_n"], BLOCK_K=p["block_k"], GROUP_M=p["group_m"])
+            configs.append(triton.Config(meta, num_warps=p["num_warps"], num_stages=p["num_stages"]))
+    return configs
+
+
+def autotuned_call(a, b, c):
+    """A fresh ``triton.autotune`` over :func:`autotune_configs` (nothing tuned yet) for C = A B."""
+    import triton
+
+    from seer.kernels.gemm import _gemm_kernel
+
+    tuned = triton.autotune(configs=autotune_configs(), key=["M", "N", "K"])(_gemm_kernel)
+    m, k = a.shape
+    n = b.shape[1]
+
+    def grid(meta):
+        return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
+
+    return lambda: tuned[grid](a, b, c, m, n, k, *a.stride(), *b.stride(), *c.stride())
+
+
+def first_call_ms(fn) -> float:
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) * 1e3
+
+
+# ---------------------------------------------------------------- one shape
+def measure(shape: sweep.Shape, model, timer: sweep.Timer, autotune: bool, log) -> dict:
+    import seer
+    from seer.kernels import gemm
+    from seer.profiling import host_call_us
+
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    a = torch.randn(shape.m, shape.k, device="cuda", dtype=shape.dtype, generator=gen)
+    b = (torch.randn(shape.k, shape.n, device="cuda", generator=gen) / shape.k ** 0.5).to(shape.dtype)
+    c = torch.empty(shape.m, shape.n, device="cuda", dtype=shape.dtype)
+    p = gemm.problem((a, b))
+    row = {"id": shape.id, "group": shape.group, "source": shape.source, "m": shape.m, "n": shape.n, "k": shape.k,
+           "dtype": str(shape.dtype).removeprefix("torch.")}
+    best = math.inf
+    for name, variant in gemm.VARIANTS.items():
+        fn = lambda v=variant: v.run(p, a, b, out=c)  # noqa: E731
+        fn()
+        first = timer.once_ms(fn)
+        ms = first if first > sweep.ABANDON * best else timer.median_ms(fn)
+        row[f"time_ms:{name}"] = ms
+        best = min(best, ms)
+    row["choice"], row["model"] = seer_choice(a, b, model)
+    seer.clear_cache()
+    row["seer_first_call_ms"] = first_call_ms(seer_call(a, b, model))  # features, tree, launch
+    row["seer_ms"] = timer.median_ms(seer_call(a, b, model))
+    if shape.m <= 16:  # decode: the host cost of a call is most of its cost
+        row["call_us:seer"] = host_call_us(seer_call(a, b, model))
+        row["call_us:torch_matmul"] = host_call_us(lambda: torch.matmul(a, b))
+    if autotune:
+        tuned = autotuned_call(a, b, c)
+        row["autotune_first_call_ms"] = first_call_ms(tuned)  # benchmarks every config first
+        row["autotune_ms"] = timer.median_ms(tuned)
+        ref = torch.matmul(a, b).float()
+        if sweep.relative_difference(c, ref) > sweep.TOLERANCE:
+            log(f"  autotuned kernel disagrees with torch.matmul on {shape.id}")
+    return row
+
+
+# ---------------------------------------------------------------- summary
+def geomean(x) -> float:
+    x = np.asarray(x, dtype=float)
+    return float(np.exp(np.mean(np.log(x)))) if len(x) else math.nan
+
+
+def summarise(rows: list[dict]) -> dict:
+    from seer.kernels.gemm import VARIANTS
+
+    names = list(VARIANTS)
+    triton_names = [n for n in names if n != "torch_matmul"]
+    times = np.array([[r[f"time_ms:{n}"] for n in names] for r in rows])
+    triton_times = np.array([[r[f"time_ms:{n}"] for n in triton_names] for r in rows])
+    chosen = np.array([r[f"time_ms:{r['choice']}"] for r in rows])
+    torch_ms = np.array([r["time_ms:torch_matmul"] for r in rows])
+    seer_ms = np.array([r["seer_ms"] for r in rows])
+    oracle, triton_oracle = times.min(axis=1), triton_times.min(axis=1)
+    worst = int(np.argmax(chosen / oracle))
+    summary = {
+        "shapes": len(rows),
+        "fraction_of_oracle": geomean(oracle / chosen),
+        "fraction_of_triton_oracle": geomean(triton_oracle / chosen),  # over 1: torch.matmul choices beat Triton
+        "speedup_over_torch_matmul": geomean(torch_ms / chosen),
+        "speedup_over_torch_matmul_dispatch_included": geomean(torch_ms / seer_ms),
+        "speedup_over_torch_matmul_triton_oracle": geomean(torch_ms / triton_oracle),
+        "speedup_over_torch_matmul_oracle": geomean(torch_ms / oracle),
+        "choices_of_torch_matmul": float(np.mean([r["choice"] == "torch_matmul" for r in rows])),
+        "worst_shape": {"id": rows[worst]["id"], "choice": rows[worst]["choice"],
+                        "slowdown_vs_oracle": float(chosen[worst] / oracle[worst]),
+                        "slowdown_vs_torch_matmul": float(chosen[worst] / torch_ms[worst])},
+        "seer_first_call_ms_median": float(np.median([r["seer_first_call_ms"] for r in rows])),
+    }
+    tuned = [r for r in rows if "autotune_ms" in r]
+    if tuned:
+        summary["autotune"] = {
+            "shapes": len(tuned),
+            "first_call_ms_median": float(np.median([r["autotune_first_call_ms"] for r in tuned])),
+            "seer_first_call_ms_median": float(np.median([r["seer_first_call_ms"] for r in tuned])),
+            "steady_state_seer_over_autotune": geomean([r["autotune_ms"] / r["seer_ms"] for r in tuned]),
+        }
+    decode = [r for r in rows if "call_us:seer" in r]
+    if decode:
+        summary["decode_host_call_us"] = {
+            "seer": float(np.median([r["call_us:seer"] for r in decode])),
+            "torch_matmul": float(np.median([r["call_us:torch_matmul"] for r in decode]))}
+    return summary
+
+
+def markdown(summary: dict, env: dict, rows: list[dict]) -> str:
+    s = summary
+    lines = [
+        f"# GEMM: seer on held-out shapes ({env.get('device')})", "",
+        f"torch {env.get('torch')}, triton {env.get('triton')}, seer {env.get('seer')}, {env.get('date')}  ",
+        f"command: `{env.get('command')}`  ",
+        f"model: {rows[0]['model'] if rows else '?'}; {s['shapes']} shapes", "",
+        "| measure | value |", "| --- | --- |",
+        f"| fraction of the oracle (shipped variants incl. torch.matmul) | {s['fraction_of_oracle']:.3f} |",
+        f"| best Triton variant per shape / seer's choice (over 1: the vendor candidate pays) | {s['fraction_of_triton_oracle']:.3f} |",
+        f"| speed-up over torch.matmul, seer's choice (kernel time) | {s['speedup_over_torch_matmul']:.3f}x |",
+        f"| same, dispatch included | {s['speedup_over_torch_matmul_dispatch_included']:.3f}x |",
+        f"| best Triton variant per shape (no vendor candidate, oracle) | {s['speedup_over_torch_matmul_triton_oracle']:.3f}x |",
+        f"| best variant per shape incl. torch.matmul (oracle) | {s['speedup_over_torch_matmul_oracle']:.3f}x |",
+        f"| share of shapes where seer picks torch.matmul | {s['choices_of_torch_matmul']:.0%} |",
+        f"| worst shape | {s['worst_shape']['id']} ({s['worst_shape']['choice']}): "
+        f"{s['worst_shape']['slowdown_vs_oracle']:.2f}x the oracle, "
+        f"{s['worst_shape']['slowdown_vs_torch_matmul']:.2f}x torch.matmul |",
+        f"| seer first call on an unseen shape (median) | {s['seer_first_call_ms_median']:.2f} ms |",
+    ]
+    if "autotune" in s:
+        t = s["autotune"]
+        lines += [
+            f"| triton.autotune first call on an unseen shape (median of {t['shapes']}) | {t['first_call_ms_median']:.1f} ms |",
+            f"| steady state: autotune time / seer time (geomean) | {t['steady_state_seer_over_autotune']:.3f} |",
+        ]
+    if "decode_host_call_us" in s:
+        d = s["decode_host_call_us"]
+        lines.append(f"| host time per call, M <= 16 (seer / torch.matmul) | {d['seer']:.1f} / {d['torch_matmul']:.1f} us |")
+    lines += ["", "Speed-ups are geometric means over shapes; times are do_bench medians with the L2 flushed.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--model", default=None, help="model file (default: what seer.dispatch resolves)")
+    parser.add_argument("--random", type=int, default=20, help="random held-out shapes")
+    parser.add_argument("--autotune-shapes", type=int, default=12, help="shapes to run triton.autotune on")
+    parser.add_argument("--budget-s", type=float, default=230)
+    parser.add_argument("--workers", type=int, default=12)
+    parser.add_argument("--limit", type=int, default=None)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("gemm.py benchmarks kernels on a CUDA GPU; none is visible")
+    started = time.monotonic()
+    from tqdm import tqdm
+
+    from seer.kernels import gemm
+    from seer.profiling import environment
+
+    log = tqdm.write
+    shapes = held_out_shapes(args.random, seed=0)[: args.limit]
+    autotune_every = max(1, len(shapes) // max(1, args.autotune_shapes))
+    tile_names = [n for n, v in gemm.CANDIDATES.items() if v.params.get("kind") == "tiles" and not v.params["persistent"]]
+    sweep.precompile(shapes, sorted(set(gemm.VARIANTS) | set(tile_names)), args.workers,
+                     started + 0.4 * args.budget_s, log)
+    env = {**environment(torch.device("cuda", torch.cuda.current_device())),
+           "command": " ".join([sys.executable, *sys.argv])}
+    timer = sweep.Timer()
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a TMA fallback or model warning per shape would drown the log
+        for i, shape in enumerate(tqdm(shapes, unit="shape", mininterval=5)):
+            if time.monotonic() > started + args.budget_s:
+                log(f"budget reached after {len(rows)} of {len(shapes)} shapes")
+                break
+            rows.append(measure(shape, args.model, timer, autotune=i % autotune_every == 0, log=log))
+            torch.cuda.empty_cache()
+    summary = summarise(rows)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "gemm-results.json").write_text(json.dumps({"env": env, "summary": summary, "rows": rows}, indent=2) + "\n")
+    (args.out / "gemm-results.md").write_text(markdown(summary, env, rows))
+    print(markdown(summary, env, rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

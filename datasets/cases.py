@@ -1,0 +1,59 @@
+"""Profiling inputs for SpMV: real matrices from folders and the generated suites, as Cases."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from seer.profiling import Case
+
+
+def spmv_cases(folders: list[Path], *, synthetic: str = "none", max_nnz: int | None = None,
+               dtype: torch.dtype = torch.float32, seed: int = 0, device: str = "cuda") -> list[Case]:
+    """Real matrices of ``folders`` (source "real", group = SuiteSparse group) then, if asked,
+    the generated suite (source "derived" for block-replicated real matrices, else "synthetic")."""
+    from seer.datasets.generators import build, synthetic_suite
+    from seer.datasets.suitesparse import list_matrices, read_matrix
+
+    cases = []
+    for folder in folders:
+        for info in list_matrices(folder, max_nnz=max_nnz):
+            cases.append(_case(info.id, info.group, "real", info.nnz,
+                               lambda p=info.path: read_matrix(p), dtype, seed, device))
+    if synthetic != "none":
+        real_folder = folders[0] if folders else None
+        for spec in synthetic_suite(synthetic, seed=seed, real_folder=real_folder):
+            source = "derived" if spec.family.startswith("derived") else "synthetic"
+            cases.append(_case(spec.id, spec.family, source, spec.expected_nnz,
+                               lambda s=spec: build(s, real_folder=real_folder), dtype, seed, device))
+    return cases
+
+
+def _case(case_id, group, source, size, load, dtype, seed, device) -> Case:
+    def build_inputs():
+        matrix = load().tocsr()
+        rng = np.random.default_rng(seed)
+        # Fresh non-zero values: files with pattern or constant values would hide wrong indexing.
+        values = rng.uniform(0.5, 1.5, matrix.nnz) * rng.choice([-1.0, 1.0], matrix.nnz)
+        index_dtype = torch.int32 if max(matrix.nnz, *matrix.shape) < 2**31 else torch.int64
+        parts = (
+            torch.from_numpy(matrix.indptr).to(device=device, dtype=index_dtype),
+            torch.from_numpy(matrix.indices).to(device=device, dtype=index_dtype),
+            torch.from_numpy(values).to(device=device, dtype=dtype),
+            matrix.shape,
+        )
+        x = torch.from_numpy(rng.uniform(-1, 1, matrix.shape[1])).to(device=device, dtype=dtype)
+        return parts, (x,)
+
+    baselines = {"cusparse": _cusparse} if dtype == torch.float32 else {}
+    return Case(case_id, group, source, build_inputs, baselines, extra={"size": size})
+
+
+def _cusparse(csr, x):
+    """torch sparse CSR @ x: cuSPARSE on CUDA. The tensor is built once per matrix."""
+    tensor = csr.scratch.get("torch_csr")
+    if tensor is None:
+        tensor = torch.sparse_csr_tensor(csr.indptr, csr.indices, csr.values, csr.shape)
+        csr.scratch["torch_csr"] = tensor
+    return tensor @ x

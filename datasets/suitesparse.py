@@ -1,0 +1,252 @@
+"""Real SuiteSparse matrices: Matrix Market files, the folder that holds them and the collection index.
+
+Parsing is scipy's (``scipy.io.mmread``, the fast_matrix_market reader since scipy 1.12); this module
+adds the archive handling, a canonical CSR result and errors that name the file.
+"""
+from __future__ import annotations
+
+import tarfile
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from typing import Iterator, NamedTuple
+
+import numpy as np
+import pandas as pd
+import scipy.io
+import scipy.sparse as sp
+
+from seer.errors import InputError, SeerWarning
+
+MANIFEST = "manifest.csv"
+SSSTATS = "ssstats.csv"
+MATRIX_SUFFIXES = (".mtx", ".mtx.gz", ".mtx.bz2")
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")
+SSSTATS_COLUMNS = (
+    "group", "name", "rows", "cols", "nnz", "isReal", "isBinary", "is2D3D",
+    "posdef", "psym", "nsym", "kind", "nentries",
+)
+_MANIFEST_COLUMNS = ("group", "name", "rows", "cols", "nnz_file", "kind", "file")
+# What scipy, gzip and tarfile raise on a damaged file; all become an InputError naming it.
+_PARSE_ERRORS = (ValueError, OSError, EOFError, tarfile.TarError)
+
+
+class MatrixHeader(NamedTuple):
+    """The Matrix Market banner and size line (``entries`` as stored: one triangle if symmetric)."""
+
+    rows: int
+    cols: int
+    entries: int
+    format: str
+    field: str
+    symmetry: str
+
+
+@dataclass(frozen=True)
+class MatrixInfo:
+    """One real matrix of a folder, described without reading its entries.
+
+    ``nnz`` is the entry count of the CSR that :func:`read_matrix` returns (manifest ``nnz_file``).
+    Folders without a manifest only give headers: there a symmetric file's ``nnz`` is the upper
+    bound ``2 * entries`` (the diagonal counted twice). ``stats`` is the matching row of the
+    collection index (``ssstats.csv``) when the folder has one.
+    """
+
+    id: str
+    group: str
+    name: str
+    rows: int
+    cols: int
+    nnz: int
+    kind: str
+    path: Path
+    stats: dict | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def family(self) -> str:
+        """Group for grouped cross-validation: matrices of one SuiteSparse group share their origin."""
+        return self.group
+
+
+def read_matrix(path) -> sp.csr_matrix:
+    """Read a ``.mtx``, ``.mtx.gz`` or SuiteSparse ``.tar.gz`` file as a canonical float64 CSR matrix.
+
+    Pattern entries become 1.0, symmetric, skew and hermitian storage is expanded, duplicates are
+    summed and explicit zeros kept (they are stored entries). Index arrays are int32 when they fit.
+    """
+    path = _existing_file(path)
+    matrix = _parse(path, scipy.io.mmread)
+    if np.iscomplexobj(matrix):
+        raise InputError(f"{path} holds a complex matrix; seer reads real matrices only")
+    csr = sp.csr_matrix(matrix, dtype=np.float64)
+    csr.sum_duplicates()
+    return csr
+
+
+def read_header(path) -> MatrixHeader:
+    """Read only the banner and size line of a matrix file (or of an archive's main matrix)."""
+    path = _existing_file(path)
+    return MatrixHeader(*_parse(path, scipy.io.mminfo))
+
+
+def list_matrices(folder, *, max_nnz: int | None = None, limit: int | None = None) -> list[MatrixInfo]:
+    """The matrices of ``folder``, smallest first (by nnz, then id).
+
+    Uses ``manifest.csv`` when the folder has one (rows whose file is missing are skipped with a
+    SeerWarning); otherwise scans the folder and its subfolders for ``Group__Name.mtx[.gz]`` and
+    ``.tar.gz`` files and reads their headers (group: the part of the file name before ``__``, else
+    the name of the folder holding the file). ``ssstats.csv`` in the folder is attached as ``stats``.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError(f"matrix folder {folder} does not exist or is not a folder")
+    infos = _from_manifest(folder) if (folder / MANIFEST).is_file() else _from_headers(folder)
+    if not infos:
+        raise InputError(
+            f"no matrices in {folder}: expected {MANIFEST} or files ending in "
+            f"{', '.join(MATRIX_SUFFIXES + ARCHIVE_SUFFIXES)}"
+        )
+    if (folder / SSSTATS).is_file():
+        infos = attach_ssstats(infos, read_ssstats(folder / SSSTATS))
+    if max_nnz is not None:
+        infos = [info for info in infos if info.nnz <= max_nnz]
+    infos.sort(key=lambda info: (info.nnz, info.id))
+    return infos[:limit]
+
+
+def read_ssstats(path) -> pd.DataFrame:
+    """Read the collection index: a count line, a date line, then one CSV row per matrix.
+
+    Columns are :data:`SSSTATS_COLUMNS`; the date is kept in ``table.attrs["date"]``.
+    """
+    path = _existing_file(path)
+    try:
+        with open(path) as lines:
+            count_line, date_line = lines.readline(), lines.readline()
+        count = int(count_line)
+        table = pd.read_csv(path, skiprows=2, header=None)
+    except ValueError as err:
+        raise InputError(f"{path} is not a SuiteSparse index (count line, date line, CSV rows): {err}") from err
+    _check_ssstats(path, table, count)
+    table.columns = list(SSSTATS_COLUMNS)
+    table.attrs["date"] = date_line.strip()
+    return table
+
+
+def attach_ssstats(infos: list[MatrixInfo], stats: pd.DataFrame) -> list[MatrixInfo]:
+    """Copies of ``infos`` carrying their ssstats row (a dict) as ``stats``; unknown kinds filled in."""
+    by_id = {f"{row['group']}/{row['name']}": row for row in stats.to_dict("records")}
+    attached = []
+    for info in infos:
+        row = by_id.get(info.id)
+        kind = info.kind or (row["kind"] if row else "")
+        attached.append(replace(info, stats=row, kind=kind))
+    return attached
+
+
+def _existing_file(path) -> Path:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"matrix file {path} does not exist or is not a file")
+    return path
+
+
+def _parse(path: Path, parser):
+    """Run a scipy Matrix Market parser on ``path``; any parse failure names the file."""
+    try:
+        with _matrix_source(path) as source:
+            return parser(source)
+    except InputError:
+        raise
+    except _PARSE_ERRORS as err:
+        raise InputError(f"cannot read Matrix Market file {path}: {err}") from err
+
+
+@contextmanager
+def _matrix_source(path: Path) -> Iterator:
+    """What scipy reads: the path itself, or the main matrix streamed out of an archive."""
+    if not path.name.endswith(ARCHIVE_SUFFIXES):
+        yield str(path)
+        return
+    with tarfile.open(path, "r:*") as archive:
+        with archive.extractfile(_main_member(archive, path)) as stream:
+            yield stream
+
+
+def _main_member(archive: tarfile.TarFile, path: Path) -> tarfile.TarInfo:
+    """The archive's ``Name/Name.mtx``; the ``Name_b.mtx``-style extras are right-hand sides etc."""
+    candidates = []
+    for member in archive:  # streams: SuiteSparse archives list the main matrix first
+        if not (member.isfile() and member.name.endswith(".mtx")):
+            continue
+        member_path = PurePosixPath(member.name)
+        if member_path.stem == member_path.parent.name:
+            return member
+        candidates.append(member)
+    if len(candidates) == 1:
+        return candidates[0]
+    found = [member.name for member in candidates] or "no .mtx file"
+    raise InputError(f"{path}: expected one Name/Name.mtx inside the archive, found {found}")
+
+
+def _from_manifest(folder: Path) -> list[MatrixInfo]:
+    manifest = folder / MANIFEST
+    try:
+        table = pd.read_csv(manifest)
+    except ValueError as err:
+        raise InputError(f"cannot read {manifest}: {err}") from err
+    missing = [column for column in _MANIFEST_COLUMNS if column not in table.columns]
+    if missing:
+        raise InputError(f"{manifest} lacks the columns {missing}")
+    infos = [
+        MatrixInfo(
+            id=f"{row.group}/{row.name}", group=row.group, name=row.name, rows=int(row.rows),
+            cols=int(row.cols), nnz=int(row.nnz_file), kind=row.kind, path=folder / row.file,
+        )
+        for row in table.itertuples(index=False)
+    ]
+    absent = [info.id for info in infos if not info.path.is_file()]
+    if absent:
+        warnings.warn(
+            f"{manifest}: skipping {len(absent)} matrices whose file is missing (first: {absent[:3]})",
+            SeerWarning, stacklevel=3,
+        )
+    return [info for info in infos if info.path.is_file()]
+
+
+def _from_headers(folder: Path) -> list[MatrixInfo]:
+    suffixes = MATRIX_SUFFIXES + ARCHIVE_SUFFIXES
+    files = sorted(path for path in folder.rglob("*") if path.name.endswith(suffixes) and path.is_file())
+    return [_info_from_header(path) for path in files]
+
+
+def _info_from_header(path: Path) -> MatrixInfo:
+    stem = path.name
+    for suffix in MATRIX_SUFFIXES + ARCHIVE_SUFFIXES:
+        stem = stem.removesuffix(suffix)
+    group, _, name = stem.rpartition("__")
+    group = group or path.parent.name
+    header = read_header(path)
+    stored_once = header.symmetry != "general"  # one triangle stored, read_matrix mirrors it
+    nnz = 2 * header.entries if stored_once else header.entries
+    return MatrixInfo(
+        id=f"{group}/{name}", group=group, name=name, rows=header.rows, cols=header.cols,
+        nnz=nnz, kind="", path=path,
+    )
+
+
+def _check_ssstats(path: Path, table: pd.DataFrame, count: int) -> None:
+    if table.shape[1] != len(SSSTATS_COLUMNS):
+        raise InputError(f"{path}: expected {len(SSSTATS_COLUMNS)} columns, found {table.shape[1]}")
+    if len(table) != count:
+        raise InputError(f"{path}: the first line announces {count} matrices but {len(table)} rows follow")
+    if table.isna().any(axis=None):
+        raise InputError(f"{path}: some rows have empty fields")
+    textual = {SSSTATS_COLUMNS.index(name) for name in ("group", "name", "kind")}
+    not_numeric = [
+        SSSTATS_COLUMNS[i] for i in range(len(SSSTATS_COLUMNS))
+        if i not in textual and not pd.api.types.is_numeric_dtype(table[i])
+    ]
+    if not_numeric:
+        raise InputError(f"{path}: columns {not_numeric} hold non-numeric values")

@@ -1,0 +1,102 @@
+"""Features of the GEMM + communication ops (all_gather_gemm, gemm_all_scatter, gemm_reduce_scatter).
+
+Every feature follows from the shapes, the dtype and the world size, so every rank computes the
+same values and picks the same variant (ranks that picked differently would wait on each other
+forever). Nothing is worth gathering, so ``GATHERED`` is empty.
+
+``compute_comm_ratio`` estimates one rank's GEMM time over its transfer time from two machine
+constants: the dense GEMM rate and the rate one rank sends to its peers over the links. The
+defaults were measured on the 2 x H200 (NVLink) machine by ``benchmarks/overlap.py``; override them
+with :func:`set_machine` or ``$SEER_GEMM_TFLOPS`` / ``$SEER_LINK_GBPS``, identically on every rank.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from seer.features_base import Feature
+
+
+@dataclass(frozen=True)
+class Machine:
+    """``gemm_tflops``: dense 16-bit GEMM rate of one GPU (fp32 runs as TF32 at half of it).
+    ``link_gbps``: GB/s one rank's Triton remote stores move to its peers together."""
+
+    gemm_tflops: float
+    link_gbps: float
+
+
+DEFAULT_MACHINE = Machine(gemm_tflops=650.0, link_gbps=350.0)
+RATIO_CAP = 1e6  # a single rank sends nothing: keep the ratio finite for the trees
+
+_override: Machine | None = None
+
+KNOWN = (
+    Feature("m", "M (rows of C)", integer=True),
+    Feature("n", "N (columns of C)", integer=True),
+    Feature("k", "K (inner size)", integer=True),
+    Feature("dtype_bytes", "element size", unit="B", integer=True),
+    Feature("world_size", "ranks", integer=True),
+    Feature("send_mb", "data each rank sends", unit="MB"),
+    Feature("rank_gflop", "GEMM work per rank", unit="GFLOP"),
+    Feature("compute_comm_ratio", "GEMM time / transfer time"),
+)
+GATHERED: tuple[Feature, ...] = ()
+
+
+def set_machine(gemm_tflops: float | None = None, link_gbps: float | None = None) -> Machine:
+    """Replace machine constants (every rank alike); ``set_machine()`` goes back to the defaults."""
+    global _override
+    if gemm_tflops is None and link_gbps is None:
+        _override = None
+    else:
+        current = machine()
+        _override = Machine(gemm_tflops or current.gemm_tflops, link_gbps or current.link_gbps)
+    return machine()
+
+
+def machine() -> Machine:
+    """The constants in force: :func:`set_machine`'s, else the environment's, else the defaults."""
+    if _override is not None:
+        return _override
+    return Machine(float(os.environ.get("SEER_GEMM_TFLOPS", DEFAULT_MACHINE.gemm_tflops)),
+                   float(os.environ.get("SEER_LINK_GBPS", DEFAULT_MACHINE.link_gbps)))
+
+
+def traffic(problem) -> tuple[int, int]:
+    """(bytes one rank sends, GEMM flops one rank does) for ``problem`` (an OverlapProblem)."""
+    m, n, k, w, size = problem.m, problem.n, problem.k, problem.world_size, problem.dtype.itemsize
+    if problem.op == "all_gather_gemm":  # my A shard to every peer; the whole C for my B
+        return (w - 1) * (m // w) * k * size, 2 * m * n * k
+    if problem.op == "gemm_all_scatter":  # my column block of C to every peer
+        return (w - 1) * m * (n // w) * size, 2 * m * (n // w) * k
+    # gemm_reduce_scatter: my partial of every peer's rows
+    return (w - 1) * (m // w) * n * size, 2 * m * n * (k // w)
+
+
+def known(problem) -> dict[str, float]:
+    sent, flop = traffic(problem)
+    constants = machine()
+    rate = constants.gemm_tflops * 1e12 * (1.0 if problem.dtype.itemsize <= 2 else 0.5)
+    compute_s = flop / rate
+    comm_s = sent / (constants.link_gbps * 1e9)
+    return {
+        "m": problem.m,
+        "n": problem.n,
+        "k": problem.k,
+        "dtype_bytes": problem.dtype.itemsize,
+        "world_size": problem.world_size,
+        "send_mb": sent / 1e6,
+        "rank_gflop": flop / 1e9,
+        "compute_comm_ratio": min(compute_s / comm_s, RATIO_CAP) if comm_s else RATIO_CAP,
+    }
+
+
+def gathered(problem) -> dict[str, float]:
+    return {}
+
+
+def hand_rule(features: dict) -> str:
+    """overlap (producer_consumer) when GEMM and transfer times are within 8x of each other, else bulk_torch"""
+    ratio = features["compute_comm_ratio"]
+    return "producer_consumer" if 1 / 8 <= ratio <= 8 else "bulk_torch"

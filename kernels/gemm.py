@@ -1,0 +1,500 @@
+"""Dense GEMM C = A B (bf16/fp16 in, fp32 accumulate) as a parametrised family of Triton kernels.
+
+Every Triton variant builds its output tiles with the same two device helpers, so the tile loop
+exists once:
+
+* :func:`tile_coords` maps a linear tile id to ``(pid_m, pid_n)`` in grouped order. Launching
+  ``GROUP_M`` row-tiles next to each other makes consecutive programs share columns of B and rows
+  of A in L2 (the SwizzlePerf idea, as a parameter); ``GROUP_M=1`` is plain row-major order.
+* :func:`matmul_tile` accumulates one ``[BLOCK_M, BLOCK_N]`` tile over a K range in fp32.
+
+On top of them: a data-parallel kernel (one program per tile), split-K (programs also split K,
+partials reduced in a fixed order), a persistent kernel (one program per SM striding over tiles)
+and, on Hopper, a TMA kernel loading through tensor descriptors. ``torch_matmul`` (cuBLAS) is a
+candidate like any other, so dispatch never has to lose to the vendor library.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+from seer.errors import InputError, SeerWarning
+from seer.registry import Variant
+
+
+# ---------------------------------------------------------------- shared device helpers
+# Triton's CPU interpreter (3.6 to 3.9) multiplies bf16 ``tl.dot`` operands as raw integers. Widening
+# them to fp32 first is exact (a bf16 product fits fp32), so CPU tests still check the GPU numbers.
+_WIDEN_BF16_DOT = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") == "1")
+
+
+@triton.jit
+def tile_coords(tile_id, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """(pid_m, pid_n) of tile_id in grouped (swizzled) order; GROUP_M=1 is row-major."""
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    tiles_per_group = GROUP_M * tiles_n
+    first_m = (tile_id // tiles_per_group) * GROUP_M
+    rows_in_group = tl.minimum(tiles_m - first_m, GROUP_M)  # the last group may be short
+    within = tile_id % tiles_per_group
+    return first_m + within % rows_in_group, within // rows_in_group
+
+
+@triton.jit
+def matmul_tile(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n, k_start, k_end,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """fp32 accumulator [BLOCK_M, BLOCK_N] of A[pid_m tile, k_start:k_end] @ B[k_start:k_end, pid_n tile] (masked at edges).
+
+    ``k_end`` is clipped to K; rows past M and columns past N of the result are zero.
+    """
+    # int64 row/column offsets: M*K, K*N or M*N may pass 2**31 elements (LM heads, long prompts).
+    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+    offs_k = tl.arange(0, BLOCK_K)
+    in_m = offs_m < M
+    in_n = offs_n < N
+    k_end = tl.minimum(k_end, K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + (k_start + offs_k)[None, :] * stride_ak
+    b_ptrs = b_ptr + (k_start + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(k_start, k_end, BLOCK_K):
+        in_k = (k + offs_k) < k_end
+        a = tl.load(a_ptrs, mask=in_m[:, None] & in_k[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=in_k[:, None] & in_n[None, :], other=0.0)
+        if _WIDEN_BF16_DOT and a.dtype == tl.bfloat16:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    return acc
+
+
+@triton.jit
+def store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Write one accumulator tile into C (cast to C's element type), masked at the edges."""
+    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+# ---------------------------------------------------------------- kernels
+@triton.jit
+def _gemm_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """Programs stride over the output tiles: one program per tile is the data-parallel kernel, one
+    per SM the persistent one (no empty last wave, no per-tile launch cost)."""
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile_id in range(tl.program_id(0), num_tiles, tl.num_programs(0)):
+        pid_m, pid_n = tile_coords(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = matmul_tile(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n, 0, K,
+                          BLOCK_M, BLOCK_N, BLOCK_K)
+        store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def _gemm_splitk_kernel(a_ptr, b_ptr, partial_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, k_per_split,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """Program (tile, s) writes its fp32 partial sum over K slice s into ``partial[s]`` ([splits, M, N])."""
+    pid_m, pid_n = tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    split = tl.program_id(1)
+    k_start = split * k_per_split
+    acc = matmul_tile(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
+                      k_start, k_start + k_per_split, BLOCK_M, BLOCK_N, BLOCK_K)
+    store_tile(partial_ptr + split.to(tl.int64) * M * N, acc, M, N, N, 1, pid_m, pid_n, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def _sum_splits_kernel(partial_ptr, c_ptr, numel, splits, BLOCK: tl.constexpr):
+    """C = sum over s of partial[s], added in order s = 0, 1, ... so results are deterministic."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inside = offs < numel
+    total = tl.zeros((BLOCK,), dtype=tl.float32)
+    for s in range(splits):
+        total += tl.load(partial_ptr + s * numel + offs, mask=inside, other=0.0)
+    tl.store(c_ptr + offs, total.to(c_ptr.dtype.element_ty), mask=inside)
+
+
+@triton.jit
+def _gemm_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """Tiles loaded and stored through Hopper TMA tensor descriptors.
+
+    What TMA buys over :func:`matmul_tile`: the copy engine computes addresses, bounds-checks
+    (zero-filling boxes that cross the edge, so no masks) and moves whole tiles into shared memory
+    asynchronously. Warps issue no per-element loads, which frees registers and issue slots for the
+    tensor cores and lets deep pipelines run on large tiles. It needs row-major operands with
+    16-byte aligned bases and row strides, which :func:`_run_tma` checks. Like :func:`_gemm_kernel`
+    it is data-parallel or persistent depending on the grid.
+    """
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[stride_am, 1], block_shape=[BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[stride_bk, 1], block_shape=[BLOCK_K, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[stride_cm, 1], block_shape=[BLOCK_M, BLOCK_N])
+    num_tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile_id in range(tl.program_id(0), num_tiles, tl.num_programs(0)):
+        pid_m, pid_n = tile_coords(tile_id, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, K, BLOCK_K):
+            a = a_desc.load([pid_m * BLOCK_M, k])
+            b = b_desc.load([k, pid_n * BLOCK_N])
+            if _WIDEN_BF16_DOT and a.dtype == tl.bfloat16:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_ptr.dtype.element_ty))
+
+
+# ---------------------------------------------------------------- problem
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
+INTERPRETER_SMS = 4  # pretend SM count under the CPU interpreter: small, so persistent programs loop
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    """What a GEMM choice depends on: C[M, N] = A[M, K] @ B[K, N]."""
+
+    M: int
+    N: int
+    K: int
+    dtype: torch.dtype
+    device: torch.device
+    a_strides: tuple[int, int]
+    b_strides: tuple[int, int]
+    num_sms: int
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA device (cached), or :data:`INTERPRETER_SMS` elsewhere."""
+    if device.type != "cuda":
+        return INTERPRETER_SMS
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+@functools.lru_cache(maxsize=None)
+def _capability(device: torch.device) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(device)
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+# ---------------------------------------------------------------- configurations and launchers
+SPLITK_WORKSPACE_BYTES = 1 << 30  # split-K partials beyond this are pointless (M x N is large) and wasteful
+_SUM_BLOCK = 1024
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """One point of the Triton GEMM family.
+
+    ``kind``: ``"tiles"`` (pointer loads, :func:`_gemm_kernel`), ``"splitk"`` or ``"tma"``.
+    ``persistent``: launch ``occupancy`` programs per SM that stride over the tiles instead of one
+    program per tile. ``split_k``: most K slices (fewer when K is short or partials would not fit
+    :data:`SPLITK_WORKSPACE_BYTES`).
+    """
+
+    kind: str
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+    group_m: int = 8
+    split_k: int = 1
+    persistent: bool = False
+    occupancy: int = 1
+
+    @property
+    def name(self) -> str:
+        prefix = {"tiles": "tile", "splitk": f"splitk{self.split_k}", "tma": "tma"}[self.kind]
+        if self.persistent:
+            prefix += "_persistent"
+        shape = f"{self.block_m}x{self.block_n}x{self.block_k}"
+        return f"{prefix}_{shape}_w{self.num_warps}s{self.num_stages}g{self.group_m}"
+
+    def meta(self) -> dict:
+        """Compile-time arguments of the Triton launch."""
+        return dict(BLOCK_M=self.block_m, BLOCK_N=self.block_n, BLOCK_K=self.block_k, GROUP_M=self.group_m,
+                    num_warps=self.num_warps, num_stages=self.num_stages)
+
+    def grid_size(self, problem: GemmProblem) -> int:
+        tiles = triton.cdiv(problem.M, self.block_m) * triton.cdiv(problem.N, self.block_n)
+        return min(tiles, problem.num_sms * self.occupancy) if self.persistent else tiles
+
+    def splits(self, problem: GemmProblem) -> tuple[int, int]:
+        """(number of K slices, K per slice, a multiple of BLOCK_K) actually used for ``problem``."""
+        k_blocks = max(1, triton.cdiv(problem.K, self.block_k))
+        fit = max(1, SPLITK_WORKSPACE_BYTES // max(1, 4 * problem.M * problem.N))
+        blocks_per_split = triton.cdiv(k_blocks, min(self.split_k, k_blocks, fit))
+        return triton.cdiv(k_blocks, blocks_per_split), blocks_per_split * self.block_k
+
+
+def _output(problem: GemmProblem, out: torch.Tensor | None) -> torch.Tensor:
+    if out is None:
+        return torch.empty((problem.M, problem.N), dtype=problem.dtype, device=problem.device)
+    if out.shape != (problem.M, problem.N) or out.dtype != problem.dtype or out.device != problem.device:
+        raise InputError(f"out must be a {problem.M}x{problem.N} {problem.dtype} tensor on {problem.device}, "
+                         f"got {tuple(out.shape)} {out.dtype} on {out.device}")
+    if not out.is_contiguous():
+        raise InputError("out must be contiguous")
+    return out
+
+
+def _degenerate(problem: GemmProblem, c: torch.Tensor) -> bool:
+    """Handle empty products (no kernel launch); True when there is nothing left to compute."""
+    if problem.K == 0:
+        c.zero_()
+    return problem.M == 0 or problem.N == 0 or problem.K == 0
+
+
+def _run_tiles(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
+    c = _output(problem, out)
+    if not _degenerate(problem, c):
+        _gemm_kernel[(config.grid_size(problem),)](
+            a, b, c, problem.M, problem.N, problem.K, *a.stride(), *b.stride(), *c.stride(), **config.meta())
+    return c
+
+
+def _run_splitk(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
+    splits, k_per_split = config.splits(problem)
+    if splits == 1:
+        return _run_tiles(config, problem, a, b, out)
+    c = _output(problem, out)
+    if _degenerate(problem, c):
+        return c
+    M, N = problem.M, problem.N
+    partial = torch.empty((splits, M, N), dtype=torch.float32, device=problem.device)
+    tiles = triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n)
+    _gemm_splitk_kernel[(tiles, splits)](a, b, partial, M, N, problem.K, *a.stride(), *b.stride(), k_per_split,
+                                         **config.meta())
+    _sum_splits_kernel[(triton.cdiv(M * N, _SUM_BLOCK),)](partial, c, M * N, splits, BLOCK=_SUM_BLOCK)
+    return c
+
+
+_allocator_set = False
+
+
+def _tma_scratch(size: int, alignment: int, stream):
+    """Global memory Triton asks for when a kernel builds tensor descriptors on the device."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def tma_usable(problem: GemmProblem) -> bool:
+    """TMA runs on Hopper or newer (or the interpreter) with row-major, 16-byte aligned operands."""
+    if problem.device.type == "cuda":
+        if _capability(problem.device)[0] < 9:
+            return False
+    elif not _interpreting():
+        return False
+    item = problem.dtype.itemsize
+    row_major = problem.a_strides[1] == 1 and problem.b_strides[1] == 1
+    aligned_rows = all((s * item) % 16 == 0 for s in (problem.a_strides[0], problem.b_strides[0], problem.N))
+    return row_major and aligned_rows
+
+
+def _run_tma(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
+    global _allocator_set
+    aligned = a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
+    if not (tma_usable(problem) and aligned):
+        warnings.warn(f"{config.name}: TMA needs a Hopper GPU and row-major 16-byte aligned operands; "
+                      "running the same tiles with pointer loads", SeerWarning, stacklevel=2)
+        return _run_tiles(config, problem, a, b, out)
+    c = _output(problem, out)
+    if _degenerate(problem, c):
+        return c
+    if not _allocator_set and problem.device.type == "cuda":
+        triton.set_allocator(_tma_scratch)
+        _allocator_set = True
+    _gemm_tma_kernel[(config.grid_size(problem),)](
+        a, b, c, problem.M, problem.N, problem.K, a.stride(0), b.stride(0), c.stride(0), **config.meta())
+    return c
+
+
+_LAUNCHERS = {"tiles": _run_tiles, "splitk": _run_splitk, "tma": _run_tma}
+
+
+def run_torch_matmul(problem: GemmProblem, a, b, out=None) -> torch.Tensor:
+    """The vendor library (cuBLAS on CUDA) through ``torch.matmul``."""
+    if out is None:
+        return torch.matmul(a, b)
+    return torch.matmul(a, b, out=_output(problem, out))
+
+
+def as_variant(config: GemmConfig) -> Variant:
+    return Variant(config.name, functools.partial(_LAUNCHERS[config.kind], config), asdict(config),
+                   doc=GemmConfig.__doc__.splitlines()[0])
+
+
+def _family() -> list[GemmConfig]:
+    """The candidate configurations the profile sweep measures (the space the shipped set is cut from)."""
+    tiles = [  # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, GROUP_M)
+        (128, 256, 64, 8, 3, 8), (256, 128, 64, 8, 3, 8), (128, 128, 64, 8, 3, 8), (128, 128, 64, 4, 4, 8),
+        (128, 128, 32, 4, 4, 8), (128, 128, 64, 8, 3, 1), (128, 128, 64, 8, 3, 16), (128, 64, 64, 4, 4, 8),
+        (64, 128, 64, 4, 4, 8), (64, 64, 64, 4, 4, 8), (64, 64, 128, 4, 3, 8), (64, 256, 64, 8, 3, 8),
+        (32, 64, 128, 4, 4, 1), (32, 128, 64, 4, 4, 1), (16, 64, 128, 4, 4, 1), (16, 128, 128, 4, 4, 1),
+        (16, 256, 64, 4, 4, 1),
+    ]
+    persistent = [(128, 256, 64, 8, 3, 8, 1), (128, 128, 64, 8, 3, 8, 1), (128, 128, 64, 4, 4, 8, 2),
+                  (128, 64, 64, 4, 4, 8, 2), (64, 128, 64, 4, 4, 8, 2), (64, 64, 64, 4, 4, 8, 2)]
+    splitk = [  # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, GROUP_M, split_k)
+        (16, 64, 128, 4, 4, 1, 4), (16, 64, 128, 4, 4, 1, 8), (16, 64, 128, 4, 4, 1, 16),
+        (16, 128, 128, 4, 4, 1, 4), (16, 128, 128, 4, 4, 1, 8), (32, 64, 128, 4, 4, 1, 4),
+        (32, 64, 128, 4, 4, 1, 8), (64, 64, 64, 4, 4, 8, 2), (64, 64, 64, 4, 4, 8, 4), (64, 64, 64, 4, 4, 8, 8),
+        (64, 128, 64, 4, 4, 8, 2), (64, 128, 64, 4, 4, 8, 4), (128, 128, 64, 8, 3, 8, 2), (128, 128, 64, 8, 3, 8, 4),
+    ]
+    tma = [(128, 256, 64, 8, 3, 8, False), (128, 128, 64, 8, 3, 8, False), (128, 128, 64, 4, 4, 8, False),
+           (64, 128, 64, 4, 4, 8, False), (16, 128, 128, 4, 4, 1, False), (128, 256, 64, 8, 3, 8, True),
+           (128, 128, 64, 8, 3, 8, True)]
+    return ([GemmConfig("tiles", *t) for t in tiles]
+            + [GemmConfig("tiles", *p[:6], persistent=True, occupancy=p[6]) for p in persistent]
+            + [GemmConfig("splitk", *s) for s in splitk]
+            + [GemmConfig("tma", *t[:6], persistent=t[6]) for t in tma])
+
+
+TORCH_MATMUL = Variant("torch_matmul", run_torch_matmul, {"kind": "vendor"}, doc=run_torch_matmul.__doc__)
+CANDIDATES: dict[str, Variant] = {"torch_matmul": TORCH_MATMUL, **{c.name: as_variant(c) for c in _family()}}
+
+# Shipped subset: a hand-picked cover of the shape space until the sweep's greedy cover replaces it.
+SHIPPED = (
+    "torch_matmul",
+    "tile_128x256x64_w8s3g8", "tile_128x128x64_w8s3g8", "tile_64x128x64_w4s4g8", "tile_64x64x64_w4s4g8",
+    "tile_16x128x128_w4s4g1", "tile_persistent_128x128x64_w8s3g8",
+    "splitk4_16x64x128_w4s4g1", "splitk8_16x64x128_w4s4g1", "splitk4_64x64x64_w4s4g8",
+    "tma_128x256x64_w8s3g8", "tma_persistent_128x128x64_w8s3g8",
+)
+VARIANTS: dict[str, Variant] = {name: CANDIDATES[name] for name in SHIPPED}
+
+
+# ---------------------------------------------------------------- choosing the shipped set
+def _unmeasured_as_inf(times) -> np.ndarray:
+    times = np.asarray(times, dtype=float)
+    return np.where(np.isnan(times), np.inf, times)
+
+
+def oracle_fraction(times: np.ndarray, chosen: list[int]) -> float:
+    """Geometric mean over shapes of (best time over all configs) / (best time over ``chosen``).
+
+    ``times`` is [n_shapes, n_configs]; NaN (failed or not measured) counts as never best.
+    """
+    times = _unmeasured_as_inf(times)
+    with np.errstate(divide="ignore"):  # a shape no chosen config ran on scores 0
+        return float(np.exp(np.mean(np.log(times.min(axis=1) / times[:, chosen].min(axis=1)))))
+
+
+def greedy_cover(times: np.ndarray, k: int) -> list[int]:
+    """Up to ``k`` config columns picked one at a time, each raising :func:`oracle_fraction` the most."""
+    times = _unmeasured_as_inf(times)
+    if times.ndim != 2 or not np.isfinite(times.min(axis=1)).all():
+        raise InputError("greedy_cover needs a [shapes, configs] table with a finite time on every shape")
+    chosen: list[int] = []
+    for _ in range(min(k, times.shape[1])):
+        rest = [j for j in range(times.shape[1]) if j not in chosen]
+        chosen.append(max(rest, key=lambda j: oracle_fraction(times, chosen + [j])))
+    return chosen
+
+
+# ---------------------------------------------------------------- dispatch contract
+def split(inputs):
+    """``(a, b)`` -> ``((a, b), (a, b))``: the choice depends on shapes, dtypes and strides only."""
+    if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
+        raise InputError("gemm takes inputs (a, b): a [M, K] and b [K, N] tensor")
+    return tuple(inputs), tuple(inputs)
+
+
+def cache_key(source):
+    """Shapes, strides, dtypes and devices: everything :func:`problem` reads. None for non-tensors."""
+    a, b = source
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return None
+    return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device)
+
+
+def problem(source) -> GemmProblem:
+    """Validate ``(a, b)`` and describe the product."""
+    a, b = source
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            raise InputError(f"gemm: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 2:
+            raise InputError(f"gemm: {name} must be 2-D, got shape {tuple(t.shape)}")
+        if t.dtype not in SUPPORTED_DTYPES:
+            raise InputError(f"gemm: {name} has dtype {t.dtype}; seer's GEMM takes torch.float16 or torch.bfloat16")
+    if a.shape[1] != b.shape[0]:
+        raise InputError(f"gemm: inner dimensions differ: a is {tuple(a.shape)}, b is {tuple(b.shape)}")
+    if a.dtype != b.dtype:
+        raise InputError(f"gemm: a is {a.dtype} but b is {b.dtype}; convert one so they match")
+    if a.device != b.device:
+        raise InputError(f"gemm: a is on {a.device} but b is on {b.device}")
+    if a.device.type != "cuda" and not _interpreting():
+        raise InputError(f"gemm: tensors are on {a.device}; the Triton kernels need CUDA tensors "
+                         "(or TRITON_INTERPRET=1 set before importing seer, for CPU testing)")
+    return GemmProblem(a.shape[0], b.shape[1], a.shape[1], a.dtype, a.device, tuple(a.stride()), tuple(b.stride()),
+                       sm_count(a.device))
+
+
+def check_operands(problem: GemmProblem, operands) -> None:
+    """Cheap check that ``(a, b)`` still match the cached problem."""
+    a, b = operands
+    if (tuple(a.shape), tuple(b.shape)) != ((problem.M, problem.K), (problem.K, problem.N)):
+        raise InputError(f"gemm: operands {tuple(a.shape)} @ {tuple(b.shape)} do not match the problem "
+                         f"{problem.M}x{problem.K} @ {problem.K}x{problem.N}")
+    if a.dtype != problem.dtype or b.dtype != problem.dtype or a.device != problem.device:
+        raise InputError("gemm: operand dtype or device changed since the problem was examined")
+
+
+def reference(problem: GemmProblem, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """C = A B in float64 on the operands' device."""
+    return torch.matmul(a.double(), b.double())
+
+
+# ---------------------------------------------------------------- LLM shape suite
+@dataclass(frozen=True)
+class LinearLayer:
+    """A weight GEMM of a transformer: tokens x ``k`` activations times a ``k`` x ``n`` weight."""
+
+    model: str
+    layer: str
+    n: int
+    k: int
+    tokens_per_token: float = 1.0  # Mixture-of-experts: share of the tokens one expert sees
+
+
+LLM_LAYERS = tuple(
+    LinearLayer(model, layer, n, k, share)
+    for model, hidden, qkv, ffn, vocab, share in (
+        # model, hidden size, fused QKV width (grouped-query attention), MLP width, vocabulary, expert share
+        ("llama-8b", 4096, 6144, 14336, 128256, 1.0),
+        ("qwen-14b", 5120, 7168, 13824, 152064, 1.0),
+        ("llama-70b", 8192, 10240, 28672, 128256, 1.0),
+        ("mixtral-8x7b", 4096, 6144, 14336, 32000, 0.25),  # 8 experts, top-2 routing
+    )
+    for layer, n, k in (("qkv", qkv, hidden), ("o", hidden, hidden), ("mlp_up", 2 * ffn, hidden),
+                        ("mlp_down", hidden, ffn), ("lm_head", vocab, hidden))
+    if share == 1.0 or layer.startswith("mlp")  # experts only replace the MLP
+)
+LLM_TOKENS = (1, 4, 16, 64, 256, 1024, 4096, 16384)
+
+
+def llm_shapes(tokens=LLM_TOKENS, max_flops: float = float("inf")) -> list[tuple[str, int, int, int]]:
+    """(group, M, N, K) for every layer of :data:`LLM_LAYERS` at every token count.
+
+    ``group`` is ``model/layer``, the family a cross-validation split keeps together. Shapes over
+    ``max_flops`` (2 M N K) are left out.
+    """
+    shapes = []
+    for layer in LLM_LAYERS:
+        for t in tokens:
+            m = max(1, round(t * layer.tokens_per_token))
+            if 2.0 * m * layer.n * layer.k <= max_flops:
+                shapes.append((f"{layer.model}/{layer.layer}", m, layer.n, layer.k))
+    return sorted(set(shapes), key=shapes.index)

@@ -1,0 +1,733 @@
+"""GEMM with multi-GPU communication, overlapped in several patterns (after Iris), on a symmetric heap.
+
+Three ops; every rank calls them together with the same shapes (W ranks, this one is rank r):
+
+* ``all_gather_gemm``, inputs ``(a_shard [m, K], b [K, N])``: ``C = all_gather_rows(A) @ b``, ``[W m, N]``.
+* ``gemm_all_scatter``, inputs ``(a [M, K], b_shard [K, n])``: rank r computes column block r of
+  ``C = a @ [b_0 ... b_W-1]`` and sends it to every rank; each returns all of C, ``[M, W n]``.
+* ``gemm_reduce_scatter``, inputs ``(a_part [M, k], b_part [k, N])`` (K split across ranks):
+  ``C = sum_r a_part_r @ b_part_r``; rank r returns row block r, ``[M / W, N]``.
+
+Patterns, one :class:`seer.registry.Variant` each:
+
+* ``bulk_torch``: torch.matmul, then the torch collective (NCCL; gloo in the simulated world).
+* ``bulk_triton``: a Triton GEMM, then a Triton kernel moving the data with remote loads/stores.
+* ``fused_sequential``: communication inside the GEMM kernel, tile by tile: A tiles loaded from the
+  peers' heaps (all-gather), or each C tile stored to its destinations in the epilogue.
+* ``producer_consumer``: a GEMM kernel and a communication kernel on two streams, synchronised by
+  per-tile flags; communication runs on ``comm_programs`` programs (SMs), the GEMM on the rest.
+* ``workgroup_specialised``: one persistent kernel whose programs split into the two roles.
+* ``torch_fused`` (all_gather_gemm, GPU only): ``torch.ops.symm_mem.fused_all_gather_matmul``.
+
+Every Triton pattern builds C tiles with the one tile loop of :mod:`seer.kernels.gemm`
+(``matmul_tile``, ``tile_coords``) and moves data with :mod:`seer.kernels.remote`. Each op has a
+single kernel whose low program ids take the producing role and the rest the consuming role; the
+patterns differ in how they launch it. Producers take the low ids because the CPU interpreter runs
+programs (and kernels) one after another: whatever is waited for must come first.
+
+Per call, a Triton pattern stages its inputs in the heap, passes a barrier, works, passes a barrier
+(nobody reuses a buffer a peer still reads) and checks the bounded flag waits. Flags carry a
+per-call epoch, so they never need resetting.
+
+Dispatch: ``seer.dispatch(op, inputs, heap=...)`` with a :class:`seer.symmetric_heap.Heap` (real
+or simulated), or ``group=`` a NCCL process group whose heap is made on first use; neither means
+the default process group. Each op has a registry module view, ``seer.kernels.overlap.<op>``.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+import types
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from seer.errors import InputError
+from seer.kernels import remote
+from seer.kernels.gemm import matmul_tile, tile_coords
+from seer.registry import Variant
+from seer.symmetric_heap import Heap, heap_for_group
+
+DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+DEFAULT_COMM_PROGRAMS = 16
+CPU_PROGRAMS = 4  # "SMs" of the simulated GPU: enough for both roles to stride over several tiles
+
+# Where the all-gather GEMM reads A tiles from.
+A_GATHERED = tl.constexpr(0)  # the local gathered copy, complete before the GEMM starts
+A_PEER_HEAP = tl.constexpr(1)  # straight from the owning rank's heap (remote loads)
+A_FLAGGED = tl.constexpr(2)  # the local gathered copy, waiting for each chunk's flag
+
+
+# ================================================================ device code
+@triton.jit
+def _tile_offsets(pid_m, pid_n, rows, cols, stride_m, stride_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Element offsets and in-bounds mask of tile (pid_m, pid_n) of a rows x cols matrix."""
+    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
+    mask = (offs_m < rows)[:, None] & (offs_n < cols)[None, :]
+    return offs_m[:, None] * stride_m + offs_n[None, :] * stride_n, mask
+
+
+@triton.jit
+def _block_tile(tile, rank, world_size, rows, cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                GROUP_M: tl.constexpr, FIRST: tl.constexpr):
+    """Tile ``tile`` of W row blocks (rows x cols each), blocks visited from rank + FIRST on.
+
+    Returns (the block's rank, pid_m, pid_n, the tile's index within its block).
+    """
+    per_block = tl.cdiv(rows, BLOCK_M) * tl.cdiv(cols, BLOCK_N)
+    peer = (rank + FIRST + tile // per_block) % world_size
+    within = tile % per_block
+    pid_m, pid_n = tile_coords(within, rows, cols, BLOCK_M, BLOCK_N, GROUP_M)
+    return peer, pid_m, pid_n, within
+
+
+# ---------------------------------------------------------------- all_gather_gemm
+@triton.jit
+def _ag_copy(worker, workers, shard_ptr, gathered_ptr, flags_ptr, epoch, rank, world_size, heap_bases, m_loc, K,
+             BLOCK_M: tl.constexpr, COPY_K: tl.constexpr, SIGNAL: tl.constexpr):
+    """Pull every rank's A shard into the gathered A, BLOCK_M rows at a time, own shard first."""
+    chunks = tl.cdiv(m_loc, BLOCK_M)
+    for chunk in range(worker, world_size * chunks, workers):
+        src = (rank + chunk // chunks) % world_size
+        pid_m = chunk % chunks
+        dst_ptr = gathered_ptr + src.to(tl.int64) * m_loc * K
+        for k0 in range(0, K, COPY_K):
+            offs, mask = _tile_offsets(pid_m, 0, m_loc, K - k0, K, 1, BLOCK_M, COPY_K)
+            remote.get(shard_ptr + k0 + offs, dst_ptr + k0 + offs, rank, src, heap_bases, mask)
+        if SIGNAL:
+            remote.signal(flags_ptr + src * chunks + pid_m, epoch, rank, rank, heap_bases)
+
+
+@triton.jit
+def _ag_gemm(worker, workers, shard_ptr, gathered_ptr, b_ptr, c_ptr, flags_ptr, epoch, errors_ptr, max_spins,
+             rank, world_size, heap_bases, m_loc, N, K, stride_bk, stride_bn, stride_cm, stride_cn,
+             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+             A_FROM: tl.constexpr):
+    """C tiles of gathered A @ B, shard by shard from this rank's own on."""
+    per_shard = tl.cdiv(m_loc, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile in range(worker, world_size * per_shard, workers):
+        src, pid_m, pid_n, _ = _block_tile(tile, rank, world_size, m_loc, N, BLOCK_M, BLOCK_N, GROUP_M, 0)
+        first_row = src.to(tl.int64) * m_loc
+        if A_FROM == A_PEER_HEAP:
+            a_ptr = remote.translate(shard_ptr, rank, src, heap_bases)
+        else:
+            a_ptr = gathered_ptr + first_row * K
+        if A_FROM == A_FLAGGED:
+            flag = src * tl.cdiv(m_loc, BLOCK_M) + pid_m
+            remote.wait(flags_ptr + flag, epoch, rank, rank, heap_bases, errors_ptr, flag, max_spins)
+        acc = matmul_tile(a_ptr, b_ptr, m_loc, N, K, K, 1, stride_bk, stride_bn, pid_m, pid_n, 0, K,
+                          BLOCK_M, BLOCK_N, BLOCK_K)
+        offs, mask = _tile_offsets(pid_m, pid_n, m_loc, N, stride_cm, stride_cn, BLOCK_M, BLOCK_N)
+        tl.store(c_ptr + first_row * stride_cm + offs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _ag_kernel(shard_ptr, gathered_ptr, b_ptr, c_ptr, flags_ptr, epoch, errors_ptr, max_spins, rank, world_size,
+               heap_bases, m_loc, N, K, stride_bk, stride_bn, stride_cm, stride_cn, producers,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+               COPY_K: tl.constexpr, SIGNAL: tl.constexpr, A_FROM: tl.constexpr):
+    """Programs below ``producers`` gather A; the others compute C."""
+    pid = tl.program_id(0)
+    if pid < producers:
+        _ag_copy(pid, producers, shard_ptr, gathered_ptr, flags_ptr, epoch, rank, world_size, heap_bases, m_loc, K,
+                 BLOCK_M, COPY_K, SIGNAL)
+    else:
+        _ag_gemm(pid - producers, tl.num_programs(0) - producers, shard_ptr, gathered_ptr, b_ptr, c_ptr, flags_ptr,
+                 epoch, errors_ptr, max_spins, rank, world_size, heap_bases, m_loc, N, K, stride_bk, stride_bn,
+                 stride_cm, stride_cn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, A_FROM)
+
+
+# ---------------------------------------------------------------- gemm_all_scatter
+@triton.jit
+def _as_gemm(worker, workers, a_ptr, b_ptr, c_ptr, flags_ptr, epoch, rank, world_size, heap_bases, M, N, K,
+             stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
+             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+             PUSH: tl.constexpr, SIGNAL: tl.constexpr):
+    """This rank's column block of C; PUSH stores each tile on every rank, else only here."""
+    for tile in range(worker, tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N), workers):
+        pid_m, pid_n = tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = matmul_tile(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n, 0, K,
+                          BLOCK_M, BLOCK_N, BLOCK_K)
+        value = acc.to(c_ptr.dtype.element_ty)
+        offs, mask = _tile_offsets(pid_m, pid_n, M, N, stride_cm, 1, BLOCK_M, BLOCK_N)
+        if PUSH:
+            for step in range(world_size):
+                remote.store(c_ptr + offs, value, rank, (rank + step) % world_size, heap_bases, mask)
+        else:
+            tl.store(c_ptr + offs, value, mask=mask)
+        if SIGNAL:
+            remote.signal(flags_ptr + tile, epoch, rank, rank, heap_bases)
+
+
+@triton.jit
+def _as_send(worker, workers, c_ptr, flags_ptr, epoch, errors_ptr, max_spins, rank, world_size, heap_bases, M, N,
+             stride_cm, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr, WAIT: tl.constexpr):
+    """Copy this rank's C tiles into every peer's C (waiting for each tile's flag when WAIT)."""
+    for tile in range(worker, tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N), workers):
+        if WAIT:
+            remote.wait(flags_ptr + tile, epoch, rank, rank, heap_bases, errors_ptr, tile, max_spins)
+        pid_m, pid_n = tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        offs, mask = _tile_offsets(pid_m, pid_n, M, N, stride_cm, 1, BLOCK_M, BLOCK_N)
+        value = tl.load(c_ptr + offs, mask=mask)
+        for step in range(1, world_size):
+            remote.store(c_ptr + offs, value, rank, (rank + step) % world_size, heap_bases, mask)
+
+
+@triton.jit
+def _as_kernel(a_ptr, b_ptr, c_ptr, flags_ptr, epoch, errors_ptr, max_spins, rank, world_size, heap_bases, M, N, K,
+               stride_am, stride_ak, stride_bk, stride_bn, stride_cm, producers,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+               PUSH: tl.constexpr, SIGNAL: tl.constexpr, WAIT: tl.constexpr):
+    """Programs below ``producers`` compute C tiles; the others send them to the peers."""
+    pid = tl.program_id(0)
+    if pid < producers:
+        _as_gemm(pid, producers, a_ptr, b_ptr, c_ptr, flags_ptr, epoch, rank, world_size, heap_bases, M, N, K,
+                 stride_am, stride_ak, stride_bk, stride_bn, stride_cm, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M,
+                 PUSH, SIGNAL)
+    else:
+        _as_send(pid - producers, tl.num_programs(0) - producers, c_ptr, flags_ptr, epoch, errors_ptr, max_spins,
+                 rank, world_size, heap_bases, M, N, stride_cm, BLOCK_M, BLOCK_N, GROUP_M, WAIT)
+
+
+# ---------------------------------------------------------------- gemm_reduce_scatter
+# ``parts`` is [W, m_loc, N] in the heap. Kept here (PUSH false) block b is this rank's partial of
+# rank b's rows, which rank b pulls; pushed (PUSH true) block b is rank b's partial of this rank's rows.
+@triton.jit
+def _rs_gemm(worker, workers, a_ptr, b_ptr, parts_ptr, flags_ptr, epoch, rank, world_size, heap_bases, m_loc, N, K,
+             stride_am, stride_ak, stride_bk, stride_bn,
+             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+             PUSH: tl.constexpr, SIGNAL: tl.constexpr):
+    """This rank's partial products, row block by row block, the next rank's block first."""
+    per_block = tl.cdiv(m_loc, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile in range(worker, world_size * per_block, workers):
+        owner, pid_m, pid_n, within = _block_tile(tile, rank, world_size, m_loc, N, BLOCK_M, BLOCK_N, GROUP_M, 1)
+        acc = matmul_tile(a_ptr + owner.to(tl.int64) * m_loc * stride_am, b_ptr, m_loc, N, K, stride_am, stride_ak,
+                          stride_bk, stride_bn, pid_m, pid_n, 0, K, BLOCK_M, BLOCK_N, BLOCK_K)
+        value = acc.to(parts_ptr.dtype.element_ty)
+        offs, mask = _tile_offsets(pid_m, pid_n, m_loc, N, N, 1, BLOCK_M, BLOCK_N)
+        if PUSH:
+            slot_ptr = parts_ptr + tl.cast(rank, tl.int64) * m_loc * N
+            remote.store(slot_ptr + offs, value, rank, owner, heap_bases, mask)
+        else:
+            tl.store(parts_ptr + owner.to(tl.int64) * m_loc * N + offs, value, mask=mask)
+            if SIGNAL:
+                remote.signal(flags_ptr + owner * per_block + within, epoch, rank, rank, heap_bases)
+
+
+@triton.jit
+def _rs_reduce(worker, workers, parts_ptr, out_ptr, flags_ptr, epoch, errors_ptr, max_spins, rank, world_size,
+               heap_bases, m_loc, N, stride_om, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr,
+               FROM_PEERS: tl.constexpr, WAIT: tl.constexpr):
+    """Sum the W partials of this rank's row block in fp32: pulled from the peers, or from local slots."""
+    per_block = tl.cdiv(m_loc, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for tile in range(worker, per_block, workers):
+        pid_m, pid_n = tile_coords(tile, m_loc, N, BLOCK_M, BLOCK_N, GROUP_M)
+        offs, mask = _tile_offsets(pid_m, pid_n, m_loc, N, N, 1, BLOCK_M, BLOCK_N)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for step in range(world_size):
+            src = (rank + 1 + step) % world_size
+            if FROM_PEERS:
+                if WAIT:
+                    flag = rank * per_block + tile
+                    remote.wait(flags_ptr + flag, epoch, rank, src, heap_bases, errors_ptr, flag, max_spins)
+                mine_ptr = parts_ptr + tl.cast(rank, tl.int64) * m_loc * N
+                part = remote.load(mine_ptr + offs, rank, src, heap_bases, mask, 0.0)
+            else:
+                part = tl.load(parts_ptr + src.to(tl.int64) * m_loc * N + offs, mask=mask, other=0.0)
+            acc += part.to(tl.float32)
+        out_offs, _ = _tile_offsets(pid_m, pid_n, m_loc, N, stride_om, 1, BLOCK_M, BLOCK_N)
+        tl.store(out_ptr + out_offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _rs_kernel(a_ptr, b_ptr, parts_ptr, out_ptr, flags_ptr, epoch, errors_ptr, max_spins, rank, world_size,
+               heap_bases, m_loc, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_om, producers,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+               PUSH: tl.constexpr, SIGNAL: tl.constexpr, FROM_PEERS: tl.constexpr, WAIT: tl.constexpr):
+    """Programs below ``producers`` compute partial products; the others reduce this rank's rows."""
+    pid = tl.program_id(0)
+    if pid < producers:
+        _rs_gemm(pid, producers, a_ptr, b_ptr, parts_ptr, flags_ptr, epoch, rank, world_size, heap_bases, m_loc, N, K,
+                 stride_am, stride_ak, stride_bk, stride_bn, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, PUSH, SIGNAL)
+    else:
+        _rs_reduce(pid - producers, tl.num_programs(0) - producers, parts_ptr, out_ptr, flags_ptr, epoch, errors_ptr,
+                   max_spins, rank, world_size, heap_bases, m_loc, N, stride_om, BLOCK_M, BLOCK_N, GROUP_M,
+                   FROM_PEERS, WAIT)
+
+
+# ================================================================ problems
+@dataclass(frozen=True)
+class Tiles:
+    """Tile shape of every pattern's GEMM and copies, and the launch settings of its kernels."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int
+    copy_k: int  # columns an all-gather copy program moves per step
+    num_warps: int
+    num_stages: int
+
+
+CPU_TILES = Tiles(16, 16, 16, 2, 16, 1, 1)  # tiny: the interpreter's cost grows with every element
+
+
+def gpu_tiles(dtype: torch.dtype) -> Tiles:
+    return Tiles(128, 128, 64 if dtype.itemsize <= 2 else 32, 8, 128, 8, 3)
+
+
+@dataclass(frozen=True, eq=False)
+class OverlapSpec:
+    """What a choice depends on: the op, the local input shapes and dtype, and where the heap comes from."""
+
+    op: str
+    a_shape: tuple
+    b_shape: tuple
+    dtype: torch.dtype
+    device: torch.device
+    heap: Heap | None
+    group: object | None
+
+
+@dataclass(frozen=True, eq=False)
+class OverlapProblem:
+    """A validated call: the whole GEMM ``C[m, n] = A[m, k] B[k, n]`` and this rank's share of it."""
+
+    op: str
+    heap: Heap
+    m: int
+    n: int
+    k: int
+    a_shape: tuple
+    b_shape: tuple
+    dtype: torch.dtype
+    device: torch.device
+    tiles: Tiles
+    programs: int  # programs a persistent kernel launches: the SMs of a GPU
+
+    @property
+    def rank(self) -> int:
+        return self.heap.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.heap.world_size
+
+
+# The input names of each op, for messages.
+INPUTS = {
+    "all_gather_gemm": ("a_shard", "b"),
+    "gemm_all_scatter": ("a", "b_shard"),
+    "gemm_reduce_scatter": ("a_part", "b_part"),
+}
+
+
+def split(op: str, inputs, *, heap: Heap | None = None, group=None):
+    """``(a, b)`` -> ``(OverlapSpec, (a, b))``; ``heap`` or ``group`` says which ranks take part."""
+    names = INPUTS[op]
+    if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
+        raise InputError(f"{op} takes inputs ({', '.join(names)}): two matrices")
+    for name, tensor in zip(names, inputs):
+        if not isinstance(tensor, torch.Tensor) or tensor.dim() != 2:
+            raise InputError(f"{op}: {name} must be a 2-D torch.Tensor, got {_describe(tensor)}")
+    if heap is not None and not isinstance(heap, Heap):
+        raise InputError(f"{op}: heap must be a seer.symmetric_heap.Heap, got {type(heap).__name__}")
+    a, b = inputs
+    return OverlapSpec(op, tuple(a.shape), tuple(b.shape), a.dtype, a.device, heap, group), (a, b)
+
+
+def cache_key(spec: OverlapSpec):
+    where = id(spec.heap) if spec.heap is not None else ("group", getattr(spec.group, "group_name", None))
+    return (spec.op, spec.a_shape, spec.b_shape, spec.dtype, str(spec.device), where)
+
+
+def problem(spec: OverlapSpec) -> OverlapProblem:
+    heap = spec.heap if spec.heap is not None else heap_for_group(spec.group)
+    if spec.dtype not in DTYPES:
+        raise InputError(f"{spec.op} supports {[str(d) for d in DTYPES]}, got {spec.dtype}")
+    if spec.device != heap.device:
+        raise InputError(f"{spec.op}: inputs are on {spec.device} but the symmetric heap is on {heap.device}")
+    m, n, k = _global_dims(spec.op, spec.a_shape, spec.b_shape, heap.world_size)
+    if spec.device.type == "cuda":
+        tiles, programs = gpu_tiles(spec.dtype), torch.cuda.get_device_properties(spec.device).multi_processor_count
+    else:
+        tiles, programs = CPU_TILES, CPU_PROGRAMS
+    return OverlapProblem(spec.op, heap, m, n, k, spec.a_shape, spec.b_shape, spec.dtype, spec.device, tiles, programs)
+
+
+def check_operands(p: OverlapProblem, operands) -> None:
+    for name, tensor, shape in zip(INPUTS[p.op], operands, (p.a_shape, p.b_shape)):
+        if tuple(tensor.shape) != shape or tensor.dtype != p.dtype or tensor.device != p.device:
+            raise InputError(f"{p.op}: {name} is {_describe(tensor)}, expected {list(shape)} {p.dtype} on {p.device}")
+
+
+def reference(p: OverlapProblem, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """This rank's result in float64 on the CPU, from the whole A and B (collective: gathers the inputs)."""
+    group = _group(p)
+    if p.op == "all_gather_gemm":
+        whole_a, whole_b = _all_gather(a, group).flatten(0, 1), b
+    elif p.op == "gemm_all_scatter":
+        whole_a, whole_b = a, _join_columns(_all_gather(b, group))
+    else:
+        whole_a, whole_b = _join_columns(_all_gather(a, group)), _all_gather(b, group).flatten(0, 1)
+    c = whole_a.detach().double().cpu() @ whole_b.detach().double().cpu()
+    if p.op == "gemm_reduce_scatter":
+        return c.chunk(p.world_size)[p.rank]
+    return c
+
+
+def _global_dims(op: str, a_shape, b_shape, world_size: int) -> tuple[int, int, int]:
+    (a_rows, a_cols), (b_rows, b_cols) = a_shape, b_shape
+    names = INPUTS[op]
+    if a_cols != b_rows:
+        raise InputError(f"{op}: {names[0]} {list(a_shape)} and {names[1]} {list(b_shape)} do not chain (inner sizes differ)")
+    if min(a_rows, a_cols, b_cols) == 0:
+        raise InputError(f"{op}: empty input {list(a_shape)} x {list(b_shape)}")
+    if op == "all_gather_gemm":
+        return world_size * a_rows, b_cols, a_cols
+    if op == "gemm_all_scatter":
+        return a_rows, world_size * b_cols, a_cols
+    if a_rows % world_size:
+        raise InputError(f"{op}: the {a_rows} rows of C must split evenly over {world_size} ranks")
+    return a_rows, b_cols, world_size * a_cols
+
+
+def _describe(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{list(value.shape)} {value.dtype} on {value.device}"
+    return type(value).__name__
+
+
+# ================================================================ host side of the patterns
+def _group(p: OverlapProblem):
+    if p.heap.group is None:
+        raise InputError(f"{p.op}: this heap has no process group for torch collectives")
+    return p.heap.group
+
+
+def _all_gather(tensor: torch.Tensor, group) -> torch.Tensor:
+    """[W, *shape]: every rank's ``tensor``."""
+    import torch.distributed as dist
+
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # renamed in torch 2.13
+    world_size = dist.get_world_size(group)
+    out = tensor.new_empty((world_size * tensor.shape[0], *tensor.shape[1:]))  # gloo wants the ranks stacked on dim 0
+    gather(out, tensor.contiguous(), group=group)
+    return out.view(world_size, *tensor.shape)
+
+
+def _join_columns(blocks: torch.Tensor) -> torch.Tensor:
+    """[W, rows, cols] -> [rows, W cols]."""
+    return blocks.permute(1, 0, 2).reshape(blocks.shape[1], -1)
+
+
+def _begin(p: OverlapProblem) -> int:
+    """Every rank's inputs are staged and nobody still reads the last call's buffers; the call's epoch."""
+    p.heap.barrier()
+    return p.heap.next_epoch()
+
+
+def _end(p: OverlapProblem, pattern: str) -> None:
+    p.heap.barrier()
+    if p.heap.check_waits:
+        p.heap.raise_wait_errors(f"{p.op} {pattern}")
+
+
+def _flags(p: OverlapProblem, count: int) -> torch.Tensor:
+    return p.heap.scratch(f"{p.op}.flags", (count,), torch.int32, zero_new=True)
+
+
+def _roles(p: OverlapProblem, comm_programs: int, comm_units: int, gemm_units: int) -> tuple[int, int]:
+    """(communication programs, GEMM programs), together at most the GPU's SMs, so all run at once."""
+    comm = max(1, min(comm_programs, p.programs // 2, comm_units))
+    return comm, max(1, min(p.programs - comm, gemm_units))
+
+
+_side_streams: dict = {}
+
+
+def _pair(device: torch.device, producer, consumer, comm_is_producer: bool) -> None:
+    """Launch ``producer`` then ``consumer``; on a GPU the communication one goes on a side stream.
+
+    The interpreter runs them one after the other, which the producer-first order makes safe.
+    """
+    if device.type != "cuda":
+        producer()
+        consumer()
+        return
+    main = torch.cuda.current_stream(device)
+    side = _side_streams.get(device)
+    if side is None:
+        side = _side_streams[device] = torch.cuda.Stream(device)
+    side.wait_stream(main)
+    for launch, is_comm in ((producer, comm_is_producer), (consumer, not comm_is_producer)):
+        if is_comm:
+            with torch.cuda.stream(side):
+                launch()
+        else:
+            launch()
+    main.wait_stream(side)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+# ---------------------------------------------------------------- all_gather_gemm
+def _ag_launch(p, programs, producers, shard, gathered, b, c, flags, epoch, *, signal=False, a_from=A_GATHERED):
+    t, h = p.tiles, p.heap
+    _ag_kernel[(programs,)](
+        shard, gathered, b, c, flags, epoch, h.wait_errors, h.max_spins, h.rank, h.world_size, h.heap_bases,
+        shard.shape[0], p.n, p.k, b.stride(0), b.stride(1), c.stride(0), c.stride(1), producers,
+        BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k, GROUP_M=t.group_m, COPY_K=t.copy_k,
+        SIGNAL=signal, A_FROM=a_from, num_warps=t.num_warps, num_stages=t.num_stages)
+
+
+def _ag_setup(p, a_shard):
+    """(heap copy of the shard, gathered A, C, flags, units of copy work, GEMM tiles)."""
+    shard = p.heap.scratch("all_gather_gemm.a", a_shard.shape, p.dtype)
+    shard.copy_(a_shard)
+    chunks = p.world_size * _cdiv(shard.shape[0], p.tiles.block_m)
+    tiles = chunks * _cdiv(p.n, p.tiles.block_n)
+    gathered = a_shard.new_empty((p.m, p.k))
+    c = a_shard.new_empty((p.m, p.n))
+    return shard, gathered, c, _flags(p, chunks), chunks, tiles
+
+
+def _ag_bulk_triton(p, a_shard, b):
+    shard, gathered, c, flags, chunks, tiles = _ag_setup(p, a_shard)
+    epoch = _begin(p)
+    copiers = min(chunks, p.programs)
+    _ag_launch(p, copiers, copiers, shard, gathered, b, c, flags, epoch)
+    _ag_launch(p, min(tiles, p.programs), 0, shard, gathered, b, c, flags, epoch, a_from=A_GATHERED)
+    _end(p, "bulk_triton")
+    return c
+
+
+def _ag_fused_sequential(p, a_shard, b):
+    shard, gathered, c, flags, chunks, tiles = _ag_setup(p, a_shard)
+    epoch = _begin(p)
+    _ag_launch(p, min(tiles, p.programs), 0, shard, gathered, b, c, flags, epoch, a_from=A_PEER_HEAP)
+    _end(p, "fused_sequential")
+    return c
+
+
+def _ag_producer_consumer(p, a_shard, b, *, comm_programs):
+    shard, gathered, c, flags, chunks, tiles = _ag_setup(p, a_shard)
+    copiers, computers = _roles(p, comm_programs, chunks, tiles)
+    epoch = _begin(p)
+    _pair(p.device,
+          lambda: _ag_launch(p, copiers, copiers, shard, gathered, b, c, flags, epoch, signal=True),
+          lambda: _ag_launch(p, computers, 0, shard, gathered, b, c, flags, epoch, a_from=A_FLAGGED),
+          comm_is_producer=True)
+    _end(p, "producer_consumer")
+    return c
+
+
+def _ag_workgroup_specialised(p, a_shard, b, *, comm_programs):
+    shard, gathered, c, flags, chunks, tiles = _ag_setup(p, a_shard)
+    copiers, computers = _roles(p, comm_programs, chunks, tiles)
+    epoch = _begin(p)
+    _ag_launch(p, copiers + computers, copiers, shard, gathered, b, c, flags, epoch, signal=True, a_from=A_FLAGGED)
+    _end(p, "workgroup_specialised")
+    return c
+
+
+def _ag_bulk_torch(p, a_shard, b):
+    return torch.matmul(_all_gather(a_shard, _group(p)).flatten(0, 1), b)
+
+
+def _ag_torch_fused(p, a_shard, b):
+    if p.device.type != "cuda":
+        raise InputError("torch_fused runs PyTorch's fused_all_gather_matmul, which needs CUDA symmetric memory")
+    _, (c,) = torch.ops.symm_mem.fused_all_gather_matmul(a_shard, [b], 0, _group(p).group_name, return_A=False)
+    return c
+
+
+# ---------------------------------------------------------------- gemm_all_scatter
+def _as_launch(p, programs, producers, a, b, mine, flags, epoch, *, push=False, signal=False, wait=False):
+    t, h = p.tiles, p.heap
+    _as_kernel[(programs,)](
+        a, b, mine, flags, epoch, h.wait_errors, h.max_spins, h.rank, h.world_size, h.heap_bases,
+        p.m, mine.shape[1], p.k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), mine.stride(0), producers,
+        BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k, GROUP_M=t.group_m,
+        PUSH=push, SIGNAL=signal, WAIT=wait, num_warps=t.num_warps, num_stages=t.num_stages)
+
+
+def _as_setup(p, b_shard):
+    """(whole C in the heap, this rank's column block of it, flags, C tiles of the block)."""
+    c = p.heap.scratch("gemm_all_scatter.c", (p.m, p.n), p.dtype)
+    width = b_shard.shape[1]
+    mine = c[:, p.rank * width:(p.rank + 1) * width]
+    tiles = _cdiv(p.m, p.tiles.block_m) * _cdiv(width, p.tiles.block_n)
+    return c, mine, _flags(p, tiles), tiles
+
+
+def _as_finish(p, c, pattern):
+    _end(p, pattern)
+    return c.clone()  # the heap buffer is overwritten by the next call
+
+
+def _as_bulk_triton(p, a, b_shard):
+    c, mine, flags, tiles = _as_setup(p, b_shard)
+    epoch = _begin(p)
+    programs = min(tiles, p.programs)
+    _as_launch(p, programs, programs, a, b_shard, mine, flags, epoch)
+    _as_launch(p, programs, 0, a, b_shard, mine, flags, epoch)
+    return _as_finish(p, c, "bulk_triton")
+
+
+def _as_fused_sequential(p, a, b_shard):
+    c, mine, flags, tiles = _as_setup(p, b_shard)
+    epoch = _begin(p)
+    programs = min(tiles, p.programs)
+    _as_launch(p, programs, programs, a, b_shard, mine, flags, epoch, push=True)
+    return _as_finish(p, c, "fused_sequential")
+
+
+def _as_producer_consumer(p, a, b_shard, *, comm_programs):
+    c, mine, flags, tiles = _as_setup(p, b_shard)
+    senders, computers = _roles(p, comm_programs, tiles, tiles)
+    epoch = _begin(p)
+    _pair(p.device,
+          lambda: _as_launch(p, computers, computers, a, b_shard, mine, flags, epoch, signal=True),
+          lambda: _as_launch(p, senders, 0, a, b_shard, mine, flags, epoch, wait=True),
+          comm_is_producer=False)
+    return _as_finish(p, c, "producer_consumer")
+
+
+def _as_workgroup_specialised(p, a, b_shard, *, comm_programs):
+    c, mine, flags, tiles = _as_setup(p, b_shard)
+    senders, computers = _roles(p, comm_programs, tiles, tiles)
+    epoch = _begin(p)
+    _as_launch(p, computers + senders, computers, a, b_shard, mine, flags, epoch, signal=True, wait=True)
+    return _as_finish(p, c, "workgroup_specialised")
+
+
+def _as_bulk_torch(p, a, b_shard):
+    return _join_columns(_all_gather(torch.matmul(a, b_shard), _group(p)))
+
+
+# ---------------------------------------------------------------- gemm_reduce_scatter
+def _rs_launch(p, programs, producers, a, b, parts, out, flags, epoch, *, push=False, signal=False,
+               from_peers=False, wait=False):
+    t, h = p.tiles, p.heap
+    _rs_kernel[(programs,)](
+        a, b, parts, out, flags, epoch, h.wait_errors, h.max_spins, h.rank, h.world_size, h.heap_bases,
+        out.shape[0], p.n, a.shape[1], a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), producers,
+        BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k, GROUP_M=t.group_m,
+        PUSH=push, SIGNAL=signal, FROM_PEERS=from_peers, WAIT=wait,
+        num_warps=t.num_warps, num_stages=t.num_stages)
+
+
+def _rs_setup(p, a_part):
+    """(partials in the heap, this rank's output rows, flags, output tiles per row block)."""
+    m_loc = p.m // p.world_size
+    parts = p.heap.scratch("gemm_reduce_scatter.parts", (p.world_size, m_loc, p.n), p.dtype)
+    out = a_part.new_empty((m_loc, p.n))
+    per_block = _cdiv(m_loc, p.tiles.block_m) * _cdiv(p.n, p.tiles.block_n)
+    return parts, out, _flags(p, p.world_size * per_block), per_block
+
+
+def _rs_bulk_triton(p, a_part, b_part):
+    parts, out, flags, per_block = _rs_setup(p, a_part)
+    epoch = _begin(p)
+    computers = min(p.world_size * per_block, p.programs)
+    _rs_launch(p, computers, computers, a_part, b_part, parts, out, flags, epoch)
+    p.heap.barrier()  # every partial is complete before anyone pulls
+    _rs_launch(p, min(per_block, p.programs), 0, a_part, b_part, parts, out, flags, epoch, from_peers=True)
+    _end(p, "bulk_triton")
+    return out
+
+
+def _rs_fused_sequential(p, a_part, b_part):
+    parts, out, flags, per_block = _rs_setup(p, a_part)
+    epoch = _begin(p)
+    computers = min(p.world_size * per_block, p.programs)
+    _rs_launch(p, computers, computers, a_part, b_part, parts, out, flags, epoch, push=True)
+    p.heap.barrier()  # every peer's partial has landed here
+    _rs_launch(p, min(per_block, p.programs), 0, a_part, b_part, parts, out, flags, epoch)
+    _end(p, "fused_sequential")
+    return out
+
+
+def _rs_producer_consumer(p, a_part, b_part, *, comm_programs):
+    parts, out, flags, per_block = _rs_setup(p, a_part)
+    reducers, computers = _roles(p, comm_programs, per_block, p.world_size * per_block)
+    epoch = _begin(p)
+    _pair(p.device,
+          lambda: _rs_launch(p, computers, computers, a_part, b_part, parts, out, flags, epoch, signal=True),
+          lambda: _rs_launch(p, reducers, 0, a_part, b_part, parts, out, flags, epoch, from_peers=True, wait=True),
+          comm_is_producer=False)
+    _end(p, "producer_consumer")
+    return out
+
+
+def _rs_workgroup_specialised(p, a_part, b_part, *, comm_programs):
+    parts, out, flags, per_block = _rs_setup(p, a_part)
+    reducers, computers = _roles(p, comm_programs, per_block, p.world_size * per_block)
+    epoch = _begin(p)
+    _rs_launch(p, computers + reducers, computers, a_part, b_part, parts, out, flags, epoch,
+               signal=True, from_peers=True, wait=True)
+    _end(p, "workgroup_specialised")
+    return out
+
+
+def _rs_bulk_torch(p, a_part, b_part):
+    import torch.distributed as dist
+
+    scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor  # renamed in torch 2.13
+    partial = torch.matmul(a_part, b_part)
+    out = partial.new_empty((p.m // p.world_size, p.n))
+    scatter(out, partial, group=_group(p))
+    return out
+
+
+# ================================================================ variants and registry views
+PATTERNS = ("bulk_torch", "bulk_triton", "fused_sequential", "producer_consumer", "workgroup_specialised")
+_PATTERN_DOCS = {
+    "bulk_torch": "torch.matmul, then the torch collective (NCCL)",
+    "bulk_triton": "Triton GEMM, then a Triton kernel moving the data through the symmetric heap",
+    "fused_sequential": "communication inside the GEMM kernel, tile by tile",
+    "producer_consumer": "GEMM and communication kernels on two streams, synchronised by per-tile flags",
+    "workgroup_specialised": "one persistent kernel, programs split between GEMM and communication",
+    "torch_fused": "PyTorch's torch.ops.symm_mem.fused_all_gather_matmul (GPU only)",
+}
+_TAKES_COMM_PROGRAMS = ("producer_consumer", "workgroup_specialised")
+
+
+def _variants(prefix: str, patterns) -> dict[str, Variant]:
+    variants = {}
+    for pattern in patterns:
+        run = globals()[f"_{prefix}_{pattern}"]
+        params = {"comm_programs": DEFAULT_COMM_PROGRAMS} if pattern in _TAKES_COMM_PROGRAMS else {}
+        variants[pattern] = Variant(pattern, functools.partial(run, **params) if params else run, params,
+                                    _PATTERN_DOCS[pattern])
+    return variants
+
+
+def _op_module(op: str, variants: dict[str, Variant], summary: str) -> types.ModuleType:
+    """The registry's kernel-module contract for one op, importable as ``seer.kernels.overlap.<op>``."""
+    module = types.ModuleType(f"{__name__}.{op}", summary)
+    module.VARIANTS = variants
+    module.split = functools.partial(split, op)
+    module.cache_key = cache_key
+    module.problem = problem
+    module.check_operands = check_operands
+    module.reference = reference
+    sys.modules[module.__name__] = module
+    return module
+
+
+all_gather_gemm = _op_module(
+    "all_gather_gemm", _variants("ag", (*PATTERNS, "torch_fused")),
+    "C = all_gather(A shards by rows) @ B on every rank.")
+gemm_all_scatter = _op_module(
+    "gemm_all_scatter", _variants("as", PATTERNS),
+    "Each rank computes a column block of C = A B; every rank ends with all of C.")
+gemm_reduce_scatter = _op_module(
+    "gemm_reduce_scatter", _variants("rs", PATTERNS),
+    "K split across ranks: C = sum of partial products, reduced and scattered by rows.")

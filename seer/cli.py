@@ -1,0 +1,140 @@
+"""The ``seer`` command: profile, train, report, explain."""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from seer.errors import SeerError
+
+PROFILES = Path(__file__).resolve().parent.parent / "datasets" / "profiles"
+DEFAULT_TABLE = PROFILES / "spmv-h100.csv"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    command = "seer " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    try:
+        return args.run(args, command) or 0
+    except SeerError as error:
+        print(f"seer {args.command}: error: {error}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="seer", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("profile", help="time every variant of an op over many inputs (on a GPU) into a profile table",
+                       description="Profile SpMV variants and cuSPARSE on real and synthetic matrices. "
+                                   "Resumes an existing table; under torchrun each rank takes a shard.")
+    p.add_argument("op", choices=["spmv"], help="the op to profile (GEMM and multi-GPU ops: see benchmarks/)")
+    p.add_argument("--out", type=Path, required=True, help="profile table to write (CSV; .meta.json beside it)")
+    p.add_argument("--matrices", type=Path, action="append", default=[],
+                   help="folder of .mtx/.mtx.gz/.tar.gz matrices (SuiteSparse layout); repeatable")
+    p.add_argument("--max-nnz", type=int, default=None, help="skip real matrices with more nonzeros")
+    p.add_argument("--synthetic", choices=["none", "small", "large"], default="none",
+                   help="add the generated suite (large: 1M-50M nnz, incl. block-replicated real matrices)")
+    p.add_argument("--limit", type=int, default=None, help="profile at most this many inputs")
+    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
+    p.add_argument("--deadline", type=float, default=None, help="stop cleanly after this many seconds")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(run=_profile)
+
+    p = sub.add_parser("train", help="train a two-stage selector on a profile table; print rules and held-out scores",
+                       description="Cross-validate (grouped by family), fit, and write the model JSON with its "
+                                   "rules (.txt, .md, .py) beside it.")
+    p.add_argument("table", type=Path, nargs="?", default=DEFAULT_TABLE,
+                   help=f"profile table (default: the shipped {DEFAULT_TABLE.name})")
+    p.add_argument("--op", default=None, help="op of the table (default: from its .meta.json)")
+    p.add_argument("--out", type=Path, default=None, help="model file (default: models/<table name>.json)")
+    p.set_defaults(run=_train)
+
+    p = sub.add_parser("report", help="write a Markdown + PNG report of a table's held-out selection quality")
+    p.add_argument("table", type=Path, nargs="?", default=DEFAULT_TABLE)
+    p.add_argument("--op", default=None)
+    p.add_argument("--model", type=Path, default=None, help="model to describe (default: train one on the table)")
+    p.add_argument("--out", type=Path, default=Path("report"), help="folder for report.md and the figures")
+    p.set_defaults(run=_report)
+
+    p = sub.add_parser("explain", help="show which SpMV variant seer picks for a matrix file, and why")
+    p.add_argument("matrix", type=Path, help=".mtx, .mtx.gz or SuiteSparse .tar.gz file")
+    p.add_argument("--model", type=Path, default=None, help="model file (default: every shipped SpMV model)")
+    p.add_argument("--calls", type=int, default=1, help="how many calls on this matrix to plan for")
+    p.set_defaults(run=_explain)
+    return parser
+
+
+def _profile(args, command: str) -> int:
+    import torch
+
+    from seer.datasets.cases import spmv_cases
+    from seer.profiling import profile
+
+    if not torch.cuda.is_available():
+        raise SeerError("profiling times kernels on a CUDA GPU and none is visible; interpreter timings "
+                        "are not GPU timings")
+    if not args.matrices and args.synthetic == "none":
+        raise SeerError("nothing to profile: give --matrices FOLDER and/or --synthetic small|large")
+    cases = spmv_cases(args.matrices, synthetic=args.synthetic, max_nnz=args.max_nnz,
+                       dtype=getattr(torch, args.dtype), seed=args.seed)
+    if args.limit is not None:
+        cases = cases[: args.limit]
+    profile("spmv", cases, args.out, command=command, call_overhead_below=1_000_000, deadline_s=args.deadline)
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _train(args, command: str) -> int:
+    from seer import rules
+    from seer.train import train_table
+
+    out = args.out or Path("models") / f"{args.table.stem}.json"
+    model, report = train_table(args.table, op=args.op, out=out, command=command)
+    for suffix, text in ((".txt", rules.to_text(model)), (".md", rules.to_markdown(model)), (".py", rules.to_python(model))):
+        out.with_suffix(suffix).write_text(text)
+    print(rules.to_text(model))
+    print(report.to_text())
+    print(f"wrote {out} and its rules ({out.with_suffix('.txt').name}, .md, .py)")
+    return 0
+
+
+def _report(args, command: str) -> int:
+    from seer.model import SelectorModel
+    from seer.report import write_report
+    from seer.table import read_table
+    from seer.train import TwoStageSelector, evaluate
+
+    table = read_table(args.table, op=args.op)
+    training = evaluate(table)
+    model = SelectorModel.load(args.model) if args.model else TwoStageSelector().fit(table).to_model(table, command=command)
+    for path in write_report(model, training, args.out):
+        print(f"wrote {path}")
+    return 0
+
+
+def _explain(args, command: str) -> int:
+    import seer
+    from seer.datasets.suitesparse import read_matrix
+    from seer.dispatch import model_files
+
+    matrix = read_matrix(args.matrix).astype("float32")
+    models = [args.model] if args.model else model_files("spmv")
+    if not models:
+        print(seer.explain("spmv", (matrix, _ones(matrix.shape[1])), calls=args.calls))
+    for path in models:
+        print(f"== {Path(path).name}")
+        print(seer.explain("spmv", (matrix, _ones(matrix.shape[1])), calls=args.calls, model=path))
+    return 0
+
+
+def _ones(n: int):
+    import torch
+
+    return torch.ones(n)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

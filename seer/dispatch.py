@@ -1,0 +1,305 @@
+"""``seer.dispatch``: choose a kernel variant for these inputs, run it, remember the choice.
+
+The first call on an input validates it, reads its features, asks the op's model (stage 1 on
+known features; stage 2 only if stage 1 says gathering pays) and runs the chosen variant, which
+also warms the variant's per-input preprocessing. The decision is cached, keyed by the input's
+identity and in-place version, so later calls on the same input go straight to the launch.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from seer.errors import InputError, ModelError, SeerWarning
+from seer.registry import Op, get_op
+
+DEFAULT_CACHE_SIZE = 128
+SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "models"
+
+
+@dataclass
+class Decision:
+    """What dispatch chose for one input, and why."""
+
+    op: str
+    variant: str
+    stage: str
+    path: list[str]
+    features: dict
+    model: str
+    run: Callable = field(repr=False)
+    problem: object = field(repr=False)
+    source: object = field(repr=False)  # held so the cached input's id cannot be reused
+
+    def __str__(self) -> str:
+        lines = [f"{self.op}: {self.variant}  ({self.stage}; model: {self.model})"]
+        lines += [f"  {step}" for step in self.path]
+        shown = ", ".join(f"{k}={_short(v)}" for k, v in self.features.items())
+        lines.append(f"  features: {shown}")
+        return "\n".join(lines)
+
+
+class DecisionCache:
+    """A thread-safe LRU map from input keys to decisions.
+
+    It holds references to the cached inputs (so their ids stay unique while cached); its size
+    bounds how many inputs it keeps alive. ``seer.clear_cache()`` releases them all.
+    """
+
+    def __init__(self, maxsize: int = DEFAULT_CACHE_SIZE):
+        self.maxsize = maxsize
+        self._entries: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key):
+        with self._lock:
+            decision = self._entries.get(key)
+            if decision is None:
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return decision
+
+    def put(self, key, decision: Decision) -> None:
+        with self._lock:
+            self._entries[key] = decision
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
+
+    def resize(self, maxsize: int) -> None:
+        with self._lock:
+            self.maxsize = maxsize
+            while len(self._entries) > maxsize:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+_cache = DecisionCache()
+
+
+def clear_cache() -> None:
+    """Forget every cached decision (releasing the inputs the cache kept alive) and every
+    resolved model, so that new files in ``$SEER_MODELS`` are seen and warnings repeat."""
+    _cache.clear()
+    _models.clear()
+    _warned.clear()
+
+
+def set_cache_size(maxsize: int) -> None:
+    if maxsize < 1:
+        raise InputError(f"cache size must be at least 1, got {maxsize}")
+    _cache.resize(maxsize)
+
+
+def cache_info() -> dict:
+    return {"size": len(_cache), "maxsize": _cache.maxsize, "hits": _cache.hits, "misses": _cache.misses}
+
+
+def dispatch(op: str, inputs, *, calls: int | None = None, model=None, variant: str | None = None, **op_kwargs):
+    """Run ``op`` on ``inputs`` with the variant seer's model picks for them.
+
+    ``calls`` hints how many times the same input will be used (repeated calls reuse the
+    cached decision; the hint tells stage 1 whether gathering more features will pay).
+    ``model`` is a path or a loaded model, overriding the shipped one; ``variant`` forces a
+    variant by name. Extra keyword arguments go to the op (e.g. ``group=`` for multi-GPU ops).
+    """
+    entry = get_op(op)
+    source, operands = entry.kernels.split(inputs, **op_kwargs) if op_kwargs else entry.kernels.split(inputs)
+    key = entry.kernels.cache_key(source)
+    if key is not None:
+        key = (op, key, _model_token(model), variant)
+        decision = _cache.get(key)
+        if decision is not None:
+            entry.kernels.check_operands(decision.problem, operands)
+            return decision.run(decision.problem, *operands)
+    decision = _decide(entry, source, operands, calls=calls, model=model, variant=variant)
+    result = decision.run(decision.problem, *operands)
+    if key is not None:
+        _cache.put(key, decision)
+    return result
+
+
+def explain(op: str, inputs, *, calls: int | None = None, model=None, **op_kwargs) -> Decision:
+    """The decision :func:`dispatch` would make for ``inputs``, with the rule path behind it.
+
+    Nothing is run or cached. ``str(decision)`` reads as a short explanation.
+    """
+    entry = get_op(op)
+    source, operands = entry.kernels.split(inputs, **op_kwargs) if op_kwargs else entry.kernels.split(inputs)
+    return _decide(entry, source, operands, calls=calls, model=model, variant=None, will_run=False)
+
+
+def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True) -> Decision:
+    problem = entry.kernels.problem(source)
+    entry.kernels.check_operands(problem, operands)
+    device = _device_of(problem)
+    if will_run:
+        _check_runnable(device)
+    known = entry.features.known(problem)
+    if variant is not None:
+        if variant not in entry.variants:
+            raise InputError(f"{entry.name} has no variant {variant!r}; choose from {sorted(entry.variants)}")
+        return _decision(entry, variant, "forced", [f"variant={variant!r} was asked for"], known, "none", problem, source)
+    selector, description = resolve_model(entry, device, model)
+    if selector is None:
+        name = entry.features.hand_rule(known)
+        path = [f"hand rule ({entry.features.hand_rule.__doc__ or 'documented fallback'}".rstrip() + ")"]
+        return _decision(entry, name, "hand rule", path, known, description, problem, source)
+    features = dict(known)
+
+    def gather():
+        extra = entry.features.gathered(problem)
+        features.update(extra)
+        return extra
+
+    choice = selector.choose(known, gather, calls=calls or 1)
+    stage = "stage 2 (features gathered)" if choice.gathered else "stage 1 (known features)"
+    return _decision(entry, choice.variant, stage, list(choice.path), features, description, problem, source)
+
+
+def _decision(entry, variant, stage, path, features, model, problem, source) -> Decision:
+    run = entry.variants[variant].run
+    if _device_of(problem).type == "cpu":
+        run = _serialised(run)
+    return Decision(entry.name, variant, stage, path, features, model, run, problem, source)
+
+
+# The Triton interpreter patches triton.language globally while a kernel runs, so two threads
+# interpreting at once break each other; on the CPU, seer runs one kernel at a time.
+_interpreter_lock = threading.Lock()
+
+
+def _serialised(run: Callable) -> Callable:
+    def locked(*args, **kwargs):
+        with _interpreter_lock:
+            return run(*args, **kwargs)
+
+    return locked
+
+
+# ------------------------------------------------------------------------------ models
+_models: dict = {}
+_warned: set = set()
+
+
+def resolve_model(entry: Op, device: torch.device, model=None):
+    """(model or None, description) for ``entry`` on ``device``.
+
+    Order: an explicit ``model``; else the models in ``$SEER_MODELS`` then the shipped ones,
+    taking one measured on this very GPU, else one measured on a GPU of the same compute
+    capability (with a warning). Anything unusable (corrupted, another op, variants this
+    install lacks, no model for this GPU) falls back to the op's hand rule with a warning.
+    """
+    token = (entry.name, str(device), _model_token(model))
+    if token in _models:
+        return _models[token]
+    resolved = _resolve(entry, device, model)
+    _models[token] = resolved
+    return resolved
+
+
+def _resolve(entry: Op, device, model):
+    from seer.model import SelectorModel
+
+    name, capability = device_identity(device)
+    if model is not None:
+        try:
+            selector = model if isinstance(model, SelectorModel) else SelectorModel.load(model, op=entry.name)
+        except ModelError as error:
+            return _fallback(entry, f"model {model} is unusable: {error}")
+        if selector.device.get("name") != name:
+            _warn_once(f"model for {entry.name} was measured on {selector.device.get('name')!r}, "
+                       f"running on {name!r}: its choices may not be the fastest here")
+        return _checked(entry, selector, str(model))
+    candidates = []
+    for path in model_files(entry.name):
+        try:
+            candidates.append((path, SelectorModel.load(path, op=entry.name)))
+        except ModelError as error:
+            _warn_once(f"skipping model {path}: {error}")
+    for path, selector in candidates:
+        if selector.device.get("name") == name:
+            return _checked(entry, selector, path.name)
+    for path, selector in candidates:
+        if capability is not None and tuple(selector.device.get("capability") or ()) == capability:
+            _warn_once(f"no {entry.name} model measured on {name!r}; using {path.name} "
+                       f"(measured on {selector.device.get('name')!r}, same compute capability)")
+            return _checked(entry, selector, path.name)
+    return _fallback(entry, f"no {entry.name} model measured on {name!r} (train one with `seer profile` and `seer train`)")
+
+
+def _checked(entry: Op, selector, description: str):
+    missing = sorted(set(selector.variants) - set(entry.variants))
+    if missing:
+        return _fallback(entry, f"model {description} names variants this install lacks: {missing}")
+    return selector, description
+
+
+def _fallback(entry: Op, reason: str):
+    _warn_once(f"{reason}; {entry.name} uses its hand rule")
+    return None, "hand rule"
+
+
+def model_files(op: str) -> list[Path]:
+    folders = [Path(p) for p in os.environ.get("SEER_MODELS", "").split(os.pathsep) if p] + [SHIPPED_MODELS]
+    return [path for folder in folders if folder.is_dir() for path in sorted(folder.glob(f"{op}-*.json"))]
+
+
+def device_identity(device: torch.device) -> tuple[str, tuple | None]:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device), tuple(torch.cuda.get_device_capability(device))
+    return device.type, None
+
+
+def _model_token(model):
+    if model is None or isinstance(model, (str, Path)):
+        return model if model is None else str(model)
+    return id(model)
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, SeerWarning, stacklevel=4)
+
+
+# ------------------------------------------------------------------------------ devices
+def _device_of(problem) -> torch.device:
+    device = getattr(problem, "device", None)
+    return torch.device(device) if device is not None else torch.device("cpu")
+
+
+def _check_runnable(device: torch.device) -> None:
+    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise InputError(
+            "inputs are on the CPU; seer's Triton kernels run on CUDA GPUs, or on the CPU only under "
+            "the Triton interpreter (set TRITON_INTERPRET=1 before importing seer)"
+        )
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        raise InputError(
+            "the first seer.dispatch call on this input is inside CUDA graph capture; call it once "
+            "before capturing so that the choice and the kernel's preprocessing are cached"
+        )
+
+
+def _short(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)

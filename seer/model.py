@@ -1,0 +1,278 @@
+"""A trained two-stage selector and its JSON file format (never pickle).
+
+Stage 1 looks only at the op's *known* features (free to compute) and either names a variant
+or answers :data:`GATHER`: "computing the gathered features pays off here". Stage 1 has one
+tree per expected number of calls on the same input (1, 10, 100, ...), because a gathering
+pass that costs more than one call can still pay over a hundred. Stage 2 looks at known and
+gathered features and always names a variant.
+
+File layout (``SCHEMA = "seer.model/1"``): one JSON object with ``schema``, ``op``,
+``variants``, ``known_features``, ``gathered_features``, ``stage1`` (``{"<calls>": tree}``),
+``stage2`` (tree or null), ``device`` (``{"name", "capability"}``), ``versions``, ``training``
+and ``checksum`` (``{"sha256": ...}`` of the canonical JSON of everything else, so a file
+edited by hand or damaged on disk is refused). Trees use :meth:`seer.tree.Tree.to_dict`.
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Iterable, Mapping
+
+from seer import registry
+from seer.errors import InputError, ModelError
+from seer.features_base import Feature
+from seer.tree import Tree
+
+SCHEMA = "seer.model/1"
+KNOWN_SCHEMAS = (SCHEMA,)
+GATHER = "gather"
+FIELDS = (
+    "schema", "op", "variants", "known_features", "gathered_features",
+    "stage1", "stage2", "device", "versions", "training",
+)
+
+
+# ---------------------------------------------------------------------- op feature metadata
+
+
+def op_feature_module(op: str) -> ModuleType | None:
+    """The op's feature module, or None when seer has none (unregistered op, module not written).
+
+    Only the feature module is imported, not the kernels: training and rule export need the
+    feature names and labels, not the GPU code.
+    """
+    entry = registry.OPS.get(op)
+    if entry is None:
+        return None
+    try:
+        return importlib.import_module(entry.features)
+    except ModuleNotFoundError as error:
+        if error.name != entry.features:
+            raise  # the module exists but one of its imports is missing: a real bug
+        return None
+
+
+def feature_info(op: str, names: Iterable[str]) -> dict[str, Feature]:
+    """``Feature`` per name from the op's module; a plain ``Feature(name, name)`` when it has none."""
+    module = op_feature_module(op)
+    known = {} if module is None else {f.name: f for f in (*module.KNOWN, *module.GATHERED)}
+    return {name: known.get(name, Feature(name, name)) for name in names}
+
+
+def nearest_calls(trained: Iterable[int], calls: int) -> int:
+    """The largest trained call count <= ``calls`` (the smallest one when ``calls`` is below all)."""
+    if calls < 1:
+        raise InputError(f"calls must be >= 1, got {calls}")
+    counts = sorted(trained)
+    return max((c for c in counts if c <= calls), default=counts[0])
+
+
+# ---------------------------------------------------------------------- the model
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the model chose for one input and why."""
+
+    variant: str
+    gathered: bool
+    path: list[str]
+    stage: int
+
+
+@dataclass
+class SelectorModel:
+    op: str
+    variants: tuple[str, ...]
+    known_features: tuple[str, ...]
+    gathered_features: tuple[str, ...]
+    stage1: dict[int, Tree]
+    stage2: Tree | None
+    device: dict = field(default_factory=dict)
+    versions: dict = field(default_factory=dict)
+    training: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.variants = tuple(self.variants)
+        self.known_features = tuple(self.known_features)
+        self.gathered_features = tuple(self.gathered_features)
+        _check_consistent(self)
+        self._info: dict[str, Feature] | None = None
+
+    # ------------------------------------------------------------------ choosing
+
+    def stage1_tree(self, calls: int = 1) -> Tree:
+        """The stage-1 tree trained for the largest call count <= ``calls``."""
+        return self.stage1[nearest_calls(self.stage1, calls)]
+
+    def choose(
+        self, known: Mapping[str, float], gather: Callable[[], Mapping[str, float]], calls: int = 1
+    ) -> Choice:
+        """Pick a variant; ``gather()`` runs only when stage 1 says gathering pays."""
+        count = nearest_calls(self.stage1, calls)
+        label, path = self._walk(self.stage1[count], known, f"stage 1 (tree for {count:,}+ calls)")
+        if label != GATHER:
+            return Choice(label, False, path, 1)
+        features = {**known, **gather()}
+        variant, more = self._walk(self.stage2, features, "stage 2")
+        return Choice(variant, True, path + more, 2)
+
+    def _walk(self, tree: Tree, features: Mapping[str, float], stage: str) -> tuple[str, list[str]]:
+        values = _values(tree, features)
+        info = self.feature_info()
+        label = tree.predict(values)
+        path = [step.describe(info[step.feature]) for step in tree.decision_path(values)]
+        path.append(f"{stage} -> {label}")
+        return label, path
+
+    def feature_info(self) -> dict[str, Feature]:
+        """How each feature prints (looked up once from the op's feature module)."""
+        if self._info is None:
+            self._info = feature_info(self.op, (*self.known_features, *self.gathered_features))
+        return self._info
+
+    # ------------------------------------------------------------------ serialisation
+
+    def to_dict(self) -> dict:
+        return {
+            "schema": SCHEMA,
+            "op": self.op,
+            "variants": list(self.variants),
+            "known_features": list(self.known_features),
+            "gathered_features": list(self.gathered_features),
+            "stage1": {str(calls): tree.to_dict() for calls, tree in sorted(self.stage1.items())},
+            "stage2": None if self.stage2 is None else self.stage2.to_dict(),
+            "device": self.device,
+            "versions": self.versions,
+            "training": self.training,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping, op: str | None = None) -> SelectorModel:
+        """Validate and rebuild; ``op`` (when given) must match the model's op."""
+        if not isinstance(data, Mapping):
+            raise ModelError(f"a model is a JSON object, got {type(data).__name__}")
+        _check_schema(data.get("schema"))
+        missing = [key for key in FIELDS if key not in data]
+        if missing:
+            raise ModelError(f"model is missing field(s) {missing}")
+        if op is not None and data["op"] != op:
+            raise ModelError(f"model is for op {data['op']!r}, expected {op!r}")
+        for key in ("variants", "known_features", "gathered_features"):
+            if not isinstance(data[key], list) or not all(isinstance(v, str) for v in data[key]):
+                raise ModelError(f"model field {key!r} must be a list of strings")
+        for key in ("device", "versions", "training"):
+            if not isinstance(data[key], dict):
+                raise ModelError(f"model field {key!r} must be an object")
+        return cls(
+            op=data["op"],
+            variants=data["variants"],
+            known_features=data["known_features"],
+            gathered_features=data["gathered_features"],
+            stage1=_stage1_from_dict(data["stage1"]),
+            stage2=None if data["stage2"] is None else Tree.from_dict(data["stage2"], "stage2"),
+            device=data["device"],
+            versions=data["versions"],
+            training=data["training"],
+        )
+
+    def save(self, path: str | Path) -> Path:
+        """Write JSON with a checksum of its content; returns the path."""
+        path = Path(path)
+        content = self.to_dict()
+        document = {**content, "checksum": {"sha256": checksum(content)}}
+        path.write_text(json.dumps(document, indent=1, allow_nan=False) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path, op: str | None = None) -> SelectorModel:
+        """Read a model file, refusing anything missing, damaged, foreign or inconsistent."""
+        path = Path(path)
+        if not path.is_file():
+            raise ModelError(f"model file {path} does not exist")
+        try:
+            document = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise ModelError(f"model file {path} is not JSON: {error}") from None
+        if not isinstance(document, dict):
+            raise ModelError(f"model file {path} holds a JSON {type(document).__name__}, not an object")
+        try:
+            _check_schema(document.get("schema"))
+            _check_checksum(document)
+            return cls.from_dict(document, op)
+        except ModelError as error:
+            raise ModelError(f"model file {path}: {error}") from None
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _values(tree: Tree, features: Mapping[str, float]) -> list[float]:
+    try:
+        values = [float(features[name]) for name in tree.features]
+    except KeyError as error:
+        raise InputError(f"the model needs feature {error.args[0]!r}; got {sorted(features)}") from None
+    if any(v != v for v in values):
+        bad = [name for name, v in zip(tree.features, values) if v != v]
+        raise InputError(f"features {bad} are NaN")
+    return values
+
+
+def checksum(content: Mapping) -> str:
+    """sha256 of the canonical JSON of a model's content (everything but the checksum)."""
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _check_schema(schema: Any) -> None:
+    if schema not in KNOWN_SCHEMAS:
+        raise ModelError(f"unknown schema {schema!r}; this seer reads {list(KNOWN_SCHEMAS)}")
+
+
+def _check_checksum(document: dict) -> None:
+    stored = document.pop("checksum", None)
+    if not isinstance(stored, dict) or not isinstance(stored.get("sha256"), str):
+        raise ModelError("no checksum (field 'checksum': {'sha256': ...}); models are written by SelectorModel.save")
+    if stored["sha256"] != checksum(document):
+        raise ModelError("checksum mismatch: the file was corrupted or edited by hand; retrain or restore it")
+
+
+def _stage1_from_dict(data: Any) -> dict[int, Tree]:
+    if not isinstance(data, dict) or not data:
+        raise ModelError("stage1 must be a non-empty object mapping call counts to trees")
+    trees = {}
+    for key, tree in data.items():
+        if not (isinstance(key, str) and key.isdigit() and int(key) >= 1):
+            raise ModelError(f"stage1 keys are call counts >= 1, got {key!r}")
+        trees[int(key)] = Tree.from_dict(tree, f"stage1[{key}]")
+    return trees
+
+
+def _check_consistent(model: SelectorModel) -> None:
+    """Trees may only use the model's features and choose among its variants (+ gather)."""
+    if len(set(model.variants)) != len(model.variants) or not model.variants:
+        raise ModelError(f"variants must be distinct and non-empty, got {list(model.variants)}")
+    if GATHER in model.variants:
+        raise ModelError(f"{GATHER!r} is reserved for stage 1 and cannot name a variant")
+    if not model.stage1:
+        raise ModelError("the model has no stage-1 tree")
+    choices = set(model.variants) | ({GATHER} if model.stage2 is not None else set())
+    for calls, tree in model.stage1.items():
+        _check_tree(tree, f"stage1[{calls}]", set(model.known_features), choices)
+    if model.stage2 is not None:
+        features = set(model.known_features) | set(model.gathered_features)
+        _check_tree(model.stage2, "stage2", features, set(model.variants))
+
+
+def _check_tree(tree: Tree, where: str, features: set[str], labels: set[str]) -> None:
+    unknown = sorted(set(tree.features) - features)
+    if unknown:
+        raise ModelError(f"{where} uses features {unknown} that the model does not list")
+    chosen = {tree.labels[i] for i in tree.label if i >= 0}
+    stray = sorted(chosen - labels)
+    if stray:
+        raise ModelError(f"{where} chooses {stray}, which are not among {sorted(labels)}")

@@ -1,0 +1,218 @@
+"""The profiling harness: time every variant of an op on many inputs and write a profile table.
+
+Each input is a :class:`Case`; the harness validates it, measures its features and the cost of
+gathering them, checks every variant against the float64 reference, times it on the GPU
+(``triton.testing.do_bench``: median after warm-up, L2 flushed before every run), times the
+baselines the case offers, and appends one row to the table at once, so an interrupted
+campaign resumes where it stopped. Under ``torchrun`` every rank takes a shard of the cases and
+rank 0 merges the shard tables.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from seer.registry import get_op
+from seer.table import meta_path
+
+# A variant whose result differs from the float64 reference by more than this (relative
+# 2-norm) is recorded as failed (NaN time) rather than timed.
+TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 5e-2}
+
+
+@dataclass
+class Case:
+    """One input to profile: ``build()`` returns ``(source, operands)`` as the op's ``split`` would."""
+
+    id: str
+    group: str
+    source: str
+    build: Callable[[], tuple]
+    baselines: dict[str, Callable] = field(default_factory=dict)  # name -> fn(problem, *operands)
+    extra: dict = field(default_factory=dict)  # columns copied into the row
+
+
+def environment(device: torch.device) -> dict:
+    """Device, versions and date: the metadata stored beside every table and result."""
+    import triton
+
+    import seer
+
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        about = {"name": props.name, "capability": list(torch.cuda.get_device_capability(device)),
+                 "sm_count": props.multi_processor_count, "memory_gib": round(props.total_memory / 2**30, 1)}
+    else:
+        about = {"name": device.type, "capability": None}
+    return {
+        "device": about,
+        "versions": {"torch": torch.__version__, "triton": triton.__version__, "seer": seer.__version__,
+                     "cuda": torch.version.cuda, "python": platform.python_version()},
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+    }
+
+
+def time_ms(fn: Callable[[], object], *, warmup_ms: float = 5, rep_ms: float = 25) -> float:
+    """Median device time of ``fn`` in ms (CUDA events; L2 flushed before each run)."""
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+
+
+def host_call_us(fn: Callable[[], object], calls: int = 200) -> float:
+    """Wall time of one call in a back-to-back loop (what a caller's loop sees), in us."""
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - start) / calls * 1e6
+
+
+def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
+    result = result.detach().double().cpu()
+    if not torch.isfinite(result).all():
+        return float("inf")
+    scale = reference.norm().item()
+    return (result - reference).norm().item() / (scale if scale else 1.0)
+
+
+def profile_case(op_name: str, case: Case, *, call_overhead: bool, log=print) -> dict:
+    op = get_op(op_name)
+    source, operands = case.build()
+    problem = op.kernels.problem(source)
+    op.kernels.check_operands(problem, operands)
+    row = {"id": case.id, "group": case.group, "source": case.source, **case.extra}
+    row.update(op.features.known(problem))
+    if op.features.GATHERED:
+        row.update(op.features.gathered(problem))
+        row["gather_ms"] = _median_wall_ms(lambda: op.features.gathered(problem))
+    reference = op.kernels.reference(problem, *operands)
+    tolerance = TOLERANCE.get(getattr(problem, "dtype", torch.float32), 1e-2)
+    for name, variant in op.variants.items():
+        row[f"time_ms:{name}"] = _time_checked(
+            name, lambda v=variant: v.run(problem, *operands), reference, tolerance, case.id, log)
+        if call_overhead:
+            row[f"call_us:{name}"] = host_call_us(lambda v=variant: v.run(problem, *operands))
+    for name, fn in case.baselines.items():
+        row[f"baseline_ms:{name}"] = _time_checked(
+            name, lambda f=fn: f(problem, *operands), reference, tolerance, case.id, log)
+        if call_overhead:
+            row[f"call_us:{name}"] = host_call_us(lambda f=fn: f(problem, *operands))
+    return row
+
+
+def _time_checked(name, fn, reference, tolerance, case_id, log) -> float:
+    try:
+        error = relative_error(fn(), reference)
+    except Exception as exc:  # a failing variant is recorded, not fatal to the campaign
+        log(f"  FAILED {name} on {case_id}: {type(exc).__name__}: {exc}")
+        return float("nan")
+    if not error <= tolerance:
+        log(f"  WRONG {name} on {case_id}: relative error {error:.2e} > {tolerance:.0e}")
+        return float("nan")
+    return time_ms(fn)
+
+
+def _median_wall_ms(fn, repeats: int = 15) -> float:
+    fn()
+    samples = []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return float(np.median(samples) * 1e3)
+
+
+def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = "",
+            call_overhead_below: int = 0, deadline_s: float | None = None, progress: bool = True) -> Path:
+    """Profile ``cases`` into the CSV table ``out`` (resuming it), writing its ``.meta.json``.
+
+    ``call_overhead_below``: record ``call_us`` columns for cases whose ``extra['size']`` is
+    below this. ``deadline_s`` stops cleanly after that many seconds (the table stays valid).
+    """
+    out = Path(out)
+    rank, world = _rank_and_world()
+    shard = out if world == 1 else out.with_name(f"{out.stem}.rank{rank}{out.suffix}")
+    done = set(pd.read_csv(shard, usecols=["id"])["id"].astype(str)) if shard.exists() else set()
+    todo = [c for i, c in enumerate(cases) if i % world == rank and c.id not in done]
+    started = time.monotonic()
+    log = _logger(progress)
+    for done_count, case in enumerate(_progress(todo, progress and rank == 0)):
+        if deadline_s is not None and time.monotonic() - started > deadline_s:
+            log(f"deadline reached: {len(todo) - done_count} inputs left for the next run")
+            break
+        size = case.extra.get("size", 0)
+        row = profile_case(op_name, case, call_overhead=size < call_overhead_below, log=log)
+        _append_row(shard, row)
+    if world > 1:
+        torch.distributed.barrier()
+        if rank == 0:
+            _merge_shards(out, world)
+    if rank == 0:
+        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+        meta_file = meta_path(out)
+        earlier = json.loads(meta_file.read_text()).get("commands", []) if meta_file.exists() else []
+        meta = {"op": op_name, **environment(device), "command": command, "commands": [*earlier, command],
+                "world_size": world}
+        meta_file.write_text(json.dumps(meta, indent=2) + "\n")
+    return out
+
+
+def _append_row(path: Path, row: dict) -> None:
+    frame = pd.DataFrame([row])
+    if path.exists():
+        header = pd.read_csv(path, nrows=0).columns.tolist()
+        frame = frame.reindex(columns=header + [c for c in frame.columns if c not in header])
+        if list(frame.columns) != header:  # a new column appeared: rewrite with the wider header
+            pd.concat([pd.read_csv(path), frame], ignore_index=True).to_csv(path, index=False)
+            return
+        frame.to_csv(path, mode="a", header=False, index=False)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        frame.to_csv(path, index=False)
+
+
+def _merge_shards(out: Path, world: int) -> None:
+    shards = [out.with_name(f"{out.stem}.rank{r}{out.suffix}") for r in range(world)]
+    frames = [pd.read_csv(out)] if out.exists() else []
+    frames += [pd.read_csv(s) for s in shards if s.exists()]
+    merged = pd.concat(frames, ignore_index=True).drop_duplicates("id", keep="last")
+    merged.to_csv(out, index=False)
+    for s in shards:
+        s.unlink(missing_ok=True)
+
+
+def _rank_and_world() -> tuple[int, int]:
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world > 1 and not torch.distributed.is_initialized():
+        torch.distributed.init_process_group("gloo")
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    return int(os.environ.get("RANK", "0")), world
+
+
+def _logger(enabled: bool):
+    if not enabled:
+        return lambda message: None
+    from tqdm import tqdm
+
+    return tqdm.write
+
+
+def _progress(items, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(items, disable=not enabled, unit="input", dynamic_ncols=True, mininterval=5)

@@ -1,0 +1,97 @@
+"""The ops seer knows, and the contract their modules follow.
+
+A new op is one kernel module (``kernels/<op>.py``), one feature module
+(``features/<op>.py``) and one entry in ``OPS`` below; nothing else changes.
+
+Kernel module contract
+    ``VARIANTS``: ``dict[str, Variant]``, every launchable choice with its fixed parameters.
+    ``split(inputs) -> (source, operands)``: ``source`` is what the choice depends on
+        (the sparse matrix, the GEMM shapes), ``operands`` what changes from call to call.
+    ``cache_key(source) -> hashable``: cheap, changes whenever ``source`` changes.
+    ``problem(source) -> object``: validate ``source`` once (may be costly); the result is
+        cached with the decision and handed to every variant.
+    ``check_operands(problem, operands)``: cheap per-call validation.
+    ``reference(problem, *operands) -> Tensor``: float64 result, for tests and profiling.
+    A variant runs as ``VARIANTS[name].run(problem, *operands) -> Tensor``.
+
+Feature module contract
+    ``KNOWN`` and ``GATHERED``: tuples of :class:`seer.features_base.Feature`.
+    ``known(problem) -> dict``: O(1) from metadata, no device synchronisation.
+    ``gathered(problem) -> dict``: one cheap pass over the data (may synchronise).
+    ``hand_rule(features: dict) -> str``: the documented fallback choice.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Callable, Mapping
+
+from seer.errors import InputError
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One launchable choice: a kernel plus the parameters it is always run with."""
+
+    name: str
+    run: Callable
+    params: Mapping = field(default_factory=dict)
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class OpEntry:
+    name: str
+    kernels: str
+    features: str
+    summary: str
+
+
+OPS: dict[str, OpEntry] = {
+    "spmv": OpEntry("spmv", "seer.kernels.spmv", "seer.features.spmv", "y = A x, A sparse CSR"),
+    "gemm": OpEntry("gemm", "seer.kernels.gemm", "seer.features.gemm", "C = A B, dense bf16/fp16"),
+    "all_gather_gemm": OpEntry("all_gather_gemm", "seer.kernels.overlap.all_gather_gemm", "seer.features.overlap",
+                               "C = all_gather(A row shards) B, on every rank"),
+    "gemm_all_scatter": OpEntry("gemm_all_scatter", "seer.kernels.overlap.gemm_all_scatter", "seer.features.overlap",
+                                "C = A B by column blocks, every rank ends with all of C"),
+    "gemm_reduce_scatter": OpEntry("gemm_reduce_scatter", "seer.kernels.overlap.gemm_reduce_scatter",
+                                   "seer.features.overlap", "C = sum of rank partials A_r B_r, scattered by rows"),
+}
+
+
+@dataclass(frozen=True)
+class Op:
+    """An op with its modules imported."""
+
+    entry: OpEntry
+    kernels: ModuleType
+    features: ModuleType
+
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+    @property
+    def variants(self) -> Mapping[str, Variant]:
+        return self.kernels.VARIANTS
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in (*self.features.KNOWN, *self.features.GATHERED))
+
+
+_loaded: dict[str, Op] = {}
+
+
+def get_op(name: str) -> Op:
+    """The op called ``name``, its kernel and feature modules imported on first use."""
+    op = _loaded.get(name)
+    if op is not None:
+        return op
+    entry = OPS.get(name)
+    if entry is None:
+        raise InputError(f"unknown op {name!r}; seer knows {sorted(OPS)}")
+    op = Op(entry, importlib.import_module(entry.kernels), importlib.import_module(entry.features))
+    _loaded[name] = op
+    return op

@@ -1,0 +1,280 @@
+"""A simulated multi-GPU world on the CPU: ranks are processes, heaps live in shared memory.
+
+Each rank is a process (multiprocessing, spawn) that runs Triton under the interpreter
+(``TRITON_INTERPRET=1``). Every rank's heap is a file in shared memory that every process maps
+with ``mmap``, so each process computes its own ``heap_bases`` from its own mappings, exactly as a
+GPU rank does from PyTorch symmetric memory. The interpreter dereferences raw addresses, so a
+pointer translated into a peer's heap reads and writes the peer's memory, and its atomics (hardware
+atomics on the shared pages) order flags across processes. The ranks also share a gloo process
+group (``heap.group``) for the torch collectives of the baselines and references.
+
+The ops and kernels are the very ones that run on GPUs: :class:`SimHeap` and
+:class:`seer.symmetric_heap.SymmetricHeap` share the :class:`seer.symmetric_heap.Heap` interface.
+
+    results = run_world(4, fn, x)   # fn(heap, x) on every rank; per-rank results, rank order
+"""
+from __future__ import annotations
+
+import atexit
+import multiprocessing as mp
+import multiprocessing.connection
+import os
+import pickle
+import shutil
+import tempfile
+import threading
+import time
+import traceback
+import weakref
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+
+from seer.errors import InputError, SeerError
+from seer.symmetric_heap import Heap
+
+DEFAULT_HEAP_BYTES = 8 << 20
+DEFAULT_TIMEOUT_S = 180.0
+# A poll of a flag costs tens of microseconds under the interpreter: this bounds a wait to a minute or so.
+SIM_MAX_SPINS = 1_000_000
+_SHARED_MEMORY = Path("/dev/shm")
+
+
+class SimHeap(Heap):
+    """This rank's view of the simulated symmetric heap: every rank's heap file mapped here."""
+
+    simulated = True
+
+    def __init__(self, rank: int, world_size: int, folder: Path, size_bytes: int, barrier, group,
+                 *, max_spins: int = SIM_MAX_SPINS):
+        self._views = [_map_heap(_heap_path(folder, r), size_bytes) for r in range(world_size)]
+        bases = torch.tensor([view.data_ptr() for view in self._views], dtype=torch.int64)
+        super().__init__(self._views[rank], bases, rank, world_size, group, max_spins=max_spins)
+        self._barrier = barrier
+
+    def barrier(self) -> None:
+        try:
+            self._barrier.wait()
+        except threading.BrokenBarrierError:
+            raise SeerError(f"rank {self.rank}: the simulated world's barrier broke (a peer failed or "
+                            f"timed out)") from None
+
+    def _peer_bytes(self, rank: int) -> torch.Tensor:
+        return self._views[rank]
+
+
+class SimWorld:
+    """``world_size`` rank processes kept alive between :meth:`run` calls (starting one costs seconds).
+
+    ``timeout_s`` bounds every run, barrier and gloo collective; a world that times out is shut down.
+    """
+
+    def __init__(self, world_size: int, *, heap_bytes: int = DEFAULT_HEAP_BYTES,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, max_spins: int = SIM_MAX_SPINS):
+        if world_size < 1:
+            raise InputError(f"world_size must be at least 1, got {world_size}")
+        self.world_size = world_size
+        self.timeout_s = timeout_s
+        parent = _SHARED_MEMORY if _SHARED_MEMORY.is_dir() else None
+        self._folder = Path(tempfile.mkdtemp(prefix="seer-simworld-", dir=parent))
+        for rank in range(world_size):
+            with open(_heap_path(self._folder, rank), "wb") as file:
+                file.truncate(heap_bytes)
+        context = mp.get_context("spawn")
+        self._barrier = context.Barrier(world_size, timeout=timeout_s)
+        self._conns, self._processes = [], []
+        with _interpreted_children():
+            for rank in range(world_size):
+                parent_end, child_end = context.Pipe()
+                process = context.Process(
+                    target=_rank_main, daemon=True, name=f"seer-rank{rank}",
+                    args=(rank, world_size, self._folder, heap_bytes, max_spins, timeout_s, self._barrier, child_end))
+                process.start()
+                child_end.close()
+                self._conns.append(parent_end)
+                self._processes.append(process)
+        self._finalizer = weakref.finalize(self, _shut_down, self._processes, self._conns, self._folder)
+        self._collect(max(timeout_s, 120.0), "start")
+
+    @property
+    def alive(self) -> bool:
+        return self._finalizer.alive
+
+    def run(self, fn, *args, timeout_s: float | None = None) -> list:
+        """``fn(heap, *args)`` on every rank; the results in rank order.
+
+        ``fn`` and ``args`` must pickle (a module-level function). A rank's exception is raised
+        here, its message prefixed with the rank and the rank's traceback attached as the cause.
+        """
+        if not self.alive:
+            raise SeerError("this simulated world was shut down; make a new SimWorld")
+        for conn in self._conns:
+            conn.send((fn, args))
+        return self._collect(timeout_s or self.timeout_s, getattr(fn, "__name__", "fn"))
+
+    def close(self) -> None:
+        self._finalizer()
+
+    def __enter__(self) -> SimWorld:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _collect(self, timeout_s: float, what: str) -> list:
+        results: list = [None] * self.world_size
+        failures: list[tuple[int, BaseException, str]] = []
+        pending = set(range(self.world_size))
+        deadline = time.monotonic() + timeout_s
+        while pending:
+            waiting = {self._conns[r]: r for r in pending}
+            ready = mp.connection.wait(list(waiting), timeout=max(deadline - time.monotonic(), 0))
+            if not ready:
+                self.close()
+                raise SeerError(f"simulated world: rank(s) {sorted(pending)} did not finish {what} within "
+                                f"{timeout_s:.0f} s; the world was shut down")
+            for conn in ready:
+                rank = waiting[conn]
+                pending.discard(rank)
+                try:
+                    status, payload, remote_trace = conn.recv()
+                except EOFError:
+                    status, payload = "error", SeerError(
+                        f"the process died (exit code {self._processes[rank].exitcode})")
+                    remote_trace = ""
+                if status == "ok":
+                    results[rank] = payload
+                    continue
+                if not failures:
+                    self._barrier.abort()  # peers blocked in a barrier fail now instead of at the timeout
+                failures.append((rank, payload, remote_trace))
+        if failures:
+            self._barrier.reset()
+            if any(not p.is_alive() for p in self._processes):
+                self.close()
+            _raise_from_rank(*failures[0])
+        return results
+
+
+def run_world(world_size: int, fn, *args, heap_bytes: int = DEFAULT_HEAP_BYTES,
+              timeout_s: float = DEFAULT_TIMEOUT_S, max_spins: int = SIM_MAX_SPINS) -> list:
+    """``fn(heap, *args)`` on each rank of a fresh simulated world; the per-rank results."""
+    with SimWorld(world_size, heap_bytes=heap_bytes, timeout_s=timeout_s, max_spins=max_spins) as world:
+        return world.run(fn, *args)
+
+
+_shared: dict[int, SimWorld] = {}
+
+
+def shared_world(world_size: int) -> SimWorld:
+    """A default-sized world of ``world_size`` ranks, kept for the life of this process (tests share it)."""
+    world = _shared.get(world_size)
+    if world is None or not world.alive:
+        world = _shared[world_size] = SimWorld(world_size)
+    return world
+
+
+@atexit.register
+def _close_shared() -> None:
+    for world in _shared.values():
+        world.close()
+
+
+# ---------------------------------------------------------------- inside a rank process
+def _rank_main(rank, world_size, folder, heap_bytes, max_spins, timeout_s, barrier, conn) -> None:
+    torch.set_num_threads(1)  # ranks share the few cores; one thread each avoids oversubscription
+    try:
+        group = _gloo_group(rank, world_size, folder, timeout_s)
+        heap = SimHeap(rank, world_size, folder, heap_bytes, barrier, group, max_spins=max_spins)
+    except BaseException as exc:
+        conn.send(("error", _portable(exc), traceback.format_exc()))
+        return
+    conn.send(("ok", None, ""))
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:  # the parent went away
+            break
+        if job is None:
+            break
+        fn, args = job
+        try:
+            reply = ("ok", fn(heap, *args), "")
+            pickle.dumps(reply)
+        except BaseException as exc:
+            reply = ("error", _portable(exc), traceback.format_exc())
+        conn.send(reply)
+    torch.distributed.destroy_process_group()
+
+
+def _gloo_group(rank, world_size, folder, timeout_s):
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{folder / 'gloo-store'}", rank=rank,
+                            world_size=world_size, timeout=timedelta(seconds=timeout_s))
+    return dist.group.WORLD
+
+
+def _map_heap(path: Path, size_bytes: int) -> torch.Tensor:
+    storage = torch.UntypedStorage.from_file(str(path), shared=True, nbytes=size_bytes)
+    return torch.empty(0, dtype=torch.uint8).set_(storage, 0, (size_bytes,), (1,))
+
+
+def _heap_path(folder: Path, rank: int) -> Path:
+    return Path(folder) / f"heap{rank}"
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """``exc`` if it survives pickling, else a SeerError carrying its type and message."""
+    try:
+        return pickle.loads(pickle.dumps(exc))
+    except Exception:
+        return SeerError(f"{type(exc).__name__}: {exc}")
+
+
+# ---------------------------------------------------------------- in the parent
+@contextmanager
+def _interpreted_children():
+    """Children inherit the environment at start: make them run Triton under the interpreter."""
+    saved = os.environ.get("TRITON_INTERPRET")
+    os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["TRITON_INTERPRET"]
+        else:
+            os.environ["TRITON_INTERPRET"] = saved
+
+
+class _RemoteTraceback(Exception):
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def _raise_from_rank(rank: int, exc: BaseException, remote_trace: str):
+    if exc.args and isinstance(exc.args[0], str):
+        exc.args = (f"rank {rank}: {exc.args[0]}", *exc.args[1:])
+    else:
+        exc.args = (f"rank {rank}", *exc.args)
+    raise exc from _RemoteTraceback(f"\n--- traceback in rank {rank} ---\n{remote_trace}")
+
+
+def _shut_down(processes, conns, folder: Path) -> None:
+    for conn in conns:
+        try:
+            conn.send(None)
+        except (OSError, ValueError):
+            pass
+    deadline = time.monotonic() + 10
+    for process in processes:
+        process.join(max(deadline - time.monotonic(), 0))
+    for process in processes:
+        if process.is_alive():
+            process.kill()
+            process.join()
+    for conn in conns:
+        conn.close()
+    shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,227 @@
+"""Symmetric heap: one buffer per rank, every tensor at the same offset in every rank's buffer.
+
+A tensor taken from the heap has a twin at the same byte offset in each peer's heap, so a Triton
+kernel reaches the twin by moving the pointer by the difference of the two heap bases
+(:func:`seer.kernels.remote.translate`; the idea of Iris). :class:`SymmetricHeap` builds the heap
+on PyTorch symmetric memory (one GPU per rank, processes started by torchrun with NCCL);
+:class:`seer.simworld.SimHeap` offers the same interface (:class:`Heap`) on shared memory between
+CPU processes, so the very same ops and kernels run on both.
+
+Allocation is a bump pointer: every rank must allocate the same sizes in the same order (as ops
+called collectively with the same shapes do), or the offsets of twins stop matching.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+
+from seer.errors import InputError, SeerError
+
+# NVLink multicast can take a shared host's GPUs out of service: keep it off everywhere, and before
+# symmetric memory or NCCL first read their settings (hence at import, and again on every heap).
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+ALIGNMENT = 256  # bytes; every heap tensor starts on this boundary (wide vector loads, TMA)
+DEFAULT_HEAP_BYTES = 1 << 30  # per rank, unless SEER_HEAP_BYTES says otherwise
+# A bounded wait gives up after this many polls of its flag: about half a minute on a GPU.
+DEFAULT_MAX_SPINS = 1 << 25
+# Wait-error record: [timed-out waits, waiting rank, rank owning the flag, flag index].
+WAIT_RECORD = 4
+
+
+def disable_multicast() -> None:
+    os.environ.update(MULTICAST_OFF)
+
+
+disable_multicast()
+
+
+class Heap:
+    """What ops need from a symmetric heap, real or simulated.
+
+    ``heap_bases`` is an int64 tensor (on the heap's device) of every rank's base address, as seen
+    from this process. ``max_spins`` bounds every flag wait; a wait that gives up records itself in
+    ``wait_errors`` and :meth:`raise_wait_errors` turns the record into a :class:`SeerError`.
+    Ops call it after each run while ``check_waits`` is true (one device synchronisation); set it
+    false to batch the check, e.g. around a timing loop, and call :meth:`raise_wait_errors` later.
+    """
+
+    simulated = False
+
+    def __init__(self, local: torch.Tensor, heap_bases: torch.Tensor, rank: int, world_size: int,
+                 group=None, *, max_spins: int = DEFAULT_MAX_SPINS):
+        bases = heap_bases.tolist()
+        misaligned = [r for r, base in enumerate(bases) if base % ALIGNMENT]
+        if misaligned:
+            raise SeerError(f"heap bases of ranks {misaligned} are not {ALIGNMENT}-byte aligned: {bases}")
+        self._local = local  # this rank's heap as uint8
+        self.heap_bases = heap_bases
+        self.rank = rank
+        self.world_size = world_size
+        self.group = group  # the process group of the torch collectives (bulk_torch, references)
+        self.max_spins = max_spins
+        self.check_waits = True
+        self.wait_errors = torch.zeros(WAIT_RECORD, dtype=torch.int32, device=local.device)
+        self._used = 0
+        self._scratch: dict[str, torch.Tensor] = {}
+        self._epoch = 0
+
+    @property
+    def device(self) -> torch.device:
+        return self._local.device
+
+    @property
+    def size_bytes(self) -> int:
+        return self._local.numel()
+
+    @property
+    def free_bytes(self) -> int:
+        return self.size_bytes - _align(self._used)
+
+    def empty(self, shape, dtype: torch.dtype) -> torch.Tensor:
+        """A new tensor in this rank's heap (its twins on the peers sit at the same offset)."""
+        shape = tuple(int(s) for s in shape)
+        nbytes = math.prod(shape) * dtype.itemsize
+        start = _align(self._used)
+        if start + nbytes > self.size_bytes:
+            raise InputError(
+                f"symmetric heap full: a {list(shape)} {dtype} tensor needs {nbytes:,} bytes, "
+                f"{self.size_bytes - start:,} of {self.size_bytes:,} are left; make a larger heap "
+                f"(SymmetricHeap(size_bytes, group), or SEER_HEAP_BYTES) or call free_all()")
+        self._used = start + nbytes
+        return self._local[start:start + nbytes].view(dtype).view(shape)
+
+    def zeros(self, shape, dtype: torch.dtype) -> torch.Tensor:
+        return self.empty(shape, dtype).zero_()
+
+    def scratch(self, name: str, shape, dtype: torch.dtype, *, zero_new: bool = False) -> torch.Tensor:
+        """A reusable heap buffer called ``name``, grown (re-allocated) when ``shape`` needs more room.
+
+        ``zero_new`` zeroes it when it is newly allocated (flags: stale memory must not look signalled).
+        """
+        nbytes = math.prod(shape) * dtype.itemsize
+        region = self._scratch.get(name)
+        fresh = region is None or region.numel() < nbytes
+        if fresh:
+            region = self.empty((max(nbytes, 1),), torch.uint8)
+            self._scratch[name] = region
+        tensor = region[:nbytes].view(dtype).view(tuple(shape))
+        if fresh and zero_new:
+            tensor.zero_()
+        return tensor
+
+    def free_all(self) -> None:
+        """Forget every allocation (collective: all ranks together). Earlier heap tensors become invalid."""
+        self.barrier()
+        self._used = 0
+        self._scratch.clear()
+
+    def next_epoch(self) -> int:
+        """A fresh flag value for the next op call (the same on every rank: ops are called in step)."""
+        self._epoch = self._epoch % (2**31 - 2) + 1
+        return self._epoch
+
+    def peer_view(self, tensor: torch.Tensor, rank: int) -> torch.Tensor:
+        """Host view of ``tensor``'s twin in ``rank``'s heap (tests, debugging)."""
+        offset = tensor.data_ptr() - self._local.data_ptr()
+        nbytes = tensor.numel() * tensor.element_size()
+        if not tensor.is_contiguous() or offset < 0 or offset + nbytes > self.size_bytes:
+            raise InputError("peer_view takes a contiguous tensor allocated from this heap")
+        return self._peer_bytes(rank)[offset:offset + nbytes].view(tensor.dtype).view(tensor.shape)
+
+    def raise_wait_errors(self, context: str = "") -> None:
+        """Raise a :class:`SeerError` naming the rank and flag if a bounded wait gave up since the last check."""
+        count, waiter, owner, flag = self.wait_errors.tolist()
+        if not count:
+            return
+        self.wait_errors.zero_()
+        where = f" ({context})" if context else ""
+        raise SeerError(
+            f"rank {waiter} gave up waiting on flag {flag} of rank {owner}{where} after {self.max_spins:,} "
+            f"polls ({count} wait(s) timed out): rank {owner} never signalled it; it crashed, fell out of "
+            f"step or ran another op or shape")
+
+    def barrier(self) -> None:
+        raise NotImplementedError
+
+    def _peer_bytes(self, rank: int) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class SymmetricHeap(Heap):
+    """A symmetric heap on PyTorch symmetric memory: ``size_bytes`` on each rank of ``group``.
+
+    Collective: every rank of ``group`` constructs it together, after
+    ``torch.distributed.init_process_group("nccl")`` and ``torch.cuda.set_device``.
+    """
+
+    def __init__(self, size_bytes: int, group=None, *, max_spins: int = DEFAULT_MAX_SPINS):
+        disable_multicast()
+        import torch.distributed as dist
+        from torch.distributed import _symmetric_memory as symm_mem
+
+        if not dist.is_available() or not dist.is_initialized():
+            raise InputError("SymmetricHeap needs torch.distributed: start with torchrun and call "
+                             "torch.distributed.init_process_group('nccl') first")
+        if not torch.cuda.is_available():
+            raise InputError("SymmetricHeap needs CUDA GPUs; on the CPU use seer.simworld")
+        group = group if group is not None else dist.group.WORLD
+        device = torch.device("cuda", torch.cuda.current_device())
+        buffer = symm_mem.empty(int(size_bytes), dtype=torch.uint8, device=device)
+        handle = symm_mem.rendezvous(buffer, group.group_name)
+        rank, world_size = handle.rank, handle.world_size
+        # The buffer may sit inside a larger symmetric allocation (PyTorch's memory pool); its
+        # twins sit at the same offset only if every rank got the same one, so check that.
+        offset = buffer.data_ptr() - handle.buffer_ptrs[rank]
+        offsets = [None] * world_size
+        dist.all_gather_object(offsets, offset, group=group)
+        if len(set(offsets)) != 1:
+            raise SeerError(f"symmetric buffers sit at different offsets on the ranks: {offsets}")
+        bases = torch.tensor([ptr + offset for ptr in handle.buffer_ptrs], dtype=torch.int64, device=device)
+        super().__init__(buffer, bases, rank, world_size, group, max_spins=max_spins)
+        self._handle = handle
+        self._offset = offset
+
+    def barrier(self) -> None:
+        """Device-side barrier of all ranks, in stream order (no host synchronisation)."""
+        self._handle.barrier()
+
+    def _peer_bytes(self, rank: int) -> torch.Tensor:
+        return self._handle.get_buffer(rank, (self.size_bytes,), torch.uint8, self._offset)
+
+
+_heaps: dict[str, SymmetricHeap] = {}
+
+
+def heap_for_group(group=None, size_bytes: int | None = None) -> SymmetricHeap:
+    """The :class:`SymmetricHeap` of ``group`` (default: the world), made on first use (collective).
+
+    Its size is ``size_bytes``, else ``$SEER_HEAP_BYTES``, else 1 GiB per rank.
+    """
+    import torch.distributed as dist
+
+    group = group if group is not None else dist.group.WORLD
+    heap = _heaps.get(group.group_name)
+    if heap is None:
+        heap = SymmetricHeap(size_bytes or default_heap_bytes(), group)
+        _heaps[group.group_name] = heap
+    return heap
+
+
+def default_heap_bytes() -> int:
+    text = os.environ.get("SEER_HEAP_BYTES", "")
+    if not text:
+        return DEFAULT_HEAP_BYTES
+    try:
+        size = int(float(text))
+    except ValueError:
+        raise InputError(f"SEER_HEAP_BYTES must be a number of bytes, got {text!r}") from None
+    if size <= 0:
+        raise InputError(f"SEER_HEAP_BYTES must be positive, got {text!r}")
+    return size
+
+
+def _align(offset: int) -> int:
+    return -(-offset // ALIGNMENT) * ALIGNMENT

@@ -1,0 +1,295 @@
+"""Profile tables: what was measured on a GPU, one CSV row per input.
+
+Format
+------
+A profile table is a CSV file with one row per input (a matrix, a GEMM shape, ...) and a
+metadata file beside it. Columns:
+
+``id``                  required, unique: names the input (e.g. ``HB/bcsstk17``).
+``group``               optional: the family the input belongs to (a matrix and the matrices
+                        derived from it share a group). Cross-validation never puts one group on
+                        both sides of a split. Empty or absent: the row's ``id``.
+``source``              optional: ``real``, ``derived`` or ``synthetic``; reports score ``real``
+                        rows separately from the others.
+*feature columns*       named as the op's features (``seer.features.<op>``): every KNOWN feature
+                        is required; GATHERED features are optional, and when present the
+                        model gets a second stage that uses them. Cells must be finite numbers.
+``gather_ms``           optional: measured time to compute the gathered features for that
+                        input, in ms. Absent: gathering is treated as free (with a warning).
+``time_ms:<variant>``   one per variant, at least two: median time of one call, in ms. Rows
+                        with a missing, NaN, infinite, zero or negative time are dropped with
+                        one ``SeerWarning`` that counts them per column.
+``baseline_ms:<name>``  optional: a vendor library (``baseline_ms:cusparse``) for comparison;
+                        reported, never chosen. Empty cells leave that row out of the comparison.
+``call_us:<variant>``   optional: host wall time of one full call (dispatch included), in µs.
+Any other column is kept in ``ProfileTable.frame`` and ignored.
+
+Metadata, ``<stem>.meta.json`` next to ``<stem>.csv``::
+
+    {"op": "spmv",
+     "device": {"name": "NVIDIA H100 80GB HBM3", "capability": [9, 0]},
+     "versions": {"torch": "2.11.0", "triton": "3.6.0", "seer": "0.1.0", "cuda": "12.8"},
+     "date": "2025-06-01T12:00:00+00:00",
+     "command": "python benchmarks/profile_spmv.py --out ...",
+     "notes": "free text"}
+
+``op`` is required unless passed to :func:`read_table`. An op that seer has no feature module
+for may list its features instead: ``"features": {"known": [...], "gathered": [...]}``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from seer.errors import ProfileTableError, SeerWarning
+from seer.model import GATHER, op_feature_module
+
+TIME = "time_ms:"
+BASELINE = "baseline_ms:"
+CALL = "call_us:"
+GATHER_MS = "gather_ms"
+
+
+@dataclass(frozen=True)
+class ProfileTable:
+    """A validated profile table; ``frame`` holds the kept rows with a fresh 0..n-1 index."""
+
+    frame: pd.DataFrame
+    op: str
+    variants: tuple[str, ...]
+    baselines: tuple[str, ...]
+    known_features: tuple[str, ...]
+    gathered_features: tuple[str, ...]
+    meta: dict
+    path: Path | None = None
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, op: str, meta: Mapping | None = None, path: Path | None = None) -> ProfileTable:
+        """Validate ``frame`` (as read from the CSV) against the format in the module docstring."""
+        meta = dict(meta or {})
+        frame = frame.copy()
+        known, gathered = _feature_names(op, meta, frame.columns)
+        variants = _suffixes(frame.columns, TIME)
+        if len(variants) < 2:
+            raise ProfileTableError(f"need at least two '{TIME}<variant>' columns, found {[TIME + v for v in variants]}")
+        if GATHER in variants:
+            raise ProfileTableError(f"'{TIME}{GATHER}': {GATHER!r} is reserved for the model's gather choice")
+        extra_calls = sorted(set(_suffixes(frame.columns, CALL)) - set(variants))
+        if extra_calls:
+            raise ProfileTableError(f"'{CALL}' columns {extra_calls} have no matching '{TIME}' column")
+        _check_ids(frame)
+        numeric = [*known, *gathered, *_present(frame, GATHER_MS), *_prefixed(frame, TIME, BASELINE, CALL)]
+        for column in numeric:
+            frame[column] = _numeric(frame, column)
+        for column in [*known, *gathered, *_present(frame, GATHER_MS)]:
+            _check_finite(frame, column)
+        frame = _drop_failed_rows(frame, [TIME + v for v in variants])
+        frame["group"] = _groups(frame)
+        frame["id"] = frame["id"].astype(str)
+        return cls(frame, op, variants, _suffixes(frame.columns, BASELINE), known, gathered, meta, path)
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self.frame["id"].to_numpy(dtype=object)
+
+    @property
+    def groups(self) -> np.ndarray:
+        return self.frame["group"].to_numpy(dtype=object)
+
+    @property
+    def sources(self) -> np.ndarray | None:
+        if "source" not in self.frame:
+            return None
+        return self.frame["source"].fillna("").astype(str).to_numpy(dtype=object)
+
+    @property
+    def times(self) -> np.ndarray:
+        """[rows, variants] median ms per call."""
+        return self.frame[[TIME + v for v in self.variants]].to_numpy(dtype=float)
+
+    @property
+    def baseline_times(self) -> np.ndarray:
+        """[rows, baselines] ms per call; NaN where the library has no measurement."""
+        return self.frame[[BASELINE + b for b in self.baselines]].to_numpy(dtype=float)
+
+    @property
+    def gather_ms(self) -> np.ndarray | None:
+        return self.frame[GATHER_MS].to_numpy(dtype=float) if GATHER_MS in self.frame else None
+
+    @property
+    def call_us(self) -> np.ndarray | None:
+        """[rows, variants] host µs per full call, NaN where not measured; None without such columns."""
+        if not _prefixed(self.frame, CALL):
+            return None
+        return self.frame.reindex(columns=[CALL + v for v in self.variants]).to_numpy(dtype=float)
+
+    @property
+    def has_stage2(self) -> bool:
+        return bool(self.gathered_features)
+
+    def features(self, names: Sequence[str]) -> np.ndarray:
+        """[rows, len(names)] feature values as float64."""
+        return self.frame[list(names)].to_numpy(dtype=float)
+
+
+def read_table(path: str | Path, op: str | None = None) -> ProfileTable:
+    """Read ``path`` and its ``<stem>.meta.json``; ``op`` defaults to the one in the metadata."""
+    path = Path(path)
+    if not path.is_file():
+        raise ProfileTableError(f"profile table {path} does not exist")
+    meta = _read_meta(meta_path(path))
+    if op is None:
+        op = meta.get("op")
+        if not op:
+            raise ProfileTableError(f"no op for {path}: pass op= or put \"op\" in {meta_path(path)}")
+    elif meta.get("op", op) != op:
+        raise ProfileTableError(f"{path} was profiled for op {meta['op']!r}, not {op!r}")
+    try:
+        frame = pd.read_csv(path, dtype={"id": str, "group": str, "source": str})
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
+        raise ProfileTableError(f"{path} is not a readable CSV: {error}") from None
+    try:
+        return ProfileTable.from_frame(frame, op, meta, path)
+    except ProfileTableError as error:
+        raise ProfileTableError(f"{path}: {error}") from None
+
+
+def write_table(frame: pd.DataFrame, path: str | Path, meta: Mapping) -> Path:
+    """Write ``frame`` as CSV and ``meta`` as ``<stem>.meta.json`` beside it; returns the CSV path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+    meta_path(path).write_text(json.dumps(dict(meta), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def meta_path(path: str | Path) -> Path:
+    path = Path(path)
+    return path.with_name(path.stem + ".meta.json")
+
+
+def table_sha256(path: str | Path) -> str:
+    """Hex sha256 of the CSV file's bytes: which table a model was trained on."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+# ---------------------------------------------------------------------- validation helpers
+
+
+def _read_meta(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        meta = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ProfileTableError(f"{path} is not JSON: {error}") from None
+    if not isinstance(meta, dict):
+        raise ProfileTableError(f"{path} must hold a JSON object")
+    return meta
+
+
+def _feature_names(op: str, meta: Mapping, columns: pd.Index) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(known, gathered present in the table), from the op's feature module or the metadata."""
+    module = op_feature_module(op)
+    if module is not None:
+        known = [f.name for f in module.KNOWN]
+        gathered = [f.name for f in module.GATHERED]
+    elif isinstance(meta.get("features"), Mapping):
+        known = list(meta["features"].get("known", []))
+        gathered = list(meta["features"].get("gathered", []))
+    else:
+        raise ProfileTableError(
+            f"seer has no feature module for op {op!r} and the metadata lists no "
+            "\"features\": {\"known\": [...], \"gathered\": [...]}"
+        )
+    if not known:
+        raise ProfileTableError(f"op {op!r} has no known features")
+    missing = [name for name in known if name not in columns]
+    if missing:
+        raise ProfileTableError(f"missing required feature column(s) {missing} (known features of {op!r})")
+    return tuple(known), tuple(name for name in gathered if name in columns)
+
+
+def _suffixes(columns: pd.Index, prefix: str) -> tuple[str, ...]:
+    return tuple(str(c)[len(prefix):] for c in columns if str(c).startswith(prefix))
+
+
+def _prefixed(frame: pd.DataFrame, *prefixes: str) -> list[str]:
+    return [c for c in frame.columns if str(c).startswith(prefixes)]
+
+
+def _present(frame: pd.DataFrame, column: str) -> list[str]:
+    return [column] if column in frame.columns else []
+
+
+def _check_ids(frame: pd.DataFrame) -> None:
+    if "id" not in frame.columns:
+        raise ProfileTableError("missing the 'id' column")
+    ids = frame["id"]
+    empty = ids.isna() | (ids.astype(str).str.strip() == "")
+    if empty.any():
+        raise ProfileTableError(f"empty id in row(s) {_rows(empty)}")
+    duplicated = ids[ids.duplicated()].unique().tolist()
+    if duplicated:
+        raise ProfileTableError(f"duplicate id(s) {duplicated[:5]}: every row needs its own id")
+
+
+def _numeric(frame: pd.DataFrame, column: str) -> pd.Series:
+    """The column as float64; ProfileTableError naming the first non-numeric cells."""
+    raw = frame[column]
+    values = pd.to_numeric(raw, errors="coerce").astype(float)
+    bad = values.isna() & raw.notna()
+    if bad.any():
+        examples = [f"{frame['id'].iloc[i]!s}: {raw.iloc[i]!r}" for i in np.flatnonzero(bad)[:3]]
+        raise ProfileTableError(f"non-numeric cell(s) in column {column!r} ({', '.join(examples)})")
+    return values
+
+
+def _check_finite(frame: pd.DataFrame, column: str) -> None:
+    bad = ~np.isfinite(frame[column].to_numpy(dtype=float))
+    if bad.any():
+        raise ProfileTableError(f"column {column!r} must be finite numbers; empty or infinite in row(s) {_rows(bad)}")
+    if column == GATHER_MS and (frame[column] < 0).any():
+        raise ProfileTableError(f"column {column!r} has negative times in row(s) {_rows(frame[column] < 0)}")
+
+
+def _rows(mask) -> list[str]:
+    """A few row numbers (1-based data rows, as a spreadsheet shows them after the header)."""
+    return [str(i + 1) for i in np.flatnonzero(np.asarray(mask))[:5]]
+
+
+def _drop_failed_rows(frame: pd.DataFrame, time_columns: list[str]) -> pd.DataFrame:
+    times = frame[time_columns].to_numpy(dtype=float)
+    failed = ~(np.isfinite(times) & (times > 0))
+    dropped = failed.any(axis=1)
+    if dropped.any():
+        per_column = ", ".join(f"{c}: {n}" for c, n in zip(time_columns, failed.sum(axis=0)) if n)
+        warnings.warn(
+            f"dropped {int(dropped.sum())} of {len(frame)} rows with a missing, NaN, infinite, zero "
+            f"or negative time ({per_column})",
+            SeerWarning,
+            stacklevel=4,
+        )
+    kept = frame[~dropped].reset_index(drop=True)
+    if kept.empty:
+        raise ProfileTableError("no rows left after dropping rows with failed time measurements")
+    return kept
+
+
+def _groups(frame: pd.DataFrame) -> pd.Series:
+    ids = frame["id"].astype(str)
+    if "group" not in frame.columns:
+        return ids
+    groups = frame["group"].astype(object)
+    empty = groups.isna() | (groups.astype(str).str.strip() == "")
+    return groups.where(~empty, ids).astype(str)

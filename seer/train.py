@@ -1,0 +1,534 @@
+"""Training two-stage selectors from profile tables, scored by grouped cross-validation.
+
+Stage 2 (when the table has gathered features) learns known + gathered features -> fastest
+variant. Stage 1 learns, for each expected number of calls ``c``, known features -> the
+cheapest of ``c * t_v`` for every variant ``v`` and ``gather_ms + c * t_(stage-2 pick)`` for
+gathering; the stage-2 picks there are out-of-fold, so stage 1 sees how good stage 2 really
+is on inputs it was not trained on.
+
+Both stages weight every row by what a wrong choice costs it (mean log-slowdown of the other
+choices, plus a small floor), and label each leaf with the choice of least total log-regret
+(see :mod:`seer.tree`), so the trees optimise the fraction of oracle rather than accuracy.
+
+Tree size (``max_depth``, ``min_samples_leaf``) is chosen per tree by grouped K-fold CV on
+the table's ``group`` column: a family of inputs is never on both sides of a split. Among
+candidates within ``SIMPLER_WITHIN`` of the best held-out fraction of oracle the simplest
+wins, which keeps the exported rules short. :meth:`TwoStageSelector.evaluate` repeats the
+whole procedure inside an outer grouped CV (nested CV), so its scores are on groups that
+neither the trees nor their size were chosen on.
+
+Small tables: with fewer groups than ``folds``, as many folds as groups are used (with a
+``SeerWarning``). ``fit`` needs at least 2 groups and ``evaluate`` at least 3 (each outer
+training part must itself be split); fewer raise ``ProfileTableError``.
+"""
+from __future__ import annotations
+
+import math
+import platform
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+import sklearn
+from sklearn.exceptions import NotFittedError
+from sklearn.model_selection import GroupKFold
+from sklearn.tree import DecisionTreeClassifier
+
+from seer.errors import ProfileTableError, SeerWarning
+from seer.model import GATHER, SelectorModel, nearest_calls, op_feature_module
+from seer.table import ProfileTable, read_table, table_sha256
+from seer.tree import Tree, log_regret, node_choices
+
+DEFAULT_DEPTHS = (1, 2, 3, 4, 5, 6, 8, None)
+DEFAULT_LEAVES = (1, 2, 4, 8)
+DEFAULT_CALLS = (1, 10, 100, 1000)
+# Rows where every choice is equally fast still count a little, so ties do not vanish.
+WEIGHT_FLOOR = 1e-3
+# Prefer a simpler tree when it is this close (in fraction of oracle) to the best one.
+SIMPLER_WITHIN = 0.002
+
+
+def grouped_folds(groups: np.ndarray, folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train rows, test rows) per fold of grouped K-fold CV: no group on both sides."""
+    return list(GroupKFold(n_splits=folds).split(np.zeros(len(groups)), groups=groups))
+
+
+@dataclass(frozen=True)
+class _Data:
+    """The numbers training uses, as arrays (rows in table order)."""
+
+    known: np.ndarray  # [n, known features]
+    full: np.ndarray | None  # [n, known + gathered features]; None without stage 2
+    times: np.ndarray  # [n, variants] ms per call
+    gather_ms: np.ndarray  # [n]
+    groups: np.ndarray  # [n]
+
+    @classmethod
+    def of(cls, table: ProfileTable, known: Sequence[str], gathered: Sequence[str]) -> _Data:
+        missing = [name for name in (*known, *gathered) if name not in table.frame.columns]
+        if missing:
+            raise ProfileTableError(f"the table lacks feature column(s) {missing} that the selector was fitted on")
+        gather_ms = table.gather_ms
+        if gathered and gather_ms is None:
+            warnings.warn("the table has no gather_ms column: gathering is treated as free", SeerWarning, stacklevel=3)
+        return cls(
+            known=table.features(known),
+            full=table.features([*known, *gathered]) if gathered else None,
+            times=table.times,
+            gather_ms=np.zeros(len(table)) if gather_ms is None else gather_ms,
+            groups=table.groups,
+        )
+
+    def take(self, rows: np.ndarray) -> _Data:
+        return _Data(
+            self.known[rows], None if self.full is None else self.full[rows],
+            self.times[rows], self.gather_ms[rows], self.groups[rows],
+        )
+
+
+@dataclass(frozen=True)
+class _Fitted:
+    """One tuned tree, its chosen hyper-parameters and its out-of-fold label indices."""
+
+    tree: Tree
+    params: dict
+    out_of_fold: np.ndarray
+
+
+class TwoStageSelector:
+    """Trains stage-1 trees (one per call count) and a stage-2 tree from a profile table.
+
+    ``max_depth`` and ``min_samples_leaf`` are each a value, a list of candidates, or None for
+    the defaults (``DEFAULT_DEPTHS``, ``DEFAULT_LEAVES``); candidates are compared by grouped
+    CV. ``(None,)`` as ``max_depth`` means "unlimited depth, no search".
+    """
+
+    def __init__(self, max_depth=None, min_samples_leaf=None, calls: Sequence[int] = DEFAULT_CALLS, folds: int = 5, random_state: int = 0):
+        self.max_depth = max_depth
+        self.min_samples_leaf = min_samples_leaf
+        self.calls = tuple(calls)
+        self.folds = folds
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ fitting
+
+    def fit(self, table: ProfileTable) -> TwoStageSelector:
+        data = _Data.of(table, table.known_features, table.gathered_features)
+        folds = _fold_count(data.groups, self.folds, minimum=2, warn=True)
+        self._fit(data, table, folds)
+        return self
+
+    def _fit(self, data: _Data, table: ProfileTable, folds: int) -> None:
+        if not self.calls or min(self.calls) < 1:
+            raise ValueError(f"calls must be positive call counts, got {self.calls}")
+        self.variants_ = table.variants
+        self.known_ = table.known_features
+        self.gathered_ = table.gathered_features
+        splits = grouped_folds(data.groups, folds)
+        depths = _candidates(self.max_depth, DEFAULT_DEPTHS)
+        leaves = _candidates(self.min_samples_leaf, DEFAULT_LEAVES)
+
+        def tune(X: np.ndarray, costs: np.ndarray, features: Sequence[str], labels: Sequence[str]) -> _Fitted:
+            return _tune_tree(X, costs, features, labels, splits, depths, leaves, self.random_state)
+
+        stage2 = None
+        if data.full is not None:
+            stage2 = tune(data.full, data.times, (*self.known_, *self.gathered_), self.variants_)
+        self.stage2_ = None if stage2 is None else stage2.tree
+        stage1: dict[int, _Fitted] = {}
+        for calls in sorted(set(self.calls)):
+            if stage2 is None and stage1:
+                # Without gathering, c * t_v has the same argmin for every c: one tree serves all.
+                stage1[calls] = next(iter(stage1.values()))
+                continue
+            costs = _stage1_costs(data, None if stage2 is None else stage2.out_of_fold, calls)
+            labels = (*self.variants_, GATHER) if stage2 is not None else self.variants_
+            stage1[calls] = tune(data.known, costs, self.known_, labels)
+        self.stage1_ = {calls: fitted.tree for calls, fitted in stage1.items()}
+        self.hyperparameters_ = {
+            "folds": folds,
+            "stage1": {str(calls): fitted.params for calls, fitted in stage1.items()},
+            "stage2": None if stage2 is None else stage2.params,
+        }
+
+    # ------------------------------------------------------------------ predicting
+
+    def predict(self, table: ProfileTable, calls: int = 1) -> np.ndarray:
+        """The variant chosen for each row of ``table`` (gathering where stage 1 says so)."""
+        self._check_fitted()
+        choice, _ = self._choose(_Data.of(table, self.known_, self.gathered_), calls)
+        return np.asarray(self.variants_, dtype=object)[choice]
+
+    def _choose(self, data: _Data, calls: int) -> tuple[np.ndarray, np.ndarray]:
+        """(variant index, gathered?) per row."""
+        index = {name: i for i, name in enumerate(self.variants_)}
+        stage1 = self.stage1_[nearest_calls(self.stage1_, calls)]
+        labels = [stage1.predict(row) for row in data.known.tolist()]
+        gathered = np.array([label == GATHER for label in labels], dtype=bool)
+        if gathered.any():
+            full = data.full.tolist()
+            labels = [self.stage2_.predict(full[i]) if g else label for i, (label, g) in enumerate(zip(labels, gathered))]
+        return np.array([index[label] for label in labels], dtype=int), gathered
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "stage1_"):
+            raise NotFittedError("this TwoStageSelector is not fitted yet; call fit(table) first")
+
+    # ------------------------------------------------------------------ evaluating
+
+    def evaluate(self, table: ProfileTable, calls: Sequence[int] = (1, 100)) -> TrainingReport:
+        """Held-out scores by nested grouped CV (the fitted state of ``self`` is not used)."""
+        calls = tuple(calls)
+        data = _Data.of(table, table.known_features, table.gathered_features)
+        folds = _fold_count(data.groups, self.folds, minimum=3, warn=True)
+        n = len(table)
+        choice = {c: np.zeros(n, dtype=int) for c in calls}
+        gathered = {c: np.zeros(n, dtype=bool) for c in calls}
+        single = np.zeros(n, dtype=int)
+        fold_of = np.zeros(n, dtype=int)
+        for k, (train, test) in enumerate(grouped_folds(data.groups, folds)):
+            inner = TwoStageSelector(self.max_depth, self.min_samples_leaf, self.calls, self.folds, self.random_state)
+            part = data.take(train)
+            inner._fit(part, table, _fold_count(part.groups, self.folds, minimum=2, warn=False, where=f"outer fold {k}"))
+            held_out = data.take(test)
+            for c in calls:
+                choice[c][test], gathered[c][test] = inner._choose(held_out, c)
+            single[test] = _best_single(data.times[train])
+            fold_of[test] = k
+        return _report(table, data, calls, folds, _Outcome(choice, gathered, single, fold_of))
+
+    # ------------------------------------------------------------------ exporting
+
+    def to_model(self, table: ProfileTable, command: str | None = None, scores: dict | None = None) -> SelectorModel:
+        """The fitted trees as a :class:`SelectorModel` with provenance from ``table``."""
+        self._check_fitted()
+        training = {
+            "table": None if table.path is None else str(table.path),
+            "sha256": None if table.path is None else table_sha256(table.path),
+            "rows": len(table),
+            "groups": int(len(np.unique(table.groups))),
+            "sources": _source_counts(table),
+            "command": command,
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "calls": sorted(self.stage1_),
+            "random_state": self.random_state,
+            "hyperparameters": self.hyperparameters_,
+            "scores": scores,
+        }
+        return SelectorModel(
+            op=table.op,
+            variants=self.variants_,
+            known_features=self.known_,
+            gathered_features=self.gathered_ if self.stage2_ is not None else (),
+            stage1=dict(self.stage1_),
+            stage2=self.stage2_,
+            device=_device(table.meta),
+            versions=_versions(table.meta),
+            training=training,
+        )
+
+
+def train_table(
+    path: str | Path, op: str | None = None, out: str | Path | None = None, command: str | None = None,
+    selector: TwoStageSelector | None = None,
+) -> tuple[SelectorModel, TrainingReport]:
+    """Read a profile table, score the procedure by nested CV, fit on all rows, save to ``out``."""
+    table = read_table(path, op)
+    selector = selector or TwoStageSelector()
+    report = selector.evaluate(table)
+    model = selector.fit(table).to_model(table, command=command, scores=report.to_dict())
+    if out is not None:
+        model.save(out)
+    return model, report
+
+
+# ---------------------------------------------------------------------- tree search
+
+
+def _tune_tree(
+    X: np.ndarray, costs: np.ndarray, features: Sequence[str], labels: Sequence[str],
+    splits: list[tuple[np.ndarray, np.ndarray]], depths: tuple, leaves: tuple, random_state: int,
+) -> _Fitted:
+    """Pick (max_depth, min_samples_leaf) by grouped CV, then fit on all rows.
+
+    scikit-learn grows trees depth first and a node's split does not depend on max_depth, so a
+    depth-d tree is the unlimited tree cut at depth d (up to random tie-breaks): one fit per
+    fold and leaf size scores every depth, reading each held-out row's node at depth d.
+    """
+    y = costs.argmin(axis=1)
+    weights = _regret_weights(costs)
+    regret = log_regret(costs)
+    deepest = None if None in depths else max(depths)
+    predicted = {(d, m): np.zeros(len(X), dtype=int) for d in depths for m in leaves}
+    for train, test in splits:
+        for m in leaves:
+            estimator = _classifier(deepest, m, random_state).fit(X[train], y[train], sample_weight=weights[train])
+            node_label, _, _ = node_choices(estimator, X[train], costs[train])
+            path = estimator.decision_path(X[test])
+            path.sort_indices()  # node ids grow with depth along a path
+            last = np.diff(path.indptr) - 1
+            for d in depths:
+                step = last if d is None else np.minimum(d, last)
+                predicted[(d, m)][test] = node_label[path.indices[path.indptr[:-1] + step]]
+    scores = {key: _fraction_of_oracle(regret, labels_) for key, labels_ in predicted.items()}
+    depth, leaf = _simplest_near_best(scores)
+    estimator = _classifier(depth, leaf, random_state).fit(X, y, sample_weight=weights)
+    params = {"max_depth": depth, "min_samples_leaf": leaf, "cv_fraction_of_oracle": round(scores[(depth, leaf)], 6)}
+    return _Fitted(Tree.from_sklearn(estimator, features, labels, X, costs), params, predicted[(depth, leaf)])
+
+
+def _classifier(max_depth: int | None, min_samples_leaf: int, random_state: int) -> DecisionTreeClassifier:
+    return DecisionTreeClassifier(max_depth=max_depth, min_samples_leaf=min_samples_leaf, random_state=random_state)
+
+
+def _candidates(setting, default: tuple) -> tuple:
+    if setting is None:
+        return default
+    if isinstance(setting, Iterable):
+        values = tuple(setting)
+        if not values:
+            raise ValueError("an empty list of hyper-parameter candidates")
+        return values
+    return (setting,)
+
+
+def _simplest_near_best(scores: dict[tuple, float]) -> tuple:
+    best = max(scores.values())
+    near = [key for key, score in scores.items() if score >= best - SIMPLER_WITHIN]
+    return min(near, key=lambda key: (math.inf if key[0] is None else key[0], -key[1]))
+
+
+def _regret_weights(costs: np.ndarray) -> np.ndarray:
+    """Mean log-slowdown of the other choices: how much getting this row wrong costs."""
+    return log_regret(costs).sum(axis=1) / (costs.shape[1] - 1) + WEIGHT_FLOOR
+
+
+def _fraction_of_oracle(regret: np.ndarray, labels: np.ndarray) -> float:
+    return float(np.exp(-regret[np.arange(len(labels)), labels].mean()))
+
+
+def _stage1_costs(data: _Data, stage2_pick: np.ndarray | None, calls: int) -> np.ndarray:
+    """[n, variants (+ gather)] total ms of ``calls`` calls for each stage-1 choice."""
+    run = calls * data.times
+    if stage2_pick is None:
+        return run
+    after_gathering = data.gather_ms + run[np.arange(len(run)), stage2_pick]
+    return np.column_stack([run, after_gathering])
+
+
+def _best_single(times: np.ndarray) -> int:
+    """The variant with the best geometric-mean time: what one would ship without seer."""
+    return int(np.log(times).sum(axis=0).argmin())
+
+
+def _fold_count(groups: np.ndarray, wanted: int, minimum: int, warn: bool, where: str = "the table") -> int:
+    n_groups = len(np.unique(groups))
+    if n_groups < minimum:
+        raise ProfileTableError(
+            f"{where} has {n_groups} group(s); grouped cross-validation needs at least {minimum} "
+            "(fit needs 2, evaluate 3): profile more input families"
+        )
+    if n_groups < wanted and warn:
+        warnings.warn(f"{where} has only {n_groups} groups: using {n_groups}-fold instead of {wanted}-fold grouped CV", SeerWarning, stacklevel=3)
+    return min(wanted, n_groups)
+
+
+# ---------------------------------------------------------------------- provenance
+
+
+def _device(meta: dict) -> dict:
+    device = meta.get("device")
+    device = dict(device) if isinstance(device, dict) else {"name": device}
+    return {"name": device.get("name"), "capability": device.get("capability")}
+
+
+def _versions(meta: dict) -> dict:
+    try:
+        seer_version = metadata.version("seer-kernels")
+    except metadata.PackageNotFoundError:
+        seer_version = "unknown"
+    return {
+        "seer": seer_version,
+        "scikit-learn": sklearn.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "profiled_with": dict(meta.get("versions") or {}),
+    }
+
+
+def _source_counts(table: ProfileTable) -> dict[str, int]:
+    return {} if table.sources is None else dict(Counter(table.sources.tolist()))
+
+
+# ---------------------------------------------------------------------- the report
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """Held-out results of nested CV, per row."""
+
+    choice: dict[int, np.ndarray]  # calls -> variant index
+    gathered: dict[int, np.ndarray]  # calls -> bool
+    single: np.ndarray  # best single variant of the row's training folds
+    fold: np.ndarray
+
+
+@dataclass
+class TrainingReport:
+    """Held-out scores of a training procedure on one table.
+
+    ``scores[subset][calls][metric]`` with subset ``all`` (and ``real`` / ``other`` when the
+    table has a ``source`` column). Metrics are geometric means over rows:
+    ``fraction_of_oracle`` (oracle time / chosen time, per call), ``fraction_of_oracle_with_gather``
+    (the same with the gathering cost spread over ``calls`` calls), ``speedup_vs_best_single``,
+    ``speedup_vs_<baseline>``, ``speedup_vs_hand_rule`` (others' time / seer's time including
+    gathering), plus ``accuracy`` and ``gather_rate`` (shares of rows).
+    ``held_out`` has one row per input with its fold, oracle and the choice per call count.
+    """
+
+    op: str
+    variants: tuple[str, ...]
+    calls: tuple[int, ...]
+    folds: int
+    rows: int
+    groups: int
+    sources: dict[str, int]
+    best_single: str
+    scores: dict[str, dict[int, dict[str, float]]]
+    subset_rows: dict[str, int]
+    notes: list[str] = field(default_factory=list)
+    held_out: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+
+    def to_dict(self, rows: bool = False) -> dict:
+        """JSON-ready; ``rows=True`` adds the per-row held-out choices."""
+        result = {
+            "op": self.op,
+            "variants": list(self.variants),
+            "calls": list(self.calls),
+            "folds": self.folds,
+            "rows": self.rows,
+            "groups": self.groups,
+            "sources": self.sources,
+            "best_single": self.best_single,
+            "scores": {s: {str(c): m for c, m in per_calls.items()} for s, per_calls in self.scores.items()},
+            "subset_rows": self.subset_rows,
+            "notes": list(self.notes),
+        }
+        if rows:
+            result["held_out"] = self.held_out.to_dict(orient="records")
+        return result
+
+    def to_text(self) -> str:
+        """A short table for the command line."""
+        sources = ", ".join(f"{name or 'unlabelled'} {count}" for name, count in self.sources.items())
+        lines = [
+            f"op {self.op}: {self.rows} rows in {self.groups} groups" + (f" ({sources})" if sources else ""),
+            f"held-out scores, {self.folds}-fold grouped nested CV; best single variant: {self.best_single}",
+        ]
+        for subset, per_calls in self.scores.items():
+            lines.append("")
+            lines.append(f"{subset} rows ({self.subset_rows[subset]})".ljust(34) + "".join(f"{c:>8,} call" + ("s" if c != 1 else " ") for c in per_calls))
+            for metric in next(iter(per_calls.values())):
+                cells = "".join(f"{per_calls[c].get(metric, math.nan):>14.3f}" for c in per_calls)
+                lines.append(f"  {metric.replace('_', ' ')}".ljust(34) + cells)
+        lines.extend(f"note: {note}" for note in self.notes)
+        return "\n".join(lines)
+
+
+def _report(table: ProfileTable, data: _Data, calls: tuple[int, ...], folds: int, outcome: _Outcome) -> TrainingReport:
+    hand, notes = _hand_rule(table)
+    if hand is not None:
+        notes.append("the hand rule is charged no gathering cost")
+    subsets = {"all": np.ones(len(table), dtype=bool)}
+    if table.sources is not None:
+        real = table.sources == "real"
+        subsets.update({name: mask for name, mask in (("real", real), ("other", ~real)) if mask.any()})
+    scores = {
+        name: {c: _scores(table, data, mask, c, outcome, hand) for c in calls}
+        for name, mask in subsets.items()
+    }
+    return TrainingReport(
+        op=table.op,
+        variants=table.variants,
+        calls=calls,
+        folds=folds,
+        rows=len(table),
+        groups=int(len(np.unique(data.groups))),
+        sources=_source_counts(table),
+        best_single=table.variants[_best_single(data.times)],
+        scores=scores,
+        subset_rows={name: int(mask.sum()) for name, mask in subsets.items()},
+        notes=notes,
+        held_out=_held_out_frame(table, data, calls, outcome),
+    )
+
+
+def _scores(table: ProfileTable, data: _Data, mask: np.ndarray, calls: int, outcome: _Outcome, hand: np.ndarray | None) -> dict[str, float]:
+    rows = np.flatnonzero(mask)
+    times = data.times[rows]
+    best = times.min(axis=1)
+    chosen = times[np.arange(len(rows)), outcome.choice[calls][rows]]
+    gathered = outcome.gathered[calls][rows]
+    total = calls * chosen + gathered * data.gather_ms[rows]
+
+    def speedup_over(other_ms: np.ndarray) -> float:
+        present = np.isfinite(other_ms)
+        return _geomean(calls * other_ms[present] / total[present])
+
+    scores = {
+        "fraction_of_oracle": _geomean(best / chosen),
+        "fraction_of_oracle_with_gather": _geomean(calls * best / total),
+        "speedup_vs_best_single": speedup_over(times[np.arange(len(rows)), outcome.single[rows]]),
+    }
+    for j, name in enumerate(table.baselines):
+        baseline = table.baseline_times[rows, j]
+        if np.isfinite(baseline).any():
+            scores[f"speedup_vs_{name}"] = speedup_over(baseline)
+    if hand is not None:
+        scores["speedup_vs_hand_rule"] = speedup_over(times[np.arange(len(rows)), hand[rows]])
+    scores["accuracy"] = float(np.mean(outcome.choice[calls][rows] == times.argmin(axis=1)))
+    scores["gather_rate"] = float(gathered.mean())
+    return {key: round(value, 6) for key, value in scores.items()}
+
+
+def _geomean(ratios: np.ndarray) -> float:
+    return float(np.exp(np.log(ratios).mean()))
+
+
+def _hand_rule(table: ProfileTable) -> tuple[np.ndarray | None, list[str]]:
+    """The op's hand rule per row, or None with a note saying why it is left out."""
+    module = op_feature_module(table.op)
+    if module is None or not hasattr(module, "hand_rule"):
+        return None, [f"no hand rule to compare with: seer has no feature module with hand_rule for op {table.op!r}"]
+    records = table.frame[[*table.known_features, *table.gathered_features]].to_dict(orient="records")
+    try:
+        picks = [module.hand_rule(record) for record in records]
+    except KeyError as error:
+        return None, [f"hand rule left out: it needs feature {error.args[0]!r}, which the table lacks"]
+    foreign = sorted(set(picks) - set(table.variants))
+    if foreign:
+        return None, [f"hand rule left out: it picks {foreign}, which the table has no times for"]
+    index = {name: i for i, name in enumerate(table.variants)}
+    return np.array([index[p] for p in picks], dtype=int), []
+
+
+def _held_out_frame(table: ProfileTable, data: _Data, calls: tuple[int, ...], outcome: _Outcome) -> pd.DataFrame:
+    variants = np.asarray(table.variants, dtype=object)
+    best = data.times.min(axis=1)
+    columns = {"id": table.ids, "group": table.groups}
+    if table.sources is not None:
+        columns["source"] = table.sources
+    columns.update({"fold": outcome.fold, "oracle": variants[data.times.argmin(axis=1)], "oracle_ms": best})
+    for c in calls:
+        chosen = data.times[np.arange(len(best)), outcome.choice[c]]
+        total = c * chosen + outcome.gathered[c] * data.gather_ms
+        columns[f"choice@{c}"] = variants[outcome.choice[c]]
+        columns[f"gathered@{c}"] = outcome.gathered[c]
+        columns[f"ratio@{c}"] = total / (c * best)
+    return pd.DataFrame(columns)

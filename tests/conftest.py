@@ -1,0 +1,34 @@
+"""Run Triton kernels under the interpreter when no GPU is present (CI and laptops)."""
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+SUITESPARSE = Path(os.environ.get("SEER_SUITESPARSE", Path(__file__).resolve().parents[2] / "shared" / "suitesparse"))
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
+    skip_multi = pytest.mark.skip(reason="needs several CUDA GPUs")
+    for item in items:
+        if "gpu" in item.keywords and not HAS_CUDA:
+            item.add_marker(skip_gpu)
+        if "multigpu" in item.keywords and torch.cuda.device_count() < 2:
+            item.add_marker(skip_multi)
+
+
+@pytest.fixture(scope="session")
+def suitesparse_dir():
+    if not SUITESPARSE.is_dir():
+        pytest.skip(f"real SuiteSparse matrices not found at {SUITESPARSE} (set SEER_SUITESPARSE)")
+    return SUITESPARSE
+
+
+@pytest.fixture
+def device():
+    return torch.device("cuda" if HAS_CUDA else "cpu")

@@ -1,0 +1,333 @@
+"""Reading real SuiteSparse matrices, listing folders and the collection index."""
+import gzip
+import io
+import shutil
+import tarfile
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+
+from seer.datasets.suitesparse import (
+    MatrixInfo,
+    attach_ssstats,
+    list_matrices,
+    read_header,
+    read_matrix,
+    read_ssstats,
+)
+from seer.errors import InputError, SeerWarning
+
+# Symmetric storage, integer values, a rectangular integer matrix, explicit zeros, a symmetrised
+# copy, and the largest file of the set.
+REAL_IDS = ["HB/bcsstk01", "JGD_Kocay/Trec4", "LPnetlib/lpi_galenet", "HB/zenios", "Pajek/EVA", "HB/bcsstk33"]
+
+
+@pytest.fixture(scope="module")
+def manifest(suitesparse_dir):
+    table = pd.read_csv(suitesparse_dir / "manifest.csv")
+    table["id"] = table["group"] + "/" + table["name"]
+    return table.set_index("id")
+
+
+def real_path(folder, matrix_id):
+    return folder / (matrix_id.replace("/", "__") + ".mtx.gz")
+
+
+def dense_reference(path):
+    """Independent parse of a coordinate real/integer file (general or symmetric) with numpy."""
+    with gzip.open(path, "rt") as text:
+        banner = text.readline().split()
+        lines = [line for line in text if not line.startswith("%")]
+    rows, cols, _ = (int(v) for v in lines[0].split())
+    entries = np.loadtxt(io.StringIO("".join(lines[1:])), ndmin=2)
+    dense = np.zeros((rows, cols))
+    i, j = entries[:, 0].astype(int) - 1, entries[:, 1].astype(int) - 1
+    np.add.at(dense, (i, j), entries[:, 2])
+    if banner[4] == "symmetric":
+        off = i != j
+        np.add.at(dense, (j[off], i[off]), entries[off, 2])
+    return dense
+
+
+def assert_canonical(csr):
+    assert isinstance(csr, sp.csr_matrix)
+    assert csr.dtype == np.float64 and csr.indices.dtype == np.int32 and csr.indptr.dtype == np.int32
+    steps = np.diff(csr.indices.astype(np.int64))
+    row_starts = csr.indptr[1:-1]
+    within_row = np.ones_like(steps, dtype=bool)
+    within_row[row_starts[(row_starts > 0) & (row_starts < csr.nnz)] - 1] = False
+    assert (steps[within_row] > 0).all(), "column indices must be strictly increasing within rows"
+
+
+def write_mtx(path, text):
+    path.write_text(text)
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# read_matrix on real files
+
+
+@pytest.mark.parametrize("matrix_id", REAL_IDS)
+def test_real_matrix_matches_manifest(suitesparse_dir, manifest, matrix_id):
+    csr = read_matrix(real_path(suitesparse_dir, matrix_id))
+    row = manifest.loc[matrix_id]
+    assert csr.shape == (row.rows, row.cols)
+    assert csr.nnz == row.nnz_file
+    assert_canonical(csr)
+    assert np.isfinite(csr.data).all()
+
+
+@pytest.mark.parametrize("matrix_id", ["HB/bcsstk01", "JGD_Kocay/Trec4", "LPnetlib/lpi_galenet", "HB/can_24"])
+def test_real_matrix_values_match_independent_parse(suitesparse_dir, matrix_id):
+    path = real_path(suitesparse_dir, matrix_id)
+    np.testing.assert_array_equal(read_matrix(path).toarray(), dense_reference(path))
+
+
+def test_symmetric_storage_is_expanded(suitesparse_dir, manifest):
+    path = real_path(suitesparse_dir, "HB/bcsstk01")
+    header = read_header(path)
+    assert (header.symmetry, header.entries) == ("symmetric", 224)
+    csr = read_matrix(path)
+    assert csr.nnz == manifest.loc["HB/bcsstk01"].nnz_file > header.entries
+    assert abs(csr - csr.T).max() == 0
+
+
+def test_explicit_zeros_are_kept(suitesparse_dir):
+    csr = read_matrix(real_path(suitesparse_dir, "HB/zenios"))
+    assert csr.nnz == 27191 and (csr.data == 0).sum() > 0
+
+
+def test_complex_real_file_is_refused(suitesparse_dir):
+    path = real_path(suitesparse_dir, "HB/young1c")
+    with pytest.raises(InputError, match="young1c.*complex"):
+        read_matrix(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# read_matrix on written files
+
+
+def test_plain_mtx_equals_gzip(tmp_path, suitesparse_dir):
+    source = real_path(suitesparse_dir, "DIMACS10/chesapeake")
+    plain = tmp_path / "chesapeake.mtx"
+    plain.write_bytes(gzip.decompress(source.read_bytes()))
+    a, b = read_matrix(plain), read_matrix(source)
+    assert (a != b).nnz == 0 and a.nnz == b.nnz
+
+
+def test_small_general_file_sums_duplicates(tmp_path):
+    path = write_mtx(
+        tmp_path / "dup.mtx",
+        "%%MatrixMarket matrix coordinate real general\n% a comment\n3 4 4\n"
+        "1 1 1.5\n3 4 -2\n1 1 2.25\n2 2 7e-3\n",
+    )
+    expected = np.zeros((3, 4))
+    expected[0, 0], expected[2, 3], expected[1, 1] = 3.75, -2.0, 7e-3
+    csr = read_matrix(path)
+    assert_canonical(csr)
+    np.testing.assert_array_equal(csr.toarray(), expected)
+    assert csr.nnz == 3
+
+
+def test_pattern_symmetric_file_gets_ones(tmp_path):
+    path = write_mtx(tmp_path / "pattern.mtx", "%%MatrixMarket matrix coordinate pattern symmetric\n4 4 3\n1 1\n3 1\n4 2\n")
+    csr = read_matrix(path)
+    expected = np.zeros((4, 4))
+    expected[0, 0] = expected[2, 0] = expected[0, 2] = expected[3, 1] = expected[1, 3] = 1.0
+    np.testing.assert_array_equal(csr.toarray(), expected)
+
+
+def test_skew_symmetric_file_is_mirrored_negated(tmp_path):
+    path = write_mtx(tmp_path / "skew.mtx", "%%MatrixMarket matrix coordinate real skew-symmetric\n3 3 2\n2 1 4\n3 2 -1.5\n")
+    dense = read_matrix(path).toarray()
+    np.testing.assert_array_equal(dense, -dense.T)
+    assert dense[1, 0] == 4 and dense[0, 1] == -4
+
+
+def test_complex_written_file_is_refused(tmp_path):
+    path = write_mtx(tmp_path / "c.mtx", "%%MatrixMarket matrix coordinate complex general\n2 2 1\n1 1 1 2\n")
+    with pytest.raises(InputError, match=r"c\.mtx.*complex"):
+        read_matrix(path)
+
+
+@pytest.mark.parametrize("inner", ["bcsstk01", "HB/bcsstk01"])
+def test_suitesparse_archive(tmp_path, suitesparse_dir, inner):
+    """A SuiteSparse archive holds Name/Name.mtx (or Group/Name/Name.mtx) next to _b/_x extras."""
+    source = real_path(suitesparse_dir, "HB/bcsstk01")
+    archive = tmp_path / "bcsstk01.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, data in [
+            (f"{inner}/bcsstk01_b.mtx", b"%%MatrixMarket matrix array real general\n48 1\n" + b"1\n" * 48),
+            (f"{inner}/bcsstk01.mtx", gzip.decompress(source.read_bytes())),
+            (f"{inner}/bcsstk01_x.mtx", b"%%MatrixMarket matrix array real general\n1 1\n2\n"),
+        ]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    from_archive, direct = read_matrix(archive), read_matrix(source)
+    assert from_archive.shape == direct.shape and (from_archive != direct).nnz == 0
+    assert read_header(archive).entries == 224
+
+
+def test_archive_without_main_matrix(tmp_path):
+    archive = tmp_path / "thing.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name in ("thing/a_b.mtx", "thing/a_x.mtx"):
+            info = tarfile.TarInfo(name)
+            info.size = 0
+            tar.addfile(info, io.BytesIO(b""))
+    with pytest.raises(InputError, match=r"thing\.tar\.gz.*a_b\.mtx"):
+        read_matrix(archive)
+
+
+GOOD_HEADER = "%%MatrixMarket matrix coordinate real general\n"
+MALFORMED = {
+    "bad_header": ("%%MatrixMurket matrix coordinate real general\n3 3 1\n1 1 1\n", "banner"),
+    "no_header": ("3 3 1\n1 1 1\n", "banner"),
+    "empty": ("", "banner"),
+    "truncated": (GOOD_HEADER + "3 3 3\n1 1 1\n2 2 2\n", "runcated"),
+    "truncated_line": (GOOD_HEADER + "3 3 2\n1 1 1\n2 2\n", "Line 4"),
+    "index_out_of_range": (GOOD_HEADER + "3 3 2\n1 1 1\n4 2 2\n", "out of bounds"),
+    "zero_index": (GOOD_HEADER + "3 3 1\n0 1 1\n", "out of bounds"),
+    "non_numeric_value": (GOOD_HEADER + "3 3 2\n1 1 abc\n2 2 2\n", "Invalid floating-point"),
+    "non_numeric_index": (GOOD_HEADER + "3 3 1\nx 1 1\n", "Invalid integer"),
+    "too_many_entries": (GOOD_HEADER + "3 3 1\n1 1 1\n2 2 2\n", "Too many lines"),
+    "bad_size_line": (GOOD_HEADER + "3 3\n1 1 1\n", "Invalid integer"),
+    "negative_size": (GOOD_HEADER + "-3 3 1\n1 1 1\n", "negative"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+@pytest.mark.parametrize("compress", [False, True])
+def test_malformed_file_names_file_and_problem(tmp_path, case, compress):
+    text, problem = MALFORMED[case]
+    path = tmp_path / f"{case}.mtx{'.gz' if compress else ''}"
+    path.write_bytes(gzip.compress(text.encode()) if compress else text.encode())
+    with pytest.raises(InputError, match=problem) as raised:
+        read_matrix(path)
+    assert path.name in str(raised.value)
+
+
+@pytest.mark.parametrize("damage", ["cut_gzip", "not_gzip", "cut_archive"])
+def test_damaged_compression_names_file(tmp_path, suitesparse_dir, damage):
+    raw = real_path(suitesparse_dir, "HB/bcsstk01").read_bytes()
+    path = tmp_path / ("m.tar.gz" if damage == "cut_archive" else "m.mtx.gz")
+    path.write_bytes({"cut_gzip": raw[: len(raw) // 2], "not_gzip": b"plain text", "cut_archive": raw[:40]}[damage])
+    with pytest.raises(InputError, match=r"m\.(mtx|tar)\.gz"):
+        read_matrix(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(InputError, match="nothere.mtx"):
+        read_matrix(tmp_path / "nothere.mtx")
+
+
+# ---------------------------------------------------------------------------------------------
+# list_matrices
+
+
+def test_list_real_folder(suitesparse_dir, manifest):
+    infos = list_matrices(suitesparse_dir)
+    assert len(infos) == 201 == len({info.id for info in infos})
+    assert [(i.nnz, i.id) for i in infos] == sorted((i.nnz, i.id) for i in infos)
+    for info in infos:
+        row = manifest.loc[info.id]
+        assert (info.rows, info.cols, info.nnz, info.kind) == (row.rows, row.cols, row.nnz_file, row.kind)
+        assert info.family == info.group == row.group and info.path.is_file()
+        assert info.stats is not None and info.stats["nnz"] == row.nnz_ss
+    assert infos[-1].id == "HB/bcsstk33"
+
+
+def test_list_filters(suitesparse_dir):
+    small = list_matrices(suitesparse_dir, max_nnz=1000)
+    assert small and all(info.nnz <= 1000 for info in small)
+    assert len(small) == sum(info.nnz <= 1000 for info in list_matrices(suitesparse_dir))
+    assert list_matrices(suitesparse_dir, limit=5) == list_matrices(suitesparse_dir)[:5]
+
+
+def test_list_folder_without_manifest(tmp_path, suitesparse_dir):
+    folder = tmp_path / "matrices"
+    (folder / "MyGroup").mkdir(parents=True)
+    for matrix_id in ("HB/bcsstk01", "Pajek/EVA", "JGD_Kocay/Trec4"):
+        shutil.copy(real_path(suitesparse_dir, matrix_id), folder)
+    (folder / "Mine__tiny.mtx").write_text(GOOD_HEADER + "2 5 2\n1 1 1\n2 5 3\n")
+    with tarfile.open(folder / "MyGroup" / "bcsstk02.tar.gz", "w:gz") as tar:
+        tar.add(_unzipped(real_path(suitesparse_dir, "HB/bcsstk02"), tmp_path), arcname="bcsstk02/bcsstk02.mtx")
+    (folder / "notes.txt").write_text("not a matrix")
+
+    infos = {info.id: info for info in list_matrices(folder)}
+    assert sorted(infos) == ["HB/bcsstk01", "JGD_Kocay/Trec4", "Mine/tiny", "MyGroup/bcsstk02", "Pajek/EVA"]
+    assert (infos["Mine/tiny"].rows, infos["Mine/tiny"].cols, infos["Mine/tiny"].nnz) == (2, 5, 2)
+    assert infos["Pajek/EVA"].nnz == read_matrix(infos["Pajek/EVA"].path).nnz
+    symmetric = infos["HB/bcsstk01"]
+    assert symmetric.nnz == 2 * 224 >= read_matrix(symmetric.path).nnz  # header-only upper bound
+    assert infos["MyGroup/bcsstk02"].family == "MyGroup"
+    assert all(info.kind == "" and info.stats is None for info in infos.values())
+    ordered = list_matrices(folder)
+    assert [i.nnz for i in ordered] == sorted(i.nnz for i in ordered)
+
+
+def _unzipped(path, folder):
+    plain = folder / path.name.removesuffix(".gz")
+    plain.write_bytes(gzip.decompress(path.read_bytes()))
+    return plain
+
+
+def test_list_errors(tmp_path):
+    with pytest.raises(InputError, match="does not exist"):
+        list_matrices(tmp_path / "missing")
+    with pytest.raises(InputError, match="no matrices"):
+        list_matrices(tmp_path)
+    (tmp_path / "manifest.csv").write_text("group,name\nHB,x\n")
+    with pytest.raises(InputError, match="lacks the columns"):
+        list_matrices(tmp_path)
+
+
+def test_manifest_row_without_file_warns(tmp_path, suitesparse_dir):
+    shutil.copy(real_path(suitesparse_dir, "HB/bcsstk01"), tmp_path)
+    table = pd.read_csv(suitesparse_dir / "manifest.csv")
+    table[table.name.isin(["bcsstk01", "bcsstk02"])].to_csv(tmp_path / "manifest.csv", index=False)
+    with pytest.warns(SeerWarning, match="bcsstk02"):
+        infos = list_matrices(tmp_path)
+    assert [info.id for info in infos] == ["HB/bcsstk01"]
+
+
+# ---------------------------------------------------------------------------------------------
+# ssstats
+
+
+def test_read_ssstats(suitesparse_dir):
+    stats = read_ssstats(suitesparse_dir / "ssstats.csv")
+    assert len(stats) == 2893 and stats.attrs["date"].startswith("08-Oct-2020")
+    assert list(stats.columns[:5]) == ["group", "name", "rows", "cols", "nnz"]
+    row = stats[(stats.group == "HB") & (stats.name == "bcsstk01")].iloc[0]
+    assert (row.rows, row.nnz, row.posdef, row.kind) == (48, 400, 1, "structural problem")
+    assert stats.psym.between(0, 1).all()
+
+
+def test_attach_ssstats_fills_kind(tmp_path, suitesparse_dir):
+    stats = read_ssstats(suitesparse_dir / "ssstats.csv")
+    info = MatrixInfo("HB/bcsstk01", "HB", "bcsstk01", 48, 48, 400, "", tmp_path)
+    unknown = MatrixInfo("Mine/x", "Mine", "x", 1, 1, 1, "", tmp_path)
+    known, other = attach_ssstats([info, unknown], stats)
+    assert known.kind == "structural problem" and known.stats["isReal"] == 1
+    assert other.stats is None and other.kind == ""
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("x\ndate\nHB,a,1,1,1,1,0,0,0,1,1,k,1\n", "not a SuiteSparse index"),
+        ("2\ndate\nHB,a,1,1,1,1,0,0,0,1,1,k,1\n", "announces 2"),
+        ("1\ndate\nHB,a,1,1,1,1,0,0,0,1,1\n", "columns"),
+        ("1\ndate\nHB,a,1,one,1,1,0,0,0,1,1,k,1\n", "non-numeric"),
+    ],
+)
+def test_bad_ssstats(tmp_path, text, problem):
+    path = tmp_path / "ssstats.csv"
+    path.write_text(text)
+    with pytest.raises(InputError, match=problem):
+        read_ssstats(path)

@@ -1,0 +1,195 @@
+"""seer.dispatch / seer.explain end to end on the CPU (Triton interpreter)."""
+import json
+import threading
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+import torch
+
+import seer
+from seer.errors import InputError, SeerWarning
+from seer.table import ProfileTable
+from seer.train import TwoStageSelector
+
+SMALL, BIG = "scalar_r128", "vector_g32"
+
+
+def _matrix(rows=300, cols=200, density=0.05, seed=0):
+    m = sp.random(rows, cols, density=density, format="csr", random_state=seed, dtype=np.float32)
+    m.data = np.random.default_rng(seed).uniform(0.5, 1.5, m.nnz).astype(np.float32)
+    return m
+
+
+def _parts(m):
+    return (torch.from_numpy(m.indptr.astype(np.int64)), torch.from_numpy(m.indices.astype(np.int64)),
+            torch.from_numpy(m.data), m.shape)
+
+
+def _check(y, m, x):
+    ref = m.astype(np.float64) @ x.double().numpy()
+    assert np.linalg.norm(y.double().numpy() - ref) <= 1e-5 * np.linalg.norm(ref)
+
+
+@pytest.fixture(scope="module")
+def spmv_model():
+    """A model trained on a planted table: nnz < 3000 -> scalar, else vector (stage 1 only)."""
+    rng = np.random.default_rng(0)
+    n = 120
+    nnz = np.rint(10 ** rng.uniform(2, 5, n))
+    rows = np.rint(nnz / rng.uniform(2, 10, n))
+    small = nnz < 3000
+    frame = pd.DataFrame({
+        "id": [f"m{i}" for i in range(n)], "group": [f"g{i // 3}" for i in range(n)],
+        "rows": rows, "cols": rows, "nnz": nnz, "mean_row": nnz / rows,
+        f"time_ms:{SMALL}": np.where(small, 1.0, 3.0), f"time_ms:{BIG}": np.where(small, 2.0, 1.0),
+    })
+    meta = {"op": "spmv", "device": {"name": "Test GPU", "capability": [9, 0]}, "versions": {}, "date": "", "command": "test"}
+    table = ProfileTable.from_frame(frame, "spmv", meta=meta)
+    return TwoStageSelector(folds=3).fit(table).to_model(table, command="test")
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    seer.clear_cache()
+    yield
+    seer.clear_cache()
+
+
+def test_dispatch_matches_scipy_with_hand_rule_fallback():
+    m = _matrix()
+    x = torch.randn(m.shape[1])
+    with pytest.warns(SeerWarning, match="hand rule"):
+        y = seer.dispatch("spmv", (_parts(m), x))
+    _check(y, m, x)
+    assert seer.explain("spmv", (_parts(m), x)).stage == "hand rule"
+
+
+def test_model_choice_and_explanation(spmv_model):
+    small, big = _matrix(100, 100, 0.05, 1), _matrix(400, 300, 0.1, 2)
+    for m, expected in ((small, SMALL), (big, BIG)):
+        x = torch.randn(m.shape[1])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SeerWarning)  # the model was measured on "Test GPU"
+            decision = seer.explain("spmv", (_parts(m), x), model=spmv_model)
+            y = seer.dispatch("spmv", (_parts(m), x), model=spmv_model)
+        assert decision.variant == expected
+        assert any("nnz" in step for step in decision.path)
+        assert expected in str(decision) and "nnz=" in str(decision)
+        _check(y, m, x)
+
+
+def test_cache_hit_and_in_place_change():
+    m = _matrix()
+    parts = _parts(m)
+    x = torch.randn(m.shape[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeerWarning)
+        seer.dispatch("spmv", (parts, x))
+        seer.dispatch("spmv", (parts, torch.randn(m.shape[1])))
+        assert seer.cache_info()["hits"] == 1
+        parts[1][0] = parts[1][0]  # an in-place write bumps the version: re-examined
+        seer.dispatch("spmv", (parts, x))
+    info = seer.cache_info()
+    assert info["hits"] == 1 and info["misses"] == 2
+
+
+def test_hot_path_still_validates_the_vector():
+    m = _matrix()
+    parts = _parts(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeerWarning)
+        seer.dispatch("spmv", (parts, torch.randn(m.shape[1])))
+    with pytest.raises(InputError, match="columns"):
+        seer.dispatch("spmv", (parts, torch.randn(m.shape[1] + 1)))
+
+
+def test_cache_is_bounded():
+    seer.set_cache_size(3)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SeerWarning)
+            for seed in range(5):
+                m = _matrix(50, 40, 0.1, seed)
+                seer.dispatch("spmv", (_parts(m), torch.randn(40)))
+        assert seer.cache_info()["size"] == 3
+    finally:
+        seer.set_cache_size(128)
+
+
+def test_threads_dispatch_at_once():
+    matrices = [_matrix(80, 60, 0.1, seed) for seed in range(4)]
+    parts = [_parts(m) for m in matrices]
+    errors = []
+
+    def worker(i):
+        try:
+            for _ in range(3):
+                x = torch.randn(60)
+                _check(seer.dispatch("spmv", (parts[i % 4], x)), matrices[i % 4], x)
+        except Exception as exc:  # collected and re-raised in the main thread
+            errors.append(exc)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeerWarning)
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors
+    assert seer.cache_info()["size"] == 4
+
+
+def test_corrupted_and_foreign_models_fall_back(tmp_path, spmv_model):
+    m = _matrix()
+    x = torch.randn(m.shape[1])
+    path = tmp_path / "spmv-test.json"
+    spmv_model.save(path)
+    data = json.loads(path.read_text())
+    data["variants"] = list(reversed(data["variants"]))  # an edit the checksum catches
+    path.write_text(json.dumps(data))
+    with pytest.warns(SeerWarning, match="unusable"):
+        _check(seer.dispatch("spmv", (_parts(m), x), model=path), m, x)
+    (tmp_path / "garbage.json").write_text("{not json")
+    with pytest.warns(SeerWarning, match="unusable"):
+        seer.dispatch("spmv", (_parts(m), x), model=tmp_path / "garbage.json")
+
+
+def test_model_naming_unknown_variants_falls_back(spmv_model):
+    import dataclasses
+
+    foreign = dataclasses.replace(spmv_model, variants=[*spmv_model.variants, "from_the_future"])
+    m = _matrix()
+    with pytest.warns(SeerWarning, match="lacks"):
+        decision = seer.explain("spmv", (_parts(m), torch.randn(m.shape[1])), model=foreign)
+    assert decision.stage == "hand rule"
+
+
+def test_forced_variant_and_bad_requests():
+    m = _matrix()
+    x = torch.randn(m.shape[1])
+    _check(seer.dispatch("spmv", (_parts(m), x), variant="merge_c1024"), m, x)
+    with pytest.raises(InputError, match="no variant 'nope'"):
+        seer.dispatch("spmv", (_parts(m), x), variant="nope")
+    with pytest.raises(InputError, match="unknown op 'spmm'"):
+        seer.dispatch("spmm", (_parts(m), x))
+    with pytest.raises(InputError, match="inputs \\(A, x\\)"):
+        seer.dispatch("spmv", _parts(m))
+
+
+def test_cpu_inputs_need_the_interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    m = _matrix()
+    with pytest.raises(InputError, match="TRITON_INTERPRET=1"):
+        seer.dispatch("spmv", (_parts(m), torch.randn(m.shape[1])))
+
+
+def test_empty_matrix():
+    parts = (torch.zeros(4, dtype=torch.int64), torch.zeros(0, dtype=torch.int64), torch.zeros(0), (3, 5))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeerWarning)
+        y = seer.dispatch("spmv", (parts, torch.randn(5)))
+    assert torch.equal(y, torch.zeros(3))

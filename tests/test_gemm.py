@@ -1,0 +1,306 @@
+"""GEMM op on the CPU: Triton kernels under the interpreter against float64, contract, features."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from seer.errors import InputError, SeerWarning
+from seer.features import gemm as features
+from seer.kernels import gemm
+from seer.registry import get_op
+
+DTYPES = (torch.float16, torch.bfloat16)
+SHAPES = (
+    (1, 72, 300),  # decode: one token
+    (37, 50, 70),  # nothing a multiple of a block
+    (130, 260, 24),  # K shorter than every BLOCK_K, several tiles each way
+    (5, 40, 1000),  # skinny with a long K: split-K splits for real
+)
+
+
+def operands(m, n, k, dtype, seed=0, b_column_major=False):
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=gen).to(dtype)
+    b = torch.randn(k, n, generator=gen).to(dtype)
+    if b_column_major:
+        b = b.T.contiguous().T
+    return a, b
+
+
+def relative_error(c, a, b):
+    ref = a.double() @ b.double()
+    return ((c.double() - ref).norm() / ref.norm()).item()
+
+
+def run_poisoned(variant, a, b):
+    p = gemm.problem((a, b))
+    out = torch.full((p.M, p.N), float("nan"), dtype=a.dtype)
+    c = variant.run(p, a, b, out=out)
+    assert c.data_ptr() == out.data_ptr()
+    return c
+
+
+# ---------------------------------------------------------------- shared device helpers
+@triton.jit
+def _one_tile_per_program(a_ptr, b_ptr, c_ptr, M, N, K, k_start, k_end, BLOCK_M: tl.constexpr,
+                          BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    pid_m, pid_n = gemm.tile_coords(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    acc = gemm.matmul_tile(a_ptr, b_ptr, M, N, K, K, 1, N, 1, pid_m, pid_n, k_start, k_end, BLOCK_M, BLOCK_N, BLOCK_K)
+    gemm.store_tile(c_ptr, acc, M, N, N, 1, pid_m, pid_n, BLOCK_M, BLOCK_N)
+
+
+@triton.jit
+def _record_coords(out_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    tile = tl.program_id(0)
+    pid_m, pid_n = gemm.tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    tl.store(out_ptr + 2 * tile, pid_m)
+    tl.store(out_ptr + 2 * tile + 1, pid_n)
+
+
+def coords(m, n, block, group):
+    tiles_m, tiles_n = triton.cdiv(m, block), triton.cdiv(n, block)
+    out = torch.full((tiles_m * tiles_n, 2), -1, dtype=torch.int32)
+    _record_coords[(tiles_m * tiles_n,)](out, m, n, BLOCK_M=block, BLOCK_N=block, GROUP_M=group)
+    return [tuple(r) for r in out.tolist()]
+
+
+def test_tile_coords_group_1_is_row_major():
+    assert coords(48, 64, 16, 1) == [(i, j) for i in range(3) for j in range(4)]
+
+
+def test_tile_coords_groups_rows_and_visits_every_tile_once():
+    order = coords(80, 48, 16, 2)  # 5 x 3 tiles; the last group holds a single row
+    assert order[:6] == [(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)]
+    assert order[-3:] == [(4, 0), (4, 1), (4, 2)]
+    assert sorted(order) == [(i, j) for i in range(5) for j in range(3)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("m,n,k", [(1, 33, 17), (37, 50, 70), (64, 64, 64)], ids=str)
+def test_matmul_tile_against_float64(m, n, k, dtype):
+    a, b = operands(m, n, k, dtype)
+    c = torch.full((m, n), float("nan"), dtype=dtype)
+    grid = (triton.cdiv(m, 16) * triton.cdiv(n, 16),)
+    _one_tile_per_program[grid](a, b, c, m, n, k, 0, k, BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, GROUP_M=3)
+    assert relative_error(c, a, b) < 1e-2
+
+
+def test_matmul_tile_k_range_and_zero_edges():
+    """A K slice not on a block boundary, k_end past K, and zero rows/columns past M and N."""
+    a, b = operands(20, 24, 50, torch.float16)
+    c = torch.full((20, 24), float("nan"), dtype=torch.float32)
+    grid = (triton.cdiv(20, 16) * triton.cdiv(24, 16),)
+    _one_tile_per_program[grid](a, b, c, 20, 24, 50, 10, 999, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=1)
+    ref = a[:, 10:].double() @ b[10:].double()
+    assert torch.allclose(c.double(), ref, rtol=1e-3, atol=1e-3)
+
+
+# ---------------------------------------------------------------- variants
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("m,n,k", SHAPES, ids=str)
+@pytest.mark.parametrize("name", sorted(gemm.VARIANTS))
+def test_shipped_variant_against_float64(name, m, n, k, dtype):
+    a, b = operands(m, n, k, dtype, seed=m + n + k)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeerWarning)  # TMA falls back on unaligned shapes
+        c = run_poisoned(gemm.VARIANTS[name], a, b)
+    assert relative_error(c, a, b) < 1e-2
+
+
+def test_every_candidate_against_float64():
+    a, b = operands(19, 136, 200, torch.bfloat16)
+    for variant in gemm.CANDIDATES.values():
+        assert relative_error(run_poisoned(variant, a, b), a, b) < 1e-2, variant.name
+
+
+@pytest.mark.parametrize("name", ["tile_64x64x64_w4s4g8", "splitk4_16x64x128_w4s4g1", "torch_matmul"])
+def test_column_major_b(name):
+    a, b = operands(9, 40, 130, torch.float16, b_column_major=True)
+    assert b.stride() == (1, 130)
+    assert relative_error(run_poisoned(gemm.CANDIDATES[name], a, b), a, b) < 1e-2
+
+
+def test_splitk_uses_fewer_slices_when_k_is_short():
+    config = gemm.GemmConfig("splitk", 16, 64, 128, 4, 4, 1, split_k=16)
+    p = gemm.problem(operands(4, 64, 300, torch.float16))
+    assert config.splits(p) == (3, 128)  # 3 blocks of K: 3 slices of one block each
+    p = gemm.problem(operands(4, 64, 5000, torch.float16))
+    splits, per_split = config.splits(p)
+    assert splits == 14 and per_split == 3 * 128 and (splits - 1) * per_split < 5000 <= splits * per_split
+
+
+def test_splitk_without_room_for_partials_runs_unsplit(monkeypatch):
+    monkeypatch.setattr(gemm, "SPLITK_WORKSPACE_BYTES", 4 * 40 * 5)  # one [5, 40] fp32 partial
+    a, b = operands(5, 40, 1000, torch.bfloat16)
+    variant = gemm.CANDIDATES["splitk8_16x64x128_w4s4g1"]
+    assert variant.params["split_k"] == 8
+    assert gemm.GemmConfig(**variant.params).splits(gemm.problem((a, b)))[0] == 1
+    assert relative_error(run_poisoned(variant, a, b), a, b) < 1e-2
+
+
+def test_persistent_programs_loop_over_tiles():
+    a, b = operands(100, 300, 40, torch.float16)
+    config = gemm.GemmConfig("tiles", 16, 32, 32, 4, 2, 4, persistent=True)
+    p = gemm.problem((a, b))
+    assert config.grid_size(p) == gemm.INTERPRETER_SMS < 7 * 10
+    assert relative_error(run_poisoned(gemm.as_variant(config), a, b), a, b) < 1e-2
+
+
+def test_tma_runs_on_aligned_operands_and_falls_back_otherwise():
+    variant = gemm.CANDIDATES["tma_64x128x64_w4s4g8"]
+    a, b = operands(33, 72, 40, torch.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert relative_error(run_poisoned(variant, a, b), a, b) < 1e-2
+    a, b = operands(33, 70, 40, torch.bfloat16)  # a row of B is 140 bytes: not 16-byte aligned
+    with pytest.warns(SeerWarning, match="pointer loads"):
+        assert relative_error(run_poisoned(variant, a, b), a, b) < 1e-2
+
+
+@pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
+def test_empty_products():
+    a, b = operands(3, 5, 0, torch.float16)
+    for variant in gemm.VARIANTS.values():
+        assert torch.equal(run_poisoned(variant, a, b), torch.zeros(3, 5, dtype=torch.float16)), variant.name
+    a, b = operands(0, 5, 7, torch.float16)
+    assert gemm.VARIANTS["tile_64x64x64_w4s4g8"].run(gemm.problem((a, b)), a, b).shape == (0, 5)
+
+
+def test_out_must_match():
+    a, b = operands(4, 8, 16, torch.float16)
+    p = gemm.problem((a, b))
+    run = gemm.VARIANTS["tile_64x64x64_w4s4g8"].run
+    with pytest.raises(InputError, match="4x8"):
+        run(p, a, b, out=torch.empty(8, 4, dtype=torch.float16))
+    with pytest.raises(InputError, match="contiguous"):
+        run(p, a, b, out=torch.empty(8, 4, dtype=torch.float16).T)
+
+
+# ---------------------------------------------------------------- dispatch contract
+def test_split_cache_key_problem_and_reference():
+    a, b = operands(6, 10, 8, torch.bfloat16)
+    source, ops = gemm.split((a, b))
+    p = gemm.problem(source)
+    assert (p.M, p.N, p.K, p.dtype, p.num_sms) == (6, 10, 8, torch.bfloat16, gemm.INTERPRETER_SMS)
+    gemm.check_operands(p, ops)
+    key = gemm.cache_key(source)
+    assert key == gemm.cache_key(operands(6, 10, 8, torch.bfloat16, seed=1))  # values do not matter
+    assert key != gemm.cache_key(operands(6, 10, 8, torch.float16))
+    assert key != gemm.cache_key(operands(6, 10, 8, torch.bfloat16, b_column_major=True))
+    assert gemm.cache_key((a.float().numpy(), b)) is None
+    ref = gemm.reference(p, *ops)
+    assert ref.dtype == torch.float64 and torch.allclose(ref, a.double() @ b.double())
+
+
+@pytest.mark.parametrize("inputs,message", [
+    (lambda: (torch.ones(2, 3, 4, dtype=torch.float16), torch.ones(4, 5, dtype=torch.float16)), "2-D"),
+    (lambda: (torch.ones(2, 3, dtype=torch.float16), torch.ones(4, 5, dtype=torch.float16)), "inner dimensions"),
+    (lambda: (torch.ones(2, 3), torch.ones(3, 5)), "float16 or torch.bfloat16"),
+    (lambda: (torch.ones(2, 3, dtype=torch.float16), torch.ones(3, 5, dtype=torch.bfloat16)), "convert"),
+    (lambda: (torch.ones(2, 3, dtype=torch.float16), torch.ones(3, 5, dtype=torch.float16, device="meta")), "meta"),
+    (lambda: (np.ones((2, 3)), torch.ones(3, 5, dtype=torch.float16)), "torch.Tensor"),
+], ids=["3-D", "inner", "fp32", "mixed", "devices", "numpy"])
+def test_bad_inputs_raise(inputs, message):
+    with pytest.raises(InputError, match=message):
+        gemm.problem(gemm.split(inputs())[0])
+
+
+def test_split_needs_two_inputs():
+    with pytest.raises(InputError, match=r"\(a, b\)"):
+        gemm.split((torch.ones(2, 2),))
+
+
+def test_cpu_tensors_need_the_interpreter(monkeypatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    with pytest.raises(InputError, match="CUDA"):
+        gemm.problem(operands(2, 3, 4, torch.float16))
+
+
+def test_check_operands_catches_changed_shapes():
+    p = gemm.problem(operands(4, 8, 16, torch.float16))
+    with pytest.raises(InputError, match="do not match"):
+        gemm.check_operands(p, operands(4, 8, 32, torch.float16))
+
+
+def test_registry_sees_the_op():
+    op = get_op("gemm")
+    assert all(name == v.name for name, v in op.variants.items())
+    assert "torch_matmul" in op.variants and 8 <= len(op.variants) <= 16
+    assert 30 <= len(gemm.CANDIDATES) <= 60 and set(op.variants) <= set(gemm.CANDIDATES)
+    assert op.feature_names == tuple(features.known(gemm.problem(operands(2, 3, 4, torch.float16))))
+
+
+def test_llm_shape_suite():
+    shapes = gemm.llm_shapes()
+    assert len(shapes) == len(set(shapes))
+    assert ("llama-8b/qkv", 1, 6144, 4096) in shapes and ("llama-70b/mlp_down", 16384, 8192, 28672) in shapes
+    assert ("mixtral-8x7b/mlp_up", 16384, 28672, 4096) not in shapes  # experts see a quarter of the tokens
+    assert ("mixtral-8x7b/mlp_up", 4096, 28672, 4096) in shapes
+    assert not any(g.startswith("mixtral-8x7b/qkv") for g, *_ in shapes)
+    assert all(2 * m * n * k <= 1e12 for _, m, n, k in gemm.llm_shapes(max_flops=1e12))
+
+
+# ---------------------------------------------------------------- features
+def gpu_problem(m, n, k, dtype=torch.bfloat16, sms=132):
+    """A problem as an H100 would see it, built without touching a GPU."""
+    return gemm.GemmProblem(m, n, k, dtype, torch.device("cuda"), (k, 1), (n, 1), sms)
+
+
+def test_features_of_a_decode_shape():
+    f = features.known(gpu_problem(1, 4096, 4096))
+    assert (f["m"], f["n"], f["k"], f["dtype"], f["align"]) == (1, 4096, 4096, 1, 16)
+    assert f["waves"] == pytest.approx(32 / 132) and f["last_wave_fill"] == pytest.approx(32 / 132)
+    assert f["intensity"] == pytest.approx(2 * 4096 * 4096 / (2 * (4096 + 4096 * 4096 + 4096)))
+    assert f["k_per_output"] == 1.0 and f["log2_mn_over_k"] == 0.0
+    assert features.hand_rule(f) == "splitk8_16x64x128_w4s4g1"
+
+
+def test_features_of_a_prefill_shape():
+    f = features.known(gpu_problem(4096, 6144, 4096, torch.float16))
+    tiles = 32 * 48
+    assert f["dtype"] == 0 and f["waves"] == pytest.approx(tiles / 132)
+    assert f["last_wave_fill"] == pytest.approx((tiles % 132) / 132)
+    assert f["log2_mn_over_k"] == pytest.approx(math.log2(6144))
+    assert features.hand_rule(f) == "torch_matmul"
+
+
+def test_full_last_wave_and_alignment():
+    f = features.known(gpu_problem(128 * 12, 128 * 11, 4104))
+    assert f["waves"] == 1.0 and f["last_wave_fill"] == 1.0
+    assert f["align"] == 8
+    assert features.known(gpu_problem(1, 4097, 4096))["align"] == 1
+    assert features.known(gpu_problem(0, 0, 0))["waves"] == 0.0
+
+
+def test_feature_labels_and_hand_rule_names():
+    names = [f.name for f in features.KNOWN]
+    assert len(names) == len(set(names)) and features.GATHERED == ()
+    assert all(f.label for f in features.KNOWN)
+    for shape in ((1, 4096, 4096), (16, 1024, 8192), (64, 4096, 4096), (8192, 8192, 8192)):
+        assert features.hand_rule(features.known(gpu_problem(*shape))) in gemm.VARIANTS
+
+
+# ---------------------------------------------------------------- shipped-set selection
+def test_greedy_cover_on_synthetic_times():
+    rng = np.random.default_rng(0)
+    times = np.full((40, 4), 1.0)
+    times[:20, 0] = 0.5  # specialist of the first half
+    times[20:, 1] = 0.5  # specialist of the second half
+    times[:, 2] = 0.6  # good everywhere, best nowhere
+    times[:, 3] = rng.uniform(1.0, 2.0, 40)  # never useful
+    assert gemm.greedy_cover(times, 1) == [2]
+    assert gemm.oracle_fraction(times, [2]) == pytest.approx(0.5 / 0.6)
+    chosen = gemm.greedy_cover(times, 3)
+    assert set(chosen[:3]) == {0, 1, 2} and gemm.oracle_fraction(times, chosen) == pytest.approx(1.0)
+
+
+def test_greedy_cover_treats_nan_as_unmeasured():
+    times = np.array([[np.nan, 2.0], [1.0, 2.0]])
+    assert gemm.oracle_fraction(times, [0]) == 0.0
+    assert gemm.greedy_cover(times, 1) == [1]
+    with pytest.raises(InputError, match="finite"):
+        gemm.greedy_cover(np.array([[np.nan, np.nan]]), 1)

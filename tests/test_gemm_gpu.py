@@ -1,0 +1,78 @@
+"""GEMM variants on a CUDA GPU: every shipped variant on the LLM suite, every candidate on edge shapes."""
+import warnings
+
+import pytest
+import torch
+
+from seer.kernels import gemm
+
+pytestmark = pytest.mark.gpu
+
+DTYPES = (torch.bfloat16, torch.float16)
+# The suite without its largest token counts keeps the file to about a minute (mostly compilation).
+SUITE = gemm.llm_shapes(tokens=(1, 4, 16, 256, 1024))
+EDGE_SHAPES = ((1, 4096, 4096), (7, 1000, 3000), (16, 8, 8192), (300, 515, 77), (2048, 2048, 40), (129, 4104, 8))
+
+
+def relative_error(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> float:
+    ref = torch.matmul(a.float(), b.float())  # fp32 on the GPU; TF32 is off by default for matmul
+    return ((c.float() - ref).norm() / ref.norm()).item()
+
+
+def operands(m, n, k, dtype, seed=0):
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(m, k, dtype=dtype, device="cuda", generator=gen)
+    b = torch.randn(k, n, dtype=dtype, device="cuda", generator=gen) / k ** 0.5
+    return a, b
+
+
+def check_variant(variant, a, b):
+    p = gemm.problem((a, b))
+    out = torch.full((p.M, p.N), float("nan"), dtype=a.dtype, device="cuda")
+    c = variant.run(p, a, b, out=out)
+    assert c.data_ptr() == out.data_ptr()
+    assert torch.isfinite(c).all(), f"{variant.name}: non-finite output"
+    err = relative_error(c, a, b)
+    assert err < 1e-2, f"{variant.name} on {tuple(a.shape)}x{tuple(b.shape)} {a.dtype}: relative error {err:.3g}"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("group,m,n,k", SUITE, ids=[f"{g}-{m}" for g, m, _, _ in SUITE])
+def test_shipped_variants_on_llm_suite(group, m, n, k, dtype):
+    a, b = operands(m, n, k, dtype)
+    for variant in gemm.VARIANTS.values():
+        check_variant(variant, a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("m,n,k", EDGE_SHAPES, ids=str)
+def test_every_candidate_on_edge_shapes(m, n, k, dtype):
+    a, b = operands(m, n, k, dtype, seed=m + n + k)
+    for variant in gemm.CANDIDATES.values():
+        check_variant(variant, a, b)
+
+
+def test_transposed_weight_layout():
+    """nn.Linear keeps W as [N, K]; x @ W.T reaches the kernels with a column-major b."""
+    a, w = operands(64, 4096, 1024, torch.bfloat16)
+    b = w.T.contiguous().T  # same values, strides (1, K)
+    for variant in gemm.VARIANTS.values():
+        check_variant(variant, a, b)
+
+
+def test_tma_runs_without_fallback_on_hopper():
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA needs compute capability 9 or newer")
+    a, b = operands(256, 512, 256, torch.float16)
+    p = gemm.problem((a, b))
+    assert gemm.tma_usable(p)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_variant(gemm.CANDIDATES["tma_128x128x64_w8s3g8"], a, b)
+
+
+def test_splitk_is_deterministic():
+    a, b = operands(8, 4096, 8192, torch.bfloat16)
+    variant = gemm.CANDIDATES["splitk16_16x64x128_w4s4g1"]
+    p = gemm.problem((a, b))
+    assert torch.equal(variant.run(p, a, b), variant.run(p, a, b))

@@ -1,0 +1,169 @@
+"""SelectorModel: two-stage choice, call-count trees and the checked JSON file format."""
+import json
+
+import pytest
+from synthetic_profiles import GATHERED, KNOWN, toy_op  # noqa: F401 (toy_op is a fixture)
+
+from seer.errors import InputError, ModelError
+from seer.model import GATHER, SCHEMA, SelectorModel, checksum, nearest_calls
+from seer.tree import Tree
+
+pytestmark = pytest.mark.usefixtures("toy_op")
+
+KNOWN_NAMES = tuple(f.name for f in KNOWN)
+ALL_NAMES = KNOWN_NAMES + tuple(f.name for f in GATHERED)
+VARIANTS = ("a", "b", "c")
+
+
+def split_tree(features, labels, feature, threshold, left_label, right_label):
+    """Root split ``features[feature] <= threshold`` with two leaves."""
+    return Tree(
+        features, labels, feature=(feature, -1, -1), threshold=(threshold, None, None), left=(1, -1, -1),
+        right=(2, -1, -1), label=(-1, labels.index(left_label), labels.index(right_label)),
+        n_samples=(10, 6, 4), mean_regret=(0.2, 0.0, 0.05),
+    )
+
+
+def make_model(op="toy", variants=VARIANTS, known=KNOWN_NAMES, stage2=True, stage1=None):
+    labels = (*VARIANTS, GATHER)
+    if stage1 is None:
+        stage1 = {
+            1: split_tree(KNOWN_NAMES, labels, 2, 4999.5, "a", GATHER),  # gather for big nnz
+            100: split_tree(KNOWN_NAMES, labels, 2, 99.5, "a", GATHER),
+        }
+    tree2 = split_tree(ALL_NAMES, VARIANTS, 4, 2.0, "b", "c") if stage2 else None
+    return SelectorModel(
+        op=op, variants=variants, known_features=known, gathered_features=ALL_NAMES[4:] if stage2 else (),
+        stage1=stage1, stage2=tree2, device={"name": "Synthetic GPU", "capability": [9, 0]},
+        versions={"seer": "0.1.0"}, training={"table": "t.csv", "sha256": "0" * 64, "command": "test"},
+    )
+
+
+def known(nnz):
+    return {"rows": 100, "cols": 100, "nnz": nnz, "mean_row": nnz / 100}
+
+
+def never_gather():
+    raise AssertionError("stage 1 did not ask for gathering; gather() must not run")
+
+
+def test_choose_skips_gathering_when_stage1_names_a_variant():
+    choice = make_model().choose(known(1000), never_gather)
+    assert (choice.variant, choice.gathered, choice.stage) == ("a", False, 1)
+    assert choice.path == ["nnz = 1,000 <= 4,999", "stage 1 (tree for 1+ calls) -> a"]
+
+
+def test_choose_gathers_once_and_asks_stage2():
+    calls = []
+
+    def gather():
+        calls.append(1)
+        return {"row_cv": 3.0, "row_max": 40}
+
+    choice = make_model().choose(known(20_000), gather)
+    assert (choice.variant, choice.gathered, choice.stage) == ("c", True, 2)
+    assert calls == [1]
+    assert choice.path == [
+        "nnz = 20,000 > 4,999",
+        "stage 1 (tree for 1+ calls) -> gather",
+        "row-length CV = 3 > 2",
+        "stage 2 -> c",
+    ]
+    assert make_model().choose(known(20_000), lambda: {"row_cv": 1.5, "row_max": 4}).variant == "b"
+
+
+def test_more_calls_use_their_own_tree():
+    model = make_model()
+    assert model.stage1_tree(1) is model.stage1[1]
+    assert model.stage1_tree(99) is model.stage1[1]
+    assert model.stage1_tree(100) is model.stage1[100]
+    assert model.stage1_tree(10**9) is model.stage1[100]
+    assert model.choose(known(1000), never_gather, calls=50).variant == "a"
+    assert model.choose(known(1000), lambda: {"row_cv": 0.5, "row_max": 2}, calls=500).variant == "b"
+    assert nearest_calls([10, 1000], 3) == 10  # below every count: the smallest
+    with pytest.raises(InputError, match="calls must be >= 1"):
+        model.stage1_tree(0)
+
+
+def test_choose_refuses_missing_or_nan_features():
+    model = make_model()
+    with pytest.raises(InputError, match="needs feature 'mean_row'"):
+        model.choose({"rows": 1, "cols": 1, "nnz": 5}, never_gather)
+    with pytest.raises(InputError, match=r"features \['nnz', 'mean_row'\] are NaN"):
+        model.choose(known(float("nan")), never_gather)
+    with pytest.raises(InputError, match="needs feature 'row_cv'"):
+        model.choose(known(20_000), lambda: {"row_max": 4})
+
+
+def test_paths_use_plain_names_without_feature_metadata():
+    choice = make_model(op="mystery").choose(known(20_000), lambda: {"row_cv": 3.0, "row_max": 4})
+    assert "row_cv = 3 > 2" in choice.path
+
+
+def test_save_load_round_trip(tmp_path):
+    model = make_model()
+    path = model.save(tmp_path / "m.json")
+    document = json.loads(path.read_text())
+    assert list(document)[0] == "schema" and document["schema"] == SCHEMA
+    assert document["checksum"]["sha256"] == checksum({k: v for k, v in document.items() if k != "checksum"})
+    loaded = SelectorModel.load(path, op="toy")
+    assert loaded == model
+    assert loaded.device == {"name": "Synthetic GPU", "capability": [9, 0]}
+    assert SelectorModel.from_dict(model.to_dict()) == model
+
+
+def test_model_without_stage2_round_trips(tmp_path):
+    labels = VARIANTS
+    model = make_model(stage2=False, stage1={1: split_tree(KNOWN_NAMES, labels, 2, 4999.5, "a", "b")})
+    loaded = SelectorModel.load(model.save(tmp_path / "m.json"))
+    assert loaded.stage2 is None and loaded == model
+    assert loaded.choose(known(10**6), never_gather).variant == "b"
+
+
+def rewrite(path, change, fix_checksum=True):
+    document = json.loads(path.read_text())
+    change(document)
+    if fix_checksum:
+        document["checksum"] = {"sha256": checksum({k: v for k, v in document.items() if k != "checksum"})}
+    path.write_text(json.dumps(document))
+
+
+@pytest.mark.parametrize(
+    "change, fix_checksum, message",
+    [
+        (lambda d: d["stage2"]["threshold"].__setitem__(0, 2.5), False, "checksum mismatch: the file was corrupted or edited by hand"),
+        (lambda d: d.pop("checksum"), False, "no checksum"),
+        (lambda d: d.update(schema="seer.model/99"), True, r"unknown schema 'seer.model/99'; this seer reads \['seer.model/1'\]"),
+        (lambda d: d.pop("schema"), True, "unknown schema None"),
+        (lambda d: d.pop("training"), True, r"missing field\(s\) \['training'\]"),
+        (lambda d: d.update(variants="abc"), True, "'variants' must be a list of strings"),
+        (lambda d: d.update(stage1={}), True, "stage1 must be a non-empty object"),
+        (lambda d: d["stage1"].update({"0": d["stage1"]["1"]}), True, "stage1 keys are call counts >= 1"),
+        (lambda d: d["stage2"]["left"].__setitem__(0, 7), True, r"stage2: node 0: children \(7, 2\) out of range"),
+        (lambda d: d.update(variants=["a", "b"]), True, r"stage2 chooses \['c'\], which are not among \['a', 'b'\]"),
+        (lambda d: d.update(known_features=["rows", "nnz"]), True, r"stage1\[1\] uses features \['cols', 'mean_row'\]"),
+        (lambda d: d.update(stage2=None), True, r"stage1\[1\] chooses \['gather'\]"),
+        (lambda d: d.update(variants=["a", "b", "c", "gather"]), True, "'gather' is reserved"),
+    ],
+)
+def test_damaged_or_inconsistent_files_are_refused(tmp_path, change, fix_checksum, message):
+    path = make_model().save(tmp_path / "m.json")
+    rewrite(path, change, fix_checksum)
+    with pytest.raises(ModelError, match=message) as error:
+        SelectorModel.load(path)
+    assert str(path) in str(error.value)
+
+
+def test_missing_non_json_and_foreign_files(tmp_path):
+    with pytest.raises(ModelError, match="does not exist"):
+        SelectorModel.load(tmp_path / "none.json")
+    garbage = tmp_path / "garbage.json"
+    garbage.write_bytes(b"\x89PNG not json")
+    with pytest.raises(ModelError, match="is not JSON"):
+        SelectorModel.load(garbage)
+    garbage.write_text("[1, 2]")
+    with pytest.raises(ModelError, match="holds a JSON list, not an object"):
+        SelectorModel.load(garbage)
+    path = make_model().save(tmp_path / "m.json")
+    with pytest.raises(ModelError, match="model is for op 'toy', expected 'spmv'"):
+        SelectorModel.load(path, op="spmv")

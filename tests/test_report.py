@@ -1,0 +1,53 @@
+"""The written report: Markdown sections and valid PNG figures."""
+import matplotlib.image
+import pytest
+from synthetic_profiles import planted_frame, planted_meta, toy_op  # noqa: F401 (toy_op is a fixture)
+
+from seer.report import write_report
+from seer.table import ProfileTable
+from seer.train import TwoStageSelector
+
+pytestmark = pytest.mark.usefixtures("toy_op")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def train(frame):
+    table = ProfileTable.from_frame(frame, "toy", planted_meta())
+    selector = TwoStageSelector(calls=(1, 100), folds=3)
+    report = selector.evaluate(table)
+    return selector.fit(table).to_model(table, command="pytest", scores=report.to_dict()), report
+
+
+def check_pngs(paths):
+    for path in paths:
+        assert path.read_bytes()[:8] == PNG_SIGNATURE
+        image = matplotlib.image.imread(path)
+        assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+        assert image.std() > 0  # something was drawn
+
+
+def test_report_files(tmp_path):
+    model, report = train(planted_frame(groups=20, per_group=4))
+    paths = write_report(model, report, tmp_path / "out")
+    assert [p.name for p in paths] == ["report.md", "tree.png", "wins.png", "regret.png"]
+    assert all(p.parent == tmp_path / "out" and p.stat().st_size > 0 for p in paths)
+    check_pngs(paths[1:])
+    markdown = paths[0].read_text()
+    for heading in ("# seer training report: op 'toy' on Synthetic GPU", "## Scores", "## Wins per variant",
+                    "## Regret (chosen / oracle time, gathering included)", "## Figures",
+                    "## Seer selection rules for op 'toy'", "### Stage 2, after gathering"):
+        assert heading in markdown
+    assert "| fraction of oracle |" in markdown and "**real** (" in markdown
+    assert "![tree](tree.png)" in markdown
+    oracle_wins = report.held_out["oracle"].value_counts()
+    assert f"| a | {oracle_wins['a']} |" in markdown  # win counts are the held-out oracle's
+    assert "| 1 call |" in markdown and "within 5%" in markdown
+
+
+def test_report_without_stage2_draws_stage1(tmp_path):
+    frame = planted_frame(groups=9, per_group=3).drop(columns=["row_cv", "row_max", "gather_ms", "source"])
+    model, report = train(frame)
+    paths = write_report(model, report, tmp_path)
+    check_pngs(paths[1:])
+    markdown = paths[0].read_text()
+    assert "Stage 2" not in markdown and "**all** (27 inputs)" in markdown

@@ -1,0 +1,112 @@
+"""Rules export: readable thresholds, provenance header, and a generated module that agrees with the trees."""
+import numpy as np
+import pytest
+from synthetic_profiles import planted_frame, toy_op, write_planted  # noqa: F401 (toy_op is a fixture)
+
+from seer import rules
+from seer.model import GATHER, SelectorModel
+from seer.table import ProfileTable, read_table, table_sha256
+from seer.train import TwoStageSelector
+from seer.tree import Tree
+
+pytestmark = pytest.mark.usefixtures("toy_op")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, toy_op):
+    path = write_planted(tmp_path_factory.mktemp("rules") / "planted.csv")
+    table = read_table(path)
+    model = TwoStageSelector(calls=(1, 100)).fit(table).to_model(table, command="seer train planted.csv")
+    return path, model
+
+
+def test_text_rules_read_in_natural_units(trained):
+    path, model = trained
+    text = rules.to_text(model, source="models/toy.json")
+    assert "seer selection rules for op 'toy' (model models/toy.json)" in text
+    assert "device: Synthetic GPU, compute capability 9.0" in text
+    assert f"sha256 {table_sha256(path)}" in text and "300 rows in 60 groups" in text
+    assert "command: seer train planted.csv" in text and "regenerate:" in text
+    assert "Stage 1, fewer than 100 calls (known features only):" in text
+    assert "Stage 1, 100 or more calls" in text and "Stage 2, after gathering" in text
+    assert "    nnz <= 4,9" in text and "    nnz > 4,9" in text  # integer feature, separators
+    assert "row-length CV <= 2" in text and "row-length CV > 2" in text  # label, not column name
+    assert "-> gather features, then stage 2" in text
+    assert "training inputs, mean regret" in text
+
+
+def test_markdown_rules(trained):
+    _, model = trained
+    markdown = rules.to_markdown(model, level=2)
+    assert markdown.startswith("## Seer selection rules for op 'toy'")
+    assert "### Stage 2, after gathering" in markdown
+    assert "- nnz ≤ 4,9" in markdown and "  - row-length CV > 2" in markdown
+    assert "→ **c**" in markdown
+
+
+def test_single_leaf_trees_say_always():
+    tree = Tree(("nnz",), ("a", "b"), (-1,), (None,), (-1,), (-1,), (1,), (5,), (0.25,))
+    model = SelectorModel("mystery", ("a", "b"), ("nnz",), (), {10: tree}, None)
+    text = rules.to_text(model)
+    assert "Stage 1, any number of calls" in text
+    assert "always -> b  (5 training inputs, mean regret 25.0%)" in text
+    assert "command: not recorded" in text
+    assert rules.to_python(model).count("def choose_") == 1
+
+
+def random_inputs(model, n, rng):
+    """Feature dicts around every threshold, including values exactly on them."""
+    trees = [*model.stage1.values(), model.stage2]
+    names = trees[-1].features
+    cut = {name: [] for name in names}
+    for tree in trees:
+        for f, t in zip(tree.feature, tree.threshold):
+            if f >= 0:
+                cut[tree.features[f]].append(t)
+    inputs = []
+    for _ in range(n):
+        point = {}
+        for name in names:
+            if cut[name] and rng.random() < 0.7:
+                point[name] = float(rng.choice(cut[name])) * rng.choice([1.0, 1.0, 0.999, 1.001])
+            else:
+                point[name] = float(rng.uniform(0, 40_000 if name in ("nnz", "rows", "cols", "row_max") else 5))
+        inputs.append(point)
+    return inputs
+
+
+def test_generated_module_agrees_with_the_trees(trained):
+    _, model = trained
+    source = rules.to_python(model)
+    assert source.startswith("# seer selection rules for op 'toy'")
+    namespace = {}
+    exec(compile(source, "generated_rules.py", "exec"), namespace)
+    assert namespace["GATHER"] == GATHER and namespace["VARIANTS"] == model.variants
+    assert set(namespace["STAGE1"]) == set(model.stage1)
+    rng = np.random.default_rng(0)
+    inputs = random_inputs(model, 500, rng)
+    on_threshold = 0
+    for f in inputs:
+        for calls, tree in model.stage1.items():
+            assert namespace[f"choose_stage1_calls_{calls}"](f) == tree.predict([f[n] for n in tree.features])
+        assert namespace["choose_stage2"](f) == model.stage2.predict([f[n] for n in model.stage2.features])
+        on_threshold += f["nnz"] in model.stage2.threshold
+    assert on_threshold > 10  # the "<=" edge really was exercised
+
+
+def test_generated_module_is_plain_python(trained):
+    source = rules.to_python(trained[1])
+    assert "import" not in source.split('"""', 2)[2]  # no imports: stands alone
+    assert "if f['nnz'] <= " in source and "# nnz <= 4,9" in source
+
+
+def test_rules_of_a_model_without_stage2():
+    frame = planted_frame(groups=10, per_group=3).drop(columns=["row_cv", "row_max", "gather_ms"])
+    table = ProfileTable.from_frame(frame, "toy")
+    model = TwoStageSelector(folds=3).fit(table).to_model(table)
+    text = rules.to_text(model)
+    assert "Stage 2" not in text and "gather" not in text.split("regenerate")[1]
+    namespace = {}
+    exec(rules.to_python(model), namespace)
+    assert "choose_stage2" not in namespace
+    assert "training table: in memory" in text

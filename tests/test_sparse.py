@@ -1,0 +1,80 @@
+"""CSR validation: every malformed input is refused with a message that names the problem."""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from seer.errors import InputError
+from seer.sparse import as_csr, check_dense_vector
+
+
+def _parts(rows=5, cols=4, seed=0):
+    m = sp.random(rows, cols, density=0.5, format="csr", random_state=seed, dtype=np.float32)
+    return torch.from_numpy(m.indptr.astype(np.int64)), torch.from_numpy(m.indices.astype(np.int64)), torch.from_numpy(m.data), (rows, cols)
+
+
+def test_accepts_torch_scipy_and_tuple():
+    indptr, indices, values, shape = _parts()
+    torch_csr = torch.sparse_csr_tensor(indptr, indices, values, shape)
+    scipy_csr = sp.csr_matrix((values.numpy(), indices.numpy(), indptr.numpy()), shape=shape)
+    for matrix in (torch_csr, scipy_csr, (indptr, indices, values, shape)):
+        csr = as_csr(matrix)
+        assert csr.shape == shape and csr.nnz == values.numel()
+        np.testing.assert_allclose(csr.to_scipy().toarray(), scipy_csr.toarray())
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda p: (p[0][:-1], p[1], p[2], p[3]), "indptr has 5 entries; a matrix with 5 rows needs 6"),
+        (lambda p: (p[0], p[1][:-1], p[2], p[3]), "differ in length"),
+        (lambda p: (p[0], p[1], p[2].double(), p[3]), "dtype torch.float64"),
+        (lambda p: (p[0], p[1], p[2].to(torch.int32), p[3]), "dtype torch.int32"),
+        (lambda p: (p[0].float(), p[1], p[2], p[3]), "int32 or int64"),
+        (lambda p: (p[0].int(), p[1], p[2], p[3]), "share one dtype"),
+        (lambda p: (p[0] + 1, p[1], p[2], p[3]), "must start at 0"),
+        (lambda p: (p[0], p[1] + 10, p[2], p[3]), r"column indices must lie in \[0, 4\)"),
+        (lambda p: (p[0], p[1] - 10, p[2], p[3]), r"column indices must lie in \[0, 4\)"),
+        (lambda p: (p[0], p[1], p[2], (5,)), "pair of integers"),
+        (lambda p: (p[0], p[1], p[2], (5, -4)), "non-negative"),
+        (lambda p: (p[0].view(2, 3), p[1], p[2], p[3]), "must be 1-D"),
+        (lambda p: (p[0].numpy(), p[1], p[2], p[3]), "must be a torch.Tensor"),
+    ],
+)
+def test_rejects_malformed(mutate, message):
+    with pytest.raises(InputError, match=message):
+        as_csr(mutate(_parts()))
+
+
+def test_rejects_unsorted_row_pointers():
+    indptr, indices, values, shape = _parts()
+    indptr = indptr.clone()
+    indptr[2], indptr[3] = indptr[3].item() + 1, indptr[2].item()
+    with pytest.raises(InputError, match="non-decreasing"):
+        as_csr((indptr, indices, values, shape))
+
+
+def test_rejects_wrong_containers():
+    with pytest.raises(InputError, match="sparse CSR tensor"):
+        as_csr(torch.ones(3, 3))
+    with pytest.raises(InputError, match="got str"):
+        as_csr("matrix.mtx")
+
+
+def test_empty_matrices_are_valid():
+    for rows, cols in ((0, 0), (0, 5), (5, 0), (3, 3)):
+        csr = as_csr((torch.zeros(rows + 1, dtype=torch.int64), torch.zeros(0, dtype=torch.int64), torch.zeros(0), (rows, cols)))
+        assert csr.nnz == 0 and csr.shape == (rows, cols)
+
+
+def test_dense_vector_checks():
+    csr = as_csr(_parts())
+    check_dense_vector(csr, torch.randn(4))
+    for x, message in (
+        (torch.randn(5), "has 5 entries; the matrix has 4 columns"),
+        (torch.randn(4, 1), "must be 1-D"),
+        (torch.randn(4).double(), "cast one to match"),
+        ([1.0] * 4, "must be a torch.Tensor"),
+    ):
+        with pytest.raises(InputError, match=message):
+            check_dense_vector(csr, x)

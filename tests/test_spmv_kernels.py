@@ -1,0 +1,312 @@
+"""SpMV kernels on the CPU (Triton interpreter) against scipy float64 references.
+
+Every registered variant runs on random matrices (skewed row lengths, rectangular both ways,
+duplicate and unsorted column indices), on the edge cases (empty rows and matrices, a row of
+10^5 nonzeros), on every value x index dtype pair and on real SuiteSparse matrices.
+"""
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.io
+import scipy.sparse as sp
+import torch
+
+import seer.kernels.spmv as spmv
+from seer.errors import InputError
+from seer.sparse import as_csr
+
+VARIANT_NAMES = sorted(spmv.VARIANTS)
+# Relative error bound per value dtype: float32 accumulation, then rounding of y to its dtype.
+TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1e-2}
+
+
+# ------------------------------------------------------------------ matrices and checks
+
+
+def random_csr(rng, rows: int, cols: int, lengths, *, sort_columns: bool = False) -> sp.csr_matrix:
+    """float64 CSR with the given row lengths; columns drawn with replacement (duplicates occur)
+    and left unsorted unless asked; values nonzero in +-[0.5, 1.5]."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    indices = rng.integers(0, cols, size=indptr[-1]) if cols else np.zeros(0, dtype=np.int64)
+    if sort_columns:
+        for r in range(rows):
+            indices[indptr[r]:indptr[r + 1]].sort()
+    values = rng.uniform(0.5, 1.5, size=indptr[-1]) * rng.choice([-1.0, 1.0], size=indptr[-1])
+    return sp.csr_matrix((values, indices, indptr), shape=(rows, cols))
+
+
+def skewed_lengths(rng, rows: int, cols: int, mean: float) -> np.ndarray:
+    """Power-law row lengths with some empty rows: a few rows far longer than the rest."""
+    lengths = np.floor(mean * 0.3 * (rng.pareto(1.3, size=rows) + rng.uniform(0, 1, size=rows)))
+    lengths[rng.random(rows) < 0.1] = 0
+    return np.minimum(lengths, 4 * cols + 10).astype(np.int64)
+
+
+def to_seer(matrix: sp.csr_matrix, dtype=torch.float32, index_dtype=torch.int32):
+    """The matrix as a validated CsrMatrix, and the float64 scipy matrix of its rounded values."""
+    values = torch.from_numpy(matrix.data).to(dtype)
+    csr = as_csr((
+        torch.from_numpy(matrix.indptr.astype(np.int64)).to(index_dtype),
+        torch.from_numpy(matrix.indices.astype(np.int64)).to(index_dtype),
+        values,
+        matrix.shape,
+    ))
+    # copies: scipy may sort and merge duplicates in place, which must not reach ``matrix``
+    exact = sp.csr_matrix((values.double().numpy(), matrix.indices.copy(), matrix.indptr.copy()),
+                          shape=matrix.shape)
+    return csr, exact
+
+
+def random_vector(rng, n: int, dtype) -> torch.Tensor:
+    return torch.from_numpy(rng.uniform(0.5, 1.5, size=n) * rng.choice([-1.0, 1.0], size=n)).to(dtype)
+
+
+def assert_spmv_close(y: torch.Tensor, exact: sp.csr_matrix, x: torch.Tensor, dtype) -> None:
+    """Norm-wise relative error, and an element-wise bound scaled by |A| |x| so that one wrong
+    or unwritten row fails even in a long vector (NaN compares false and fails too)."""
+    assert y.dtype == dtype and y.shape == (exact.shape[0],)
+    x64 = x.double().numpy()
+    ref = exact @ x64
+    # |A| entry by entry (scipy's abs() would merge duplicates first)
+    magnitude = sp.csr_matrix((np.abs(exact.data), exact.indices.copy(), exact.indptr.copy()), shape=exact.shape)
+    scale = magnitude @ np.abs(x64)
+    got = y.double().numpy()
+    err = np.abs(got - ref)
+    tol = TOLERANCE[dtype]
+    bad = ~(err <= tol * scale)
+    assert not bad.any(), f"{bad.sum()} rows off, e.g. row {np.flatnonzero(bad)[0]}: {got[bad][0]} vs {ref[bad][0]}"
+    if ref.any():
+        assert np.linalg.norm(got - ref) <= tol * np.linalg.norm(ref)
+
+
+def run_and_check(name: str, matrix: sp.csr_matrix, rng, dtype=torch.float32, index_dtype=torch.int32):
+    csr, exact = to_seer(matrix, dtype, index_dtype)
+    x = random_vector(rng, matrix.shape[1], dtype)
+    out = torch.full((matrix.shape[0],), float("nan"), dtype=dtype)
+    y = spmv.VARIANTS[name].run(csr, x, out)
+    assert y is out
+    assert_spmv_close(y, exact, x, dtype)
+    return csr
+
+
+# ------------------------------------------------------------------ registry
+
+
+def test_variants_are_registered_consistently():
+    assert 7 <= len(spmv.VARIANTS) <= 10
+    kinds = set()
+    for name, variant in spmv.VARIANTS.items():
+        assert variant.name == name and variant.doc
+        kind = variant.params["kind"]
+        assert name.split("_")[0] == kind and "num_warps" in variant.params
+        kinds.add(kind)
+    assert kinds == {"scalar", "vector", "merge", "adaptive"}
+
+
+# ------------------------------------------------------------------ random matrices
+
+SHAPES = [
+    # rows, cols, mean row length
+    (300, 200, 6),      # tall
+    (40, 3000, 60),     # wide, long rows
+    (257, 263, 3),      # odd sizes, very short rows
+    (1, 700, 500),      # one row
+    (600, 1, 1),        # one column
+]
+
+
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+@pytest.mark.parametrize("rows,cols,mean", SHAPES)
+def test_random_skewed_matrices(name, rows, cols, mean):
+    rng = np.random.default_rng(rows * 7919 + cols)
+    lengths = skewed_lengths(rng, rows, cols, mean)
+    run_and_check(name, random_csr(rng, rows, cols, lengths), rng)
+
+
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64], ids=str)
+def test_value_and_index_dtypes(name, dtype, index_dtype):
+    rng = np.random.default_rng(11)
+    matrix = random_csr(rng, 150, 120, skewed_lengths(rng, 150, 120, 8), sort_columns=True)
+    run_and_check(name, matrix, rng, dtype, index_dtype)
+
+
+@pytest.mark.parametrize("name", [n for n in VARIANT_NAMES if spmv.VARIANTS[n].params["kind"] in ("merge", "adaptive")])
+def test_chunk_and_bin_edges(name):
+    """Rows that end exactly on merge chunk edges (1024, 4096), rows spanning several chunks,
+    chunks holding only empty rows around them, and several rows long enough to be cut into
+    adaptive pieces next to rows of every bin."""
+    rng = np.random.default_rng(5)
+    lengths = [1024, 1024, 0, 0, 2048, 1, 1023, 0, 4096, 4097, 9000, 0, 3, 129, 8, 9, 4095, 5000, 0]
+    run_and_check(name, random_csr(rng, len(lengths), 64, lengths), rng)
+
+
+# ------------------------------------------------------------------ edge cases
+
+
+def slow_on_long_rows(name: str):
+    """Scalar and narrow vector variants walk a long row a few nonzeros per step: minutes in the
+    interpreter for a row of 10^5, so those cases are marked slow."""
+    params = spmv.VARIANTS[name].params
+    narrow = params["kind"] == "scalar" or (params["kind"] == "vector" and params["group"] <= 8)
+    return pytest.param(name, marks=pytest.mark.slow) if narrow else name
+
+
+@pytest.mark.parametrize("name", [slow_on_long_rows(n) for n in VARIANT_NAMES])
+def test_one_row_of_a_hundred_thousand(name):
+    rng = np.random.default_rng(3)
+    lengths = [4, 100_003, 0, 17]
+    run_and_check(name, random_csr(rng, len(lengths), 1000, lengths), rng)
+
+
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+def test_duplicates_and_unsorted_columns(name):
+    """Repeated columns in a row are summed, in whatever order they are stored."""
+    indptr = np.array([0, 4, 4, 7, 9])
+    indices = np.array([3, 1, 3, 3, 0, 2, 0, 1, 1])
+    values = np.array([1.5, -2.0, 0.75, 1.25, 3.0, -1.0, 0.5, 2.0, -0.25])
+    matrix = sp.csr_matrix((values, indices, indptr), shape=(4, 4))
+    run_and_check(name, matrix, np.random.default_rng(0))
+
+
+@pytest.fixture
+def no_launches(monkeypatch):
+    """Makes any kernel launch fail: empty inputs must be answered on the host."""
+
+    class NoLaunch:
+        def __getitem__(self, grid):
+            raise AssertionError("a kernel was launched for an empty matrix")
+
+    for kernel in ("_csr_rows_kernel", "_merge_kernel", "_adaptive_kernel", "_combine_pieces_kernel"):
+        monkeypatch.setattr(spmv, kernel, NoLaunch())
+
+
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+@pytest.mark.parametrize("shape", [(0, 0), (0, 5), (7, 5), (4, 0)])
+def test_empty_matrices_give_zeros_without_launching(name, shape, no_launches):
+    rows, cols = shape
+    csr = as_csr((torch.zeros(rows + 1, dtype=torch.int32), torch.zeros(0, dtype=torch.int32),
+                  torch.zeros(0, dtype=torch.float16), shape))
+    x = torch.ones(cols, dtype=torch.float16)
+    out = torch.full((rows,), float("nan"), dtype=torch.float16)
+    y = spmv.VARIANTS[name].run(csr, x, out)
+    assert y is out and torch.equal(y, torch.zeros(rows, dtype=torch.float16))
+    fresh = spmv.VARIANTS[name].run(csr, x)
+    assert fresh.shape == (rows,) and fresh.dtype == torch.float16 and not fresh.any()
+
+
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+def test_mostly_empty_rows(name):
+    rng = np.random.default_rng(9)
+    lengths = np.zeros(3000, dtype=np.int64)
+    lengths[[0, 1500, 2999]] = [3, 40, 2]
+    run_and_check(name, random_csr(rng, 3000, 50, lengths), rng)
+
+
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+def test_strided_x_and_out(name):
+    """Views with stride 2 are read and written in place."""
+    rng = np.random.default_rng(2)
+    matrix = random_csr(rng, 90, 70, skewed_lengths(rng, 90, 70, 5))
+    csr, exact = to_seer(matrix)
+    x = random_vector(rng, 140, torch.float32)[::2]
+    buffer = torch.full((180,), float("nan"))
+    y = spmv.VARIANTS[name].run(csr, x, buffer[::2])
+    assert_spmv_close(y, exact, x, torch.float32)
+    assert torch.isnan(buffer[1::2]).all()
+
+
+@pytest.mark.parametrize(
+    "out,message",
+    [
+        (torch.zeros(5), "shape"),
+        (torch.zeros(6, 1), "shape"),
+        (torch.zeros(6, dtype=torch.float64), "dtype"),
+        (torch.zeros(6, device="meta"), "meta"),
+        (np.zeros(6, dtype=np.float32), "torch.Tensor"),
+    ],
+)
+def test_bad_out_is_rejected(out, message):
+    csr, _ = to_seer(random_csr(np.random.default_rng(0), 6, 4, [1, 2, 0, 3, 1, 1]))
+    for variant in spmv.VARIANTS.values():
+        with pytest.raises(InputError, match=message):
+            variant.run(csr, torch.ones(4), out)
+
+
+# ------------------------------------------------------------------ preprocessing cache
+
+
+@pytest.mark.parametrize("name", [n for n in VARIANT_NAMES if spmv.VARIANTS[n].params["kind"] in ("merge", "adaptive")])
+def test_preprocessing_runs_once_per_matrix(name, monkeypatch):
+    rng = np.random.default_rng(4)
+    matrix = random_csr(rng, 200, 150, skewed_lengths(rng, 200, 150, 30))
+    csr = run_and_check(name, matrix, rng)
+    (key, entry), = csr.scratch.items()
+    cached = entry[-1]
+
+    def no_rebuild(*args):
+        raise AssertionError("preprocessing ran again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(spmv, "_chunk_rows", no_rebuild)
+        patch.setattr(spmv, "_adaptive_plan", no_rebuild)
+        x = random_vector(rng, 150, torch.float32)
+        assert_spmv_close(spmv.VARIANTS[name].run(csr, x), to_seer(matrix)[1], x, torch.float32)
+    assert csr.scratch[key][-1] is cached
+
+    csr.indptr.add_(0)  # an in-place write to the structure invalidates the cache
+    spmv.VARIANTS[name].run(csr, x)
+    assert csr.scratch[key][-1] is not cached
+
+
+def test_variants_of_one_kind_keep_separate_caches():
+    rng = np.random.default_rng(6)
+    csr, _ = to_seer(random_csr(rng, 100, 100, skewed_lengths(rng, 100, 100, 20)))
+    x = random_vector(rng, 100, torch.float32)
+    merges = [n for n in VARIANT_NAMES if spmv.VARIANTS[n].params["kind"] == "merge"]
+    for name in merges:
+        spmv.VARIANTS[name].run(csr, x)
+    assert len(csr.scratch) == len(merges)
+
+
+# ------------------------------------------------------------------ real matrices
+
+
+def suitesparse_choice(folder, count: int = 32, max_nnz: int = 40_000) -> list[str]:
+    """``count`` file names spread evenly over the manifest's matrices of at most ``max_nnz``."""
+    manifest = pd.read_csv(folder / "manifest.csv")
+    small = manifest[manifest.nnz_file <= max_nnz].sort_values(["nnz_file", "file"])
+    picks = np.linspace(0, len(small) - 1, count).round().astype(int)
+    return list(small.file.iloc[np.unique(picks)])
+
+
+def read_real(path, rng) -> sp.csr_matrix:
+    """The matrix's structure with fresh random nonzero values (file values may be zeros or absent)."""
+    with gzip.open(path) as f:
+        matrix = sp.csr_matrix(scipy.io.mmread(f))
+    matrix.data = rng.uniform(0.5, 1.5, size=matrix.nnz) * rng.choice([-1.0, 1.0], size=matrix.nnz)
+    return matrix
+
+
+@pytest.fixture(scope="module")
+def real_matrices(suitesparse_dir):
+    rng = np.random.default_rng(2024)
+    return {name: read_real(suitesparse_dir / name, rng) for name in suitesparse_choice(suitesparse_dir)}
+
+
+def test_enough_real_matrices(real_matrices):
+    assert len(real_matrices) >= 30
+    assert any(m.shape[0] != m.shape[1] for m in real_matrices.values())
+
+
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+def test_real_matrices(name, real_matrices):
+    rng = np.random.default_rng(len(name))
+    for matrix in real_matrices.values():
+        run_and_check(name, matrix, rng, torch.float32, torch.int32)

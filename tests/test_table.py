@@ -1,0 +1,149 @@
+"""Profile tables: the documented CSV + meta format, its errors and its dropped-row warning."""
+import warnings
+
+import numpy as np
+import pytest
+from synthetic_profiles import planted_frame, planted_meta, toy_op, write_planted  # noqa: F401 (toy_op is a fixture)
+
+from seer.errors import ProfileTableError, SeerWarning
+from seer.table import ProfileTable, meta_path, read_table, table_sha256, write_table
+
+pytestmark = pytest.mark.usefixtures("toy_op")
+
+
+def write(tmp_path, frame, meta=None, name="t.csv"):
+    return write_table(frame, tmp_path / name, planted_meta() if meta is None else meta)
+
+
+def test_round_trip_keeps_values_and_metadata(tmp_path):
+    frame = planted_frame(groups=6, per_group=3)
+    table = read_table(write(tmp_path, frame))
+    assert table.op == "toy"
+    assert table.variants == ("a", "b", "c")
+    assert table.baselines == ("vendor",)
+    assert table.known_features == ("rows", "cols", "nnz", "mean_row")
+    assert table.gathered_features == ("row_cv", "row_max")
+    assert table.has_stage2
+    assert len(table) == 18
+    assert list(table.ids) == list(frame["id"])
+    assert list(table.groups) == list(frame["group"])
+    np.testing.assert_array_equal(table.times, frame[["time_ms:a", "time_ms:b", "time_ms:c"]].to_numpy())
+    np.testing.assert_array_equal(table.gather_ms, frame["gather_ms"].to_numpy())
+    np.testing.assert_array_equal(table.features(["nnz", "row_cv"]), frame[["nnz", "row_cv"]].to_numpy())
+    assert table.call_us.shape == (18, 3) and np.isnan(table.call_us[:, 1:]).all() and (table.call_us[:, 0] == 20).all()
+    assert table.meta == planted_meta()
+    assert meta_path(tmp_path / "t.csv") == tmp_path / "t.meta.json"
+
+
+def test_optional_columns_default(tmp_path):
+    frame = planted_frame(groups=4, per_group=2).drop(columns=["group", "source", "gather_ms", "row_cv", "row_max"])
+    frame["notes"] = "kept"
+    table = read_table(write(tmp_path, frame))
+    assert list(table.groups) == list(table.ids)
+    assert table.sources is None and table.gather_ms is None
+    assert not table.has_stage2
+    assert "notes" in table.frame
+
+
+def test_empty_group_cells_fall_back_to_id(tmp_path):
+    frame = planted_frame(groups=3, per_group=2)
+    frame.loc[1, "group"] = None
+    table = read_table(write(tmp_path, frame))
+    assert table.groups[1] == table.ids[1]
+    assert table.groups[0] == "g0"
+
+
+def test_op_argument_and_metadata(tmp_path):
+    path = write(tmp_path, planted_frame(groups=2, per_group=2))
+    assert read_table(path, op="toy").op == "toy"
+    with pytest.raises(ProfileTableError, match="profiled for op 'toy', not 'spmv'"):
+        read_table(path, op="spmv")
+    meta_path(path).unlink()
+    with pytest.raises(ProfileTableError, match="no op for .*pass op="):
+        read_table(path)
+    assert read_table(path, op="toy").meta == {}
+
+
+def test_unregistered_op_may_list_its_features_in_meta(tmp_path):
+    meta = {"op": "mystery", "features": {"known": ["nnz"], "gathered": ["row_cv", "absent"]}}
+    table = read_table(write(tmp_path, planted_frame(groups=2, per_group=2), meta))
+    assert table.known_features == ("nnz",)
+    assert table.gathered_features == ("row_cv",)
+    with pytest.raises(ProfileTableError, match="no feature module for op 'other'"):
+        read_table(write(tmp_path, planted_frame(groups=2, per_group=2), {"op": "other"}))
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda f: f.drop(columns=["time_ms:a", "time_ms:b", "time_ms:c"]), "need at least two 'time_ms:<variant>' columns"),
+        (lambda f: f.drop(columns=["time_ms:a", "time_ms:b"]), r"at least two .*found \['time_ms:c'\]"),
+        (lambda f: f.drop(columns=["nnz", "rows"]), r"missing required feature column\(s\) \['rows', 'nnz'\]"),
+        (lambda f: f.drop(columns=["id"]), "missing the 'id' column"),
+        (lambda f: f.assign(id=["x"] * len(f)), r"duplicate id\(s\) \['x'\]"),
+        (lambda f: f.assign(nnz=["12", "many"] + list(f["nnz"][2:])), r"non-numeric cell\(s\) in column 'nnz' \(m0_1: 'many'\)"),
+        (lambda f: f.assign(**{"time_ms:b": ["fast"] + list(f["time_ms:b"][1:])}), "non-numeric cell.*'time_ms:b'"),
+        (lambda f: f.assign(row_cv=[np.nan] + list(f["row_cv"][1:])), r"column 'row_cv' must be finite.*row\(s\) \['1'\]"),
+        (lambda f: f.assign(gather_ms=-f["gather_ms"]), "'gather_ms' has negative times"),
+        (lambda f: f.rename(columns={"time_ms:c": "time_ms:gather"}), "'gather' is reserved"),
+        (lambda f: f.assign(**{"call_us:zz": 1.0}), r"'call_us:' columns \['zz'\] have no matching"),
+    ],
+)
+def test_bad_tables_are_refused_with_the_reason(tmp_path, edit, message):
+    path = write(tmp_path, edit(planted_frame(groups=2, per_group=2)))
+    with pytest.raises(ProfileTableError, match=message):
+        read_table(path)
+
+
+def test_missing_file_and_bad_meta(tmp_path):
+    with pytest.raises(ProfileTableError, match="does not exist"):
+        read_table(tmp_path / "nope.csv")
+    path = write(tmp_path, planted_frame(groups=2, per_group=2))
+    meta_path(path).write_text("{not json")
+    with pytest.raises(ProfileTableError, match="t.meta.json is not JSON"):
+        read_table(path)
+
+
+def test_rows_with_failed_times_are_dropped_with_one_counting_warning(tmp_path):
+    frame = planted_frame(groups=5, per_group=4)
+    frame.loc[0, "time_ms:a"] = np.nan
+    frame.loc[3, "time_ms:a"] = 0.0
+    frame.loc[3, "time_ms:b"] = -1.0
+    frame.loc[7, "time_ms:c"] = np.inf
+    frame.loc[9, "baseline_ms:vendor"] = np.nan  # a missing baseline is not a failed row
+    path = write(tmp_path, frame)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        table = read_table(path)
+    seer_warnings = [w for w in caught if issubclass(w.category, SeerWarning)]
+    assert len(seer_warnings) == 1
+    text = str(seer_warnings[0].message)
+    assert "dropped 3 of 20 rows" in text
+    assert "time_ms:a: 2" in text and "time_ms:b: 1" in text and "time_ms:c: 1" in text
+    assert len(table) == 17
+    assert set(frame["id"][[0, 3, 7]]).isdisjoint(table.ids)
+    assert np.isnan(table.baseline_times).sum() == 1
+    assert (table.times > 0).all()
+
+
+def test_all_rows_failed_is_an_error(tmp_path):
+    frame = planted_frame(groups=2, per_group=2)
+    frame["time_ms:a"] = 0.0
+    with pytest.warns(SeerWarning), pytest.raises(ProfileTableError, match="no rows left"):
+        read_table(write(tmp_path, frame))
+
+
+def test_from_frame_validates_in_memory_tables():
+    frame = planted_frame(groups=2, per_group=2)
+    frame["id"] = range(4)  # numbers become string ids
+    table = ProfileTable.from_frame(frame, "toy")
+    assert list(table.ids) == ["0", "1", "2", "3"]
+    assert table.path is None
+
+
+def test_sha256_follows_the_bytes(tmp_path):
+    path = write_planted(tmp_path / "p.csv", groups=2, per_group=2)
+    first = table_sha256(path)
+    assert len(first) == 64 and first == table_sha256(path)
+    path.write_text(path.read_text().replace("m0_0", "m0_9"))
+    assert table_sha256(path) != first

@@ -1,0 +1,186 @@
+"""Training finds a planted rule, gathers only where it pays and never leaks groups across folds."""
+import json
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import NotFittedError
+from synthetic_profiles import (  # noqa: F401 (toy_op is a fixture)
+    THRESHOLD_NNZ, planted_frame, planted_meta, planted_times, toy_op, write_planted,
+)
+
+from seer.errors import ProfileTableError, SeerWarning
+from seer.model import GATHER, SelectorModel
+from seer.table import ProfileTable, read_table, table_sha256
+from seer.train import TwoStageSelector, grouped_folds, train_table
+
+pytestmark = pytest.mark.usefixtures("toy_op")
+
+
+@pytest.fixture(scope="module")
+def cheap(tmp_path_factory, toy_op):
+    """Gathering costs 5 % of a call: it pays wherever the known features leave doubt."""
+    path = write_planted(tmp_path_factory.mktemp("cheap") / "planted.csv", gather_cost=0.05)
+    model, report = train_table(path, out=path.with_name("model.json"), command="pytest cheap")
+    return path, model, report
+
+
+@pytest.fixture(scope="module")
+def costly(tmp_path_factory, toy_op):
+    """Gathering costs 20 calls: it pays only when the input is used many times."""
+    table = ProfileTable.from_frame(planted_frame(gather_cost=20.0, seed=1), "toy", planted_meta())
+    selector = TwoStageSelector()
+    return selector.fit(table).to_model(table), selector.evaluate(table, calls=(1, 1000))
+
+
+def grid(nnz, cv):
+    """Feature dicts far from the planted thresholds."""
+    rows = 100.0
+    known = [{"rows": rows, "cols": rows, "nnz": n, "mean_row": n / rows} for n in nnz]
+    gathered = [{"row_cv": c, "row_max": 10.0} for c in cv]
+    return known, gathered
+
+
+def far_points(n=400, seed=3):
+    rng = np.random.default_rng(seed)
+    nnz = np.rint(np.where(rng.random(n) < 0.5, rng.uniform(350, 4000, n), rng.uniform(6500, 30000, n)))
+    cv = np.where(rng.random(n) < 0.5, rng.uniform(0.3, 1.7, n), rng.uniform(2.4, 3.9, n))
+    return nnz, cv
+
+
+def test_planted_rule_is_recovered_on_held_out_groups(cheap):
+    _, model, report = cheap
+    for calls in (1, 100):
+        scores = report.scores["all"][calls]
+        assert scores["fraction_of_oracle"] > 0.97
+        assert scores["accuracy"] > 0.95
+        assert scores["speedup_vs_best_single"] > 1.2
+    assert report.scores["all"][100]["fraction_of_oracle_with_gather"] > 0.97
+    # The fitted stage 2 is the planted rule.
+    nnz, cv = far_points()
+    known, gathered = grid(nnz, cv)
+    names = np.array(["a", "b", "c"])[planted_times(nnz, cv).argmin(axis=1)]
+    predicted = [model.choose(k, lambda g=g: g, calls=100).variant for k, g in zip(known, gathered)]
+    assert np.mean(np.array(predicted) == names) > 0.99
+
+
+def test_scores_agree_with_the_held_out_rows(cheap):
+    path, _, report = cheap
+    table = read_table(path)
+    rows = report.held_out
+    assert list(rows["id"]) == list(table.ids)
+    for calls in report.calls:
+        chosen = np.array([table.variants.index(v) for v in rows[f"choice@{calls}"]])
+        t_chosen = table.times[np.arange(len(table)), chosen]
+        total = calls * t_chosen + rows[f"gathered@{calls}"].to_numpy() * table.gather_ms
+        ratio = total / (calls * table.times.min(axis=1))
+        np.testing.assert_allclose(rows[f"ratio@{calls}"], ratio)
+        scores = report.scores["all"][calls]
+        assert scores["fraction_of_oracle_with_gather"] == pytest.approx(np.exp(-np.log(ratio).mean()), abs=1e-6)
+        vendor = calls * table.baseline_times[:, 0] / total
+        assert scores["speedup_vs_vendor"] == pytest.approx(np.exp(np.log(vendor).mean()), abs=1e-6)
+        assert "speedup_vs_hand_rule" in scores
+    assert set(report.scores) == {"all", "real", "other"}
+    assert report.subset_rows == {"all": 300, "real": 200, "other": 100}
+    assert json.loads(json.dumps(report.to_dict(rows=True)))["rows"] == 300
+    text = report.to_text()
+    assert "fraction of oracle" in text and "speedup vs vendor" in text and "real rows (200)" in text
+
+
+def test_stage1_gathers_only_where_it_pays(cheap, costly):
+    nnz, cv = far_points()
+    known, gathered = grid(nnz, cv)
+    big = nnz >= THRESHOLD_NNZ
+
+    def gather_flags(model, calls):
+        return np.array([model.choose(k, lambda g=g: g, calls=calls).gathered for k, g in zip(known, gathered)])
+
+    cheap_model = cheap[1]
+    assert not gather_flags(cheap_model, 1)[~big].any()  # small inputs: a is certain, gathering is waste
+    assert gather_flags(cheap_model, 1)[big].all()  # big inputs: b or c depends on row_cv
+    costly_model, costly_report = costly
+    assert not gather_flags(costly_model, 1).any()  # 20 calls' worth of gathering never pays once
+    assert gather_flags(costly_model, 1000)[big].all() and not gather_flags(costly_model, 1000)[~big].any()
+    assert costly_report.scores["all"][1]["gather_rate"] == 0
+    assert costly_report.scores["all"][1000]["gather_rate"] > 0.3
+    assert costly_report.scores["all"][1000]["fraction_of_oracle_with_gather"] > 0.97
+
+
+def test_grouped_folds_never_split_a_group(cheap):
+    rng = np.random.default_rng(0)
+    groups = rng.choice([f"g{i}" for i in range(23)], size=500, p=rng.dirichlet(np.ones(23)))
+    tested = []
+    for train, test in grouped_folds(groups, 5):
+        assert set(groups[train]).isdisjoint(groups[test])
+        tested.extend(test)
+    assert sorted(tested) == list(range(500))  # every row held out exactly once
+    folds_per_group = cheap[2].held_out.groupby("group")["fold"].nunique()
+    assert (folds_per_group == 1).all()
+
+
+def test_train_table_saves_a_model_with_provenance(cheap):
+    path, model, report = cheap
+    loaded = SelectorModel.load(path.with_name("model.json"), op="toy")
+    assert loaded == model
+    training = loaded.training
+    assert training["sha256"] == table_sha256(path) and training["table"] == str(path)
+    assert training["command"] == "pytest cheap" and training["rows"] == 300 and training["groups"] == 60
+    assert training["scores"] == report.to_dict()
+    assert set(training["hyperparameters"]["stage1"]) == {"1", "10", "100", "1000"}
+    assert loaded.device == {"name": "Synthetic GPU", "capability": [9, 0]}
+    assert loaded.versions["profiled_with"]["triton"] == "3.6.0"
+    assert set(loaded.stage1) == {1, 10, 100, 1000} and loaded.stage2 is not None
+
+
+def test_predict_agrees_with_the_model(cheap):
+    table = read_table(cheap[0])
+    selector = TwoStageSelector(max_depth=(2, 3), min_samples_leaf=4).fit(table)
+    model = selector.to_model(table)
+    assert selector.hyperparameters_["stage2"]["min_samples_leaf"] == 4
+    assert model.stage2.depth <= 3
+    features = table.frame[list(table.known_features) + list(table.gathered_features)].to_dict(orient="records")
+    for calls in (1, 1000):
+        expected = [model.choose(f, lambda f=f: f, calls=calls).variant for f in features]
+        assert list(selector.predict(table, calls=calls)) == expected
+    with pytest.raises(NotFittedError):
+        TwoStageSelector().predict(table)
+
+
+def test_without_gathered_features_there_is_no_stage2():
+    frame = planted_frame(groups=12, per_group=3).drop(columns=["row_cv", "row_max", "gather_ms"])
+    table = ProfileTable.from_frame(frame, "toy", planted_meta())
+    selector = TwoStageSelector(folds=3)
+    model = selector.fit(table).to_model(table)
+    assert model.stage2 is None and model.gathered_features == ()
+    trees = list(model.stage1.values())
+    assert all(tree is trees[0] for tree in trees)
+    assert GATHER not in trees[0].labels
+    assert model.choose({"rows": 10, "cols": 10, "nnz": 100, "mean_row": 10}, lambda: 1 / 0).variant == "a"
+    assert selector.evaluate(table).scores["all"][1]["gather_rate"] == 0
+
+
+def test_small_tables_use_fewer_folds_or_refuse(tmp_path):
+    table = ProfileTable.from_frame(planted_frame(groups=3, per_group=4), "toy", planted_meta())
+    with pytest.warns(SeerWarning, match="only 3 groups: using 3-fold instead of 5-fold"):
+        report = TwoStageSelector().evaluate(table)
+    assert report.folds == 3
+    two = ProfileTable.from_frame(planted_frame(groups=2, per_group=4), "toy", planted_meta())
+    with pytest.raises(ProfileTableError, match="has 2 group.*needs at least 3"):
+        TwoStageSelector().evaluate(two)
+    with pytest.warns(SeerWarning, match="using 2-fold"):
+        TwoStageSelector().fit(two)
+    one = ProfileTable.from_frame(planted_frame(groups=1, per_group=4), "toy", planted_meta())
+    with pytest.raises(ProfileTableError, match="has 1 group.*needs at least 2"):
+        TwoStageSelector().fit(one)
+
+
+def test_unknown_op_trains_without_hand_rule(tmp_path):
+    frame = planted_frame(groups=30, per_group=3)
+    meta = {"op": "mystery", "features": {"known": ["nnz"], "gathered": ["row_cv"]}}
+    table = ProfileTable.from_frame(frame, "mystery", meta)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # enough groups for 5 folds: no warning expected
+        report = TwoStageSelector().evaluate(table)
+    assert "speedup_vs_hand_rule" not in report.scores["all"][1]
+    assert any("no hand rule" in note for note in report.notes)
+    assert report.scores["all"][100]["fraction_of_oracle"] > 0.9

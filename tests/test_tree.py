@@ -1,0 +1,153 @@
+"""The pure-Python tree: conversion from scikit-learn, prediction, paths and strict JSON checks."""
+import copy
+import math
+import timeit
+
+import numpy as np
+import pytest
+from sklearn.tree import DecisionTreeClassifier
+
+from seer.errors import ModelError
+from seer.features_base import Feature
+from seer.tree import Step, Tree, condition_text, format_threshold
+
+FEATURES = ("x0", "x1", "x2")
+
+
+def one_hot_costs(y, labels):
+    """Cost 1 for the right label, 2 for any other: least regret = majority vote."""
+    costs = np.full((len(y), labels), 2.0)
+    costs[np.arange(len(y)), y] = 1.0
+    return costs
+
+
+def random_tree(seed=0, n=400, labels=3, max_depth=None):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, len(FEATURES)))
+    y = rng.integers(0, labels, n)
+    estimator = DecisionTreeClassifier(max_depth=max_depth, random_state=0).fit(X, y)
+    names = [f"v{i}" for i in range(labels)]
+    return estimator, Tree.from_sklearn(estimator, FEATURES, names, X, one_hot_costs(y, labels)), names
+
+
+def test_predictions_match_scikit_learn_on_new_points():
+    estimator, tree, names = random_tree()
+    X = np.random.default_rng(1).normal(size=(2000, 3))
+    expected = [names[i] for i in estimator.predict(X)]
+    assert [tree.predict(row) for row in X.tolist()] == expected
+    assert tree.depth == estimator.get_depth()
+
+
+def test_leaf_label_minimises_regret_not_votes():
+    # No split is possible (one constant feature): the root is the only leaf. Two rows prefer
+    # "fast" by 1 %, one row is 10x slower with it: "safe" has the least total log-regret.
+    X = np.zeros((3, 1))
+    costs = np.array([[1.0, 1.01], [1.0, 1.01], [10.0, 1.0]])
+    estimator = DecisionTreeClassifier().fit(X, costs.argmin(axis=1))
+    tree = Tree.from_sklearn(estimator, ["x"], ["fast", "safe"], X, costs)
+    assert tree.predict([0.0]) == "safe"
+    assert tree.n_samples == (3,)
+    assert tree.mean_regret[0] == pytest.approx((0.01 + 0.01 + 0.0) / 3)
+
+
+def test_splits_whose_sides_choose_the_same_label_are_merged():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 1))
+    y = (X[:, 0] > 0).astype(int)  # sklearn splits at 0 ...
+    costs = np.column_stack([np.where(y == 1, 1.02, 1.0), np.where(y == 1, 1.0, 5.0)])  # ... but "a" costs little
+    estimator = DecisionTreeClassifier(max_depth=3).fit(X, y)
+    assert estimator.tree_.node_count > 1
+    tree = Tree.from_sklearn(estimator, ["x"], ["a", "b"], X, np.column_stack([np.ones(200), np.full(200, 1.5)]))
+    assert len(tree.left) == 1 and tree.predict([1.0]) == "a" and tree.mean_regret == (0.0,)
+    # With the real costs the right side prefers "b": the split stays.
+    tree = Tree.from_sklearn(estimator, ["x"], ["a", "b"], X, costs)
+    assert tree.depth == 1 and tree.predict([-1.0]) == "a" and tree.predict([1.0]) == "b"
+
+
+def test_decision_path_follows_the_thresholds():
+    _, tree, _ = random_tree(max_depth=3)
+    values = [0.3, -1.2, 0.7]
+    path = tree.decision_path(values)
+    assert path
+    node = 0
+    for step in path:
+        f = tree.feature[node]
+        assert step == Step(FEATURES[f], tree.threshold[node], values[f] <= tree.threshold[node], values[f])
+        node = tree.left[node] if step.goes_left else tree.right[node]
+    assert tree.is_leaf(node) and tree.labels[tree.label[node]] == tree.predict(values)
+
+
+def test_thresholds_print_in_natural_units():
+    nnz = Feature("nnz", "nnz", integer=True)
+    cv = Feature("row_cv", "row-length CV")
+    assert condition_text(nnz, 10240.5, True) == "nnz <= 10,240"
+    assert condition_text(nnz, 10241.5, False) == "nnz > 10,241"  # floor, not round-half-even
+    assert condition_text(cv, 1.2537, False) == "row-length CV > 1.25"
+    assert condition_text(cv, 1.2537, True, ascii_only=False) == "row-length CV ≤ 1.25"
+    assert format_threshold(Feature("t", "time", unit="ms"), 1234.56) == "1,234.6 ms"
+    assert Step("nnz", 10240.5, False, 12000.0).describe(nnz) == "nnz = 12,000 > 10,240"
+
+
+def test_predict_takes_microseconds():
+    _, tree, _ = random_tree(n=4000, max_depth=8)
+    assert tree.depth == 8
+    values = [0.1, -0.2, 0.3]
+    seconds = min(timeit.repeat(lambda: tree.predict(values), number=2000, repeat=5)) / 2000
+    assert seconds < 20e-6, f"predict took {seconds * 1e6:.1f} us"  # about 0.3 us on one core
+
+
+def test_dict_round_trip():
+    _, tree, _ = random_tree(max_depth=4)
+    data = tree.to_dict()
+    assert data["threshold"][tree.left.index(-1)] is None  # leaves have no threshold
+    again = Tree.from_dict(copy.deepcopy(data))
+    assert again == tree and again.to_dict() == data
+
+
+def edited(change):
+    _, tree, _ = random_tree(max_depth=3)
+    data = tree.to_dict()
+    change(data)
+    return data
+
+
+def inner_below_root(data):
+    return next(i for i, left in enumerate(data["left"]) if left >= 0 and i > 0)
+
+
+def first_leaf(data):
+    return data["left"].index(-1)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda d: d.pop("label"), r"missing field\(s\) \['label'\]"),
+        (lambda d: d.update(left=tuple(d["left"])), "left: expected a list"),
+        (lambda d: d["right"].pop(), "equal length"),
+        (lambda d: d["left"].__setitem__(0, 999), "children .* out of range"),
+        (lambda d: d["left"].__setitem__(inner_below_root(d), 1), "does not come after its parent"),  # a cycle
+        (lambda d: d["right"].__setitem__(0, d["left"][0]), "do not have exactly one parent"),
+        (lambda d: d["label"].__setitem__(first_leaf(d), 7), "a leaf needs feature -1 and a label"),
+        (lambda d: d["label"].__setitem__(0, 0), "an inner node has label -1"),
+        (lambda d: d["feature"].__setitem__(0, 5), "feature index 5 out of range"),
+        (lambda d: d["threshold"].__setitem__(0, None), "threshold must be a finite number"),
+        (lambda d: d["threshold"].__setitem__(0, math.inf), "threshold must be a finite number"),
+        (lambda d: d["threshold"].__setitem__(0, "1.5"), "threshold entries must be numbers"),
+        (lambda d: d["threshold"].__setitem__(first_leaf(d), 1.0), "a leaf has no threshold"),
+        (lambda d: d["n_samples"].__setitem__(0, 2.5), "must be integers"),
+        (lambda d: d["mean_regret"].__setitem__(0, -0.1), "mean_regret must be finite and >= 0"),
+        (lambda d: d.update(features=["x0", "x0", "x2"]), "features contain duplicates"),
+        (lambda d: d.update(labels=[]), "at least one label"),
+    ],
+)
+def test_malformed_trees_are_refused(change, message):
+    with pytest.raises(ModelError, match=message):
+        Tree.from_dict(edited(change), where="stage2")
+
+
+def test_error_names_where_the_tree_is():
+    with pytest.raises(ModelError, match=r"^stage1\[10\]: node 0"):
+        Tree.from_dict(edited(lambda d: d["label"].__setitem__(0, 0)), where="stage1[10]")
+    with pytest.raises(ModelError, match="tree: expected an object"):
+        Tree.from_dict([1, 2])
