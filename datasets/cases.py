@@ -54,6 +54,6 @@ def _cusparse(csr, x):
     """torch sparse CSR @ x: cuSPARSE on CUDA. The tensor is built once per matrix."""
     tensor = csr.scratch.get("torch_csr")
     if tensor is None:
-        tensor = torch.sparse_csr_tensor(csr.indptr, csr.indices, csr.values, csr.shape)
+        tensor = torch.sparse_csr_tensor(csr.indptr, csr.indices, csr.values, csr.shape, check_invariants=False)
         csr.scratch["torch_csr"] = tensor
     return tensor @ x

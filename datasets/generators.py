@@ -261,7 +261,8 @@ def banded(n: int, bandwidth: int, fill: float = 1.0, seed=0, *, dtype=np.float3
 
 
 def _banded_expected_nnz(n: int, bandwidth: int, fill: float = 1.0, **_) -> float:
-    off_diagonal = 2 * sum(n - k for k in range(1, min(bandwidth, n - 1) + 1))
+    width = min(bandwidth, n - 1)
+    off_diagonal = 2 * (width * n - width * (width + 1) // 2)  # diagonals 1..width, both sides
     return n + fill * off_diagonal
 
 
@@ -306,7 +307,7 @@ def block_replicate(
 
     With ``permute`` rows and columns are relabelled by one random permutation (two when ``A`` is
     not square), which hides the block structure from row order while keeping every block's pattern.
-    nnz is exactly ``(copies + coupling) * A.nnz`` (after summing duplicates of ``A``).
+    Values are ``A``'s (explicit zeros included); nnz is exactly ``(copies + coupling) * A.nnz``.
     """
     _require(copies >= 1, f"block_replicate needs copies >= 1, got {copies}")
     _require(

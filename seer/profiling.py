@@ -73,12 +73,17 @@ def time_ms(fn: Callable[[], object], *, warmup_ms: float = 5, rep_ms: float = 2
 def host_call_us(fn: Callable[[], object], calls: int = 200) -> float:
     """Wall time of one call in a back-to-back loop (what a caller's loop sees), in us."""
     fn()
-    torch.cuda.synchronize()
+    _sync()
     start = time.perf_counter()
     for _ in range(calls):
         fn()
-    torch.cuda.synchronize()
+    _sync()
     return (time.perf_counter() - start) / calls * 1e6
+
+
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
@@ -130,7 +135,7 @@ def _median_wall_ms(fn, repeats: int = 15) -> float:
     fn()
     samples = []
     for _ in range(repeats):
-        torch.cuda.synchronize()
+        _sync()
         start = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - start)

@@ -1,0 +1,70 @@
+"""The profiling harness on the CPU: rows, resume, failures, and a table `seer train` accepts.
+
+GPU timing is replaced by a host timer here; the GPU campaign itself runs through the device.
+"""
+import json
+import warnings
+
+import pandas as pd
+import pytest
+import torch
+
+from seer import profiling
+from seer.datasets.cases import spmv_cases
+from seer.registry import Variant, get_op
+from seer.table import read_table
+
+
+@pytest.fixture
+def host_timer(monkeypatch):
+    monkeypatch.setattr(profiling, "time_ms", lambda fn, **_: profiling._median_wall_ms(fn, repeats=2))
+    monkeypatch.setattr(profiling, "host_call_us", lambda fn, calls=0: 1.0)
+
+
+@pytest.fixture
+def few_variants(monkeypatch):
+    variants = get_op("spmv").kernels.VARIANTS
+    keep = {name: variants[name] for name in ("scalar_r128", "vector_g8", "merge_c1024")}
+    monkeypatch.setattr(get_op("spmv").kernels, "VARIANTS", keep)
+    return keep
+
+
+def _cases(suitesparse_dir, n):
+    return spmv_cases([suitesparse_dir], max_nnz=2000, device="cpu")[:n]
+
+
+def test_profile_writes_resumable_table(tmp_path, suitesparse_dir, host_timer, few_variants):
+    out = tmp_path / "spmv-test.csv"
+    profiling.profile("spmv", _cases(suitesparse_dir, 3), out, command="test", progress=False)
+    profiling.profile("spmv", _cases(suitesparse_dir, 5), out, command="again", progress=False)
+    frame = pd.read_csv(out)
+    assert len(frame) == 5 and frame["id"].is_unique
+    assert (frame[[f"time_ms:{v}" for v in few_variants]] > 0).all().all()
+    assert (frame["gather_ms"] > 0).all() and (frame["source"] == "real").all()
+    meta = json.loads((tmp_path / "spmv-test.meta.json").read_text())
+    assert meta["op"] == "spmv" and meta["commands"] == ["test", "again"]
+    assert meta["device"]["name"] == "cpu"
+    table = read_table(out)
+    assert list(table.variants) == list(few_variants) and "cusparse" in table.baselines
+
+
+def test_wrong_and_failing_variants_are_recorded_not_timed(tmp_path, suitesparse_dir, host_timer, few_variants, monkeypatch):
+    def wrong(csr, x, out=None):
+        return few_variants["scalar_r128"].run(csr, x) * 1.01
+
+    def broken(csr, x, out=None):
+        raise RuntimeError("launch failed")
+
+    monkeypatch.setitem(few_variants, "vector_g8", Variant("vector_g8", wrong))
+    monkeypatch.setitem(few_variants, "merge_c1024", Variant("merge_c1024", broken))
+    logged = []
+    row = profiling.profile_case("spmv", _cases(suitesparse_dir, 1)[0], call_overhead=False, log=logged.append)
+    assert row["time_ms:scalar_r128"] > 0
+    assert pd.isna(row["time_ms:vector_g8"]) and pd.isna(row["time_ms:merge_c1024"])
+    assert any("WRONG vector_g8" in m for m in logged) and any("FAILED merge_c1024" in m for m in logged)
+
+
+def test_relative_error_flags_nan():
+    ref = torch.ones(3, dtype=torch.float64)
+    assert profiling.relative_error(torch.tensor([1.0, float("nan"), 1.0]), ref) == float("inf")
+    assert profiling.relative_error(torch.ones(3), ref) == 0.0

@@ -1,0 +1,210 @@
+"""The remote-memory device API and the symmetric heap, across ranks of the simulated world.
+
+Each test runs a rank function in every process of a shared simulated world (seer.simworld):
+the same Triton kernels as on GPUs, under the interpreter, on heaps in shared memory.
+"""
+import time
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from seer.errors import InputError, SeerError
+from seer.kernels import remote
+from seer.simworld import run_world, shared_world
+from seer.symmetric_heap import ALIGNMENT
+
+WORLD_SIZES = [2, 4, 8]
+N = 8
+
+
+# ---------------------------------------------------------------- kernels
+@triton.jit
+def _exchange_kernel(x_ptr, got_ptr, sent_ptr, stored_ptr, rank, world_size, heap_bases, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    not_last = offs < N - 1
+    for peer in range(world_size):
+        remote.get(x_ptr + offs, got_ptr + peer * N + offs, rank, peer, heap_bases)
+        remote.put(x_ptr + offs, sent_ptr + rank * N + offs, rank, peer, heap_bases)
+        doubled = remote.load(x_ptr + offs, rank, peer, heap_bases, not_last, -1.0) * 2
+        remote.store(stored_ptr + rank * N + offs, doubled, rank, peer, heap_bases, not_last)
+
+
+@triton.jit
+def _atomics_kernel(counter_ptr, ticket_ptr, chain_ptr, olds_ptr, rank, world_size, heap_bases, ROUNDS: tl.constexpr):
+    for _ in range(ROUNDS):
+        for peer in range(world_size):
+            remote.atomic_add(counter_ptr, rank + 1, rank, peer, heap_bases, sem="relaxed")
+            remote.atomic_add(counter_ptr + 1, 1, rank, peer, heap_bases, sem="acq_rel", scope="sys")
+    last = world_size - 1
+    tl.store(olds_ptr, remote.atomic_cas(ticket_ptr, 0, rank + 1, rank, 0, heap_bases, sem="acq_rel"))
+    tl.store(olds_ptr + 1, remote.atomic_xchg(chain_ptr, rank + 1, rank, last, heap_bases, sem="acq_rel"))
+
+
+@triton.jit
+def _ring_kernel(token_ptr, flag_ptr, errors_ptr, rank, world_size, heap_bases, max_spins, LAPS: tl.constexpr):
+    """Pass a token LAPS times round the ring; each rank adds rank + 1 and signals the next."""
+    following = (rank + 1) % world_size
+    for lap in range(LAPS):
+        hops = lap * world_size + rank  # hops the token has made when it reaches this rank
+        if hops > 0:
+            remote.wait(flag_ptr, hops, rank, rank, heap_bases, errors_ptr, 0, max_spins)
+        token = tl.load(token_ptr)
+        remote.store(token_ptr, token + rank + 1, rank, following, heap_bases)
+        remote.signal(flag_ptr, hops + 1, rank, following, heap_bases)
+    if rank == 0:
+        remote.wait(flag_ptr, LAPS * world_size, rank, rank, heap_bases, errors_ptr, 0, max_spins)
+
+
+@triton.jit
+def _wait_kernel(flags_ptr, ok_ptr, errors_ptr, rank, peer, heap_bases, max_spins, FLAG: tl.constexpr):
+    arrived = remote.wait(flags_ptr + FLAG, 12345, rank, peer, heap_bases, errors_ptr, FLAG, max_spins)
+    tl.store(ok_ptr, arrived.to(tl.int32))
+
+
+# ---------------------------------------------------------------- rank functions
+def _values(rank: int) -> torch.Tensor:
+    return torch.arange(N, dtype=torch.float32) + 100 * (rank + 1)
+
+
+def _exchange(heap):
+    heap.free_all()
+    world = heap.world_size
+    x = heap.empty((N,), torch.float32).copy_(_values(heap.rank))
+    got, sent, stored = (heap.empty((world, N), torch.float32).fill_(float("nan")) for _ in range(3))
+    heap.barrier()
+    _exchange_kernel[(1,)](x, got, sent, stored, heap.rank, world, heap.heap_bases, N=N)
+    heap.barrier()
+    return got.clone(), sent.clone(), stored.clone()
+
+
+def _atomics(heap, rounds):
+    heap.free_all()
+    counter, ticket, chain = heap.zeros((2,), torch.int32), heap.zeros((1,), torch.int32), heap.zeros((1,), torch.int32)
+    olds = torch.full((2,), -1, dtype=torch.int32)
+    heap.barrier()
+    _atomics_kernel[(1,)](counter, ticket, chain, olds, heap.rank, heap.world_size, heap.heap_bases, ROUNDS=rounds)
+    heap.barrier()
+    return counter.tolist(), ticket.item(), chain.item(), olds.tolist()
+
+
+def _ring(heap, laps):
+    heap.free_all()
+    token, flag = heap.zeros((1,), torch.int64), heap.zeros((1,), torch.int32)
+    heap.barrier()
+    _ring_kernel[(1,)](token, flag, heap.wait_errors, heap.rank, heap.world_size, heap.heap_bases, heap.max_spins,
+                       LAPS=laps)
+    heap.raise_wait_errors()
+    heap.barrier()
+    return token.item(), flag.item()
+
+
+def _wait_for_silent_peer(heap, max_spins):
+    """Rank 0 waits for a flag rank 1 never sets; rank 0 raises after the final barrier."""
+    heap.free_all()
+    flags = heap.zeros((4,), torch.int32)
+    ok = torch.full((1,), -1, dtype=torch.int32)
+    heap.barrier()
+    if heap.rank == 0:
+        _wait_kernel[(1,)](flags, ok, heap.wait_errors, 0, 1, heap.heap_bases, max_spins, FLAG=3)
+    heap.barrier()
+    if heap.rank == 0:
+        assert ok.item() == 0, "a wait that timed out must return False"
+        heap.raise_wait_errors("test flags")
+
+
+def _heap_layout(heap):
+    heap.free_all()
+    first = heap.empty((3,), torch.float16)
+    second = heap.empty((5, 7), torch.float32).fill_(heap.rank)
+    scratch = heap.scratch("s", (4,), torch.int32, zero_new=True)
+    again = heap.scratch("s", (2, 2), torch.int32)
+    grown = heap.scratch("s", (64,), torch.int32, zero_new=True)
+    heap.barrier()
+    peer_second = heap.peer_view(second, (heap.rank + 1) % heap.world_size).clone()
+    try:
+        heap.empty((heap.free_bytes + 1,), torch.uint8)
+        full_error = None
+    except InputError as error:
+        full_error = str(error)
+    heap.barrier()
+    offsets = [t.data_ptr() - heap.heap_bases[heap.rank].item() for t in (first, second, scratch, grown)]
+    return offsets, again.data_ptr() == scratch.data_ptr(), int(grown.abs().sum()), peer_second, full_error
+
+
+def _fail_on_rank(heap, rank):
+    if heap.rank == rank:
+        raise InputError("bad input on purpose")
+    heap.barrier()  # the other ranks block here until the failing rank's error aborts the barrier
+
+
+def _sleep(heap, seconds):
+    time.sleep(seconds)
+
+
+# ---------------------------------------------------------------- tests
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+def test_get_put_load_store_reach_every_peer(world_size):
+    results = shared_world(world_size).run(_exchange)
+    for rank, (got, sent, stored) in enumerate(results):
+        for peer in range(world_size):
+            torch.testing.assert_close(got[peer], _values(peer), msg=f"rank {rank} got from {peer}")
+            torch.testing.assert_close(sent[peer], _values(peer), msg=f"rank {rank} was sent by {peer}")
+            torch.testing.assert_close(stored[peer, :-1], 2 * _values(rank)[:-1], msg=f"rank {rank} stored by {peer}")
+            assert torch.isnan(stored[peer, -1]), "a masked remote store must not write"
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+def test_atomics_are_atomic_across_processes(world_size):
+    rounds = 40
+    results = shared_world(world_size).run(_atomics, rounds)
+    for counter, _, _, _ in results:
+        assert counter == [rounds * world_size * (world_size + 1) // 2, rounds * world_size]
+    winners = [rank for rank, (_, _, _, olds) in enumerate(results) if olds[0] == 0]
+    assert len(winners) == 1, "exactly one compare-and-swap must win"
+    assert results[0][1] == winners[0] + 1
+    assert all(olds[0] in (0, winners[0] + 1) for _, _, _, olds in results)
+    # The exchanges form one chain: the old values and the final one are 0, 1, ..., W, each once.
+    chain = sorted([olds[1] for _, _, _, olds in results] + [results[-1][2]])
+    assert chain == list(range(world_size + 1))
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+def test_flags_order_a_token_round_the_ring(world_size):
+    laps = 3
+    results = shared_world(world_size).run(_ring, laps)
+    token, flag = results[0]
+    assert token == laps * world_size * (world_size + 1) // 2
+    assert flag == laps * world_size
+
+
+def test_bounded_wait_names_rank_and_flag_and_returns():
+    start = time.monotonic()
+    with pytest.raises(SeerError, match=r"rank 0 gave up waiting on flag 3 of rank 1 \(test flags\)"):
+        shared_world(2).run(_wait_for_silent_peer, 300)
+    assert time.monotonic() - start < 60
+    assert shared_world(2).run(_ring, 1)[0][0] == 3, "the world stays usable after a timed-out wait"
+
+
+def test_heap_allocates_aligned_symmetric_tensors():
+    results = shared_world(2).run(_heap_layout)
+    assert results[0][0] == results[1][0], "the same allocations land at the same offsets on every rank"
+    offsets, reused, grown_sum, peer_second, full_error = results[0]
+    assert all(offset % ALIGNMENT == 0 for offset in offsets)
+    assert reused and grown_sum == 0
+    torch.testing.assert_close(peer_second, torch.ones(5, 7))
+    assert "symmetric heap full" in full_error
+
+
+def test_rank_exception_is_raised_with_the_rank_named():
+    with pytest.raises(InputError, match="rank 1: bad input on purpose"):
+        shared_world(2).run(_fail_on_rank, 1)
+    assert shared_world(2).run(_ring, 1)[0][0] == 3, "the world stays usable after a rank's exception"
+
+
+def test_hung_rank_times_out():
+    start = time.monotonic()
+    with pytest.raises(SeerError, match=r"rank\(s\) \[0, 1\] did not finish"):
+        run_world(2, _sleep, 60, timeout_s=3)
+    assert time.monotonic() - start < 50
