@@ -15,11 +15,11 @@ for stage in "$@"; do
   case $stage in
     env) nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
          python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())" ;;
-    tests) python3 -m pytest -q -m "gpu and not multigpu" tests 2>&1 | tail -30 ;;
+    tests) python3 -m pytest -q -m "gpu and not multigpu" ${TESTS:-tests} 2>&1 | tail -30 ;;
     smoke) seer profile spmv --matrices .carry/suitesparse --limit 40 --out "$OUT/smoke.csv" 2>&1 | tail -30 ;;
     spmv-real) seer profile spmv --matrices .carry/suitesparse --out "$table" --deadline "$budget" 2>&1 | grep -v '^\s*$' | tail -25 ;;
     spmv-large) seer profile spmv --matrices .carry/suitesparse --synthetic large --out "$table" --deadline "$budget" 2>&1 | tail -25 ;;
-    gemm) python3 benchmarks/gemm_profile.py --out "$OUT" 2>&1 | tail -25 ;;
+    gemm) python3 benchmarks/gemm_profile.py --out datasets/profiles --budget-s "$budget" 2>&1 | tail -25 ;;
     dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" 2>&1 | tail -25 ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac

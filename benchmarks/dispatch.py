@@ -26,8 +26,11 @@ import scipy.sparse as sp
 import torch
 
 import seer
+import seer.dispatch
 from seer.kernels import spmv as kernels
 from seer.profiling import environment
+
+dispatch_module = sys.modules["seer.dispatch"]
 
 SIZES = (1_000, 16_000, 100_000)
 
@@ -78,7 +81,15 @@ def measure(nnz: int, calls: int, repeats: int) -> dict:
         seer.clear_cache()
         seer.dispatch("spmv", (parts, x))
 
+    entry = seer.get_op("spmv")
+
+    def bookkeeping():  # what a cache hit adds to the launcher: split, key, lookup, checks
+        source, operands = entry.kernels.split((parts, x))
+        dispatch_module._cache.get(("spmv", entry.kernels.cache_key(source), None, variant))
+        entry.kernels.check_operands(csr, operands)
+
     paths = {
+        "bookkeeping": bookkeeping,
         "raw": raw_launch(csr, x, y, variant),
         "launcher": lambda: kernels.VARIANTS[variant].run(csr, x, y),
         "hit": lambda: seer.dispatch("spmv", (parts, x), variant=variant),

@@ -111,8 +111,7 @@ def measure(shape: sweep.Shape, model, timer: sweep.Timer, autotune: bool, log) 
     for name, variant in gemm.VARIANTS.items():
         fn = lambda v=variant: v.run(p, a, b, out=c)  # noqa: E731
         fn()
-        first = timer.once_ms(fn)
-        ms = first if first > sweep.ABANDON * best else timer.median_ms(fn)
+        ms = timer.screened_ms(fn, sweep.ABANDON * best)
         row[f"time_ms:{name}"] = ms
         best = min(best, ms)
     row["choice"], row["model"] = seer_choice(a, b, model)

@@ -83,6 +83,13 @@ def _csr_from_keys(keys: np.ndarray, shape: tuple[int, int], rng, dtype) -> sp.c
     return _csr(indptr, keys, _random_values(rng, len(keys), dtype), shape)
 
 
+def _csr_from_candidates(inside: np.ndarray, columns: np.ndarray, shape, rng, dtype) -> sp.csr_matrix:
+    """CSR of the ``columns[i, k]`` with ``inside[i, k]``; each row's candidates in increasing order."""
+    indptr = _indptr_from_counts(inside.sum(axis=1))
+    indices = columns[inside]
+    return _csr(indptr, indices, _random_values(rng, len(indices), dtype), shape)
+
+
 def _expected_distinct(draws: np.ndarray, bins: float) -> np.ndarray:
     """Expected number of occupied bins after ``draws`` uniform draws into ``bins`` (with repeats)."""
     return -bins * np.expm1(draws * np.log1p(-1.0 / bins)) if bins > 1 else np.minimum(draws, 1.0)
@@ -215,9 +222,7 @@ def _grid_stencil(n: int, offsets: np.ndarray, seed, dtype) -> sp.csr_matrix:
     for k, offset in enumerate(offsets):
         inside[:, k] = _inside_grid(n, offset).ravel()
         columns[:, k] = points + int(offset @ strides)
-    indptr = _indptr_from_counts(inside.sum(axis=1))
-    indices = columns[inside]
-    return _csr(indptr, indices, _random_values(np.random.default_rng(seed), len(indices), dtype), (size, size))
+    return _csr_from_candidates(inside, columns, (size, size), np.random.default_rng(seed), dtype)
 
 
 def _inside_grid(n: int, offset: np.ndarray) -> np.ndarray:
@@ -244,20 +249,14 @@ def banded(n: int, bandwidth: int, fill: float = 1.0, seed=0, *, dtype=np.float3
     _require(n >= 1 and bandwidth >= 0, f"banded needs n >= 1 and bandwidth >= 0, got n={n}, bandwidth={bandwidth}")
     _require(0 < fill <= 1, f"banded fill must lie in (0, 1], got {fill}")
     rng = np.random.default_rng(seed)
-    row = np.arange(n, dtype=np.int64)
-    first = np.maximum(row - bandwidth, 0)
-    lengths = np.minimum(row + bandwidth, n - 1) - first + 1
-    indptr = _indptr_from_counts(lengths)
-    index_dtype = _index_dtype(int(indptr[-1]))
-    indices = np.arange(indptr[-1], dtype=index_dtype)
-    indices -= np.repeat((indptr[:-1] - first).astype(index_dtype), lengths)
+    index_dtype = _index_dtype(n + bandwidth)
+    columns = np.arange(n, dtype=index_dtype)[:, None] + np.arange(-bandwidth, bandwidth + 1, dtype=index_dtype)
+    inside = columns >= 0
+    inside &= columns < n
     if fill < 1:
-        keep = rng.random(len(indices), dtype=np.float32) < fill
-        keep[indptr[:-1] + row - first] = True  # the diagonal stays: no empty rows
-        lengths = np.add.reduceat(keep.view(np.uint8), indptr[:-1], dtype=np.int64)
-        indices = indices[keep]
-        indptr = _indptr_from_counts(lengths)
-    return _csr(indptr, indices, _random_values(rng, len(indices), dtype), (n, n))
+        inside &= rng.random(columns.shape, dtype=np.float32) < fill
+        inside[:, bandwidth] = True  # the diagonal stays: no empty rows
+    return _csr_from_candidates(inside, columns, (n, n), rng, dtype)
 
 
 def _banded_expected_nnz(n: int, bandwidth: int, fill: float = 1.0, **_) -> float:
@@ -408,7 +407,9 @@ def synthetic_suite(kind: str = "large", seed: int = 0, real_folder=None) -> lis
     return [spec for spec in specs if low <= spec.expected_nnz <= high]
 
 
-def _spec(generator: str, suite_seed: int, family: str | None = None, subject: str = "", extra=None, **params) -> SyntheticSpec:
+def _spec(
+    generator: str, suite_seed: int, family: str | None = None, subject: str = "", extra=None, **params
+) -> SyntheticSpec:
     """Spec whose id lists its parameters; the generator seed is a hash of that id."""
     family = family or f"synthetic/{generator}"
     tag = "-".join(f"{name}{_tag_value(value)}" for name, value in params.items())

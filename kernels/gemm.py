@@ -124,6 +124,38 @@ def _sum_splits_kernel(partial_ptr, c_ptr, numel, splits, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _gemm_splitk_fixup_kernel(a_ptr, b_ptr, c_ptr, partial_ptr, arrivals_ptr, M, N, K, stride_am, stride_ak,
+                              stride_bk, stride_bn, stride_cm, stride_cn, k_per_split, splits,
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                              GROUP_M: tl.constexpr):
+    """Split-K in one launch: program (tile, s) stores its fp32 partial, and the last of the tile's
+    programs to arrive adds the partials in the order s = 0, 1, ... (deterministic) and writes C.
+
+    Saves the second launch of :func:`_gemm_splitk_kernel` + :func:`_sum_splits_kernel`, which is
+    a good part of the time of a decode-sized product. ``arrivals`` holds one zeroed counter per
+    tile; the reducing program sets it back to zero for the next launch.
+    """
+    tile = tl.program_id(0)
+    split = tl.program_id(1)
+    pid_m, pid_n = tile_coords(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    k_start = split * k_per_split
+    acc = matmul_tile(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
+                      k_start, k_start + k_per_split, BLOCK_M, BLOCK_N, BLOCK_K)
+    # Partials of a tile are whole [BLOCK_M, BLOCK_N] blocks side by side: no masks, one address each.
+    in_tile = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    tile_partials = partial_ptr + tile.to(tl.int64) * splits * BLOCK_M * BLOCK_N
+    tl.store(tile_partials + split * BLOCK_M * BLOCK_N + in_tile, acc)
+    # Release orders the partial before the count; acquire lets the last program read every partial.
+    arrived = tl.atomic_add(arrivals_ptr + tile, 1, sem="acq_rel")
+    if arrived == splits - 1:
+        total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for s in range(splits):
+            total += tl.load(tile_partials + s * BLOCK_M * BLOCK_N + in_tile, cache_modifier=".cg")
+        store_tile(c_ptr, total, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N)
+        tl.atomic_xchg(arrivals_ptr + tile, 0)
+
+
+@triton.jit
 def _gemm_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     """Tiles loaded and stored through Hopper TMA tensor descriptors.
@@ -197,7 +229,8 @@ _SUM_BLOCK = 1024
 class GemmConfig:
     """One point of the Triton GEMM family.
 
-    ``kind``: ``"tiles"`` (pointer loads, :func:`_gemm_kernel`), ``"splitk"`` or ``"tma"``.
+    ``kind``: ``"tiles"`` (pointer loads, :func:`_gemm_kernel`), ``"splitk"`` (two launches),
+    ``"splitk_fixup"`` (one launch) or ``"tma"``.
     ``persistent``: launch ``occupancy`` programs per SM that stride over the tiles instead of one
     program per tile. ``split_k``: most K slices (fewer when K is short or partials would not fit
     :data:`SPLITK_WORKSPACE_BYTES`).
@@ -216,7 +249,8 @@ class GemmConfig:
 
     @property
     def name(self) -> str:
-        prefix = {"tiles": "tile", "splitk": f"splitk{self.split_k}", "tma": "tma"}[self.kind]
+        prefix = {"tiles": "tile", "splitk": f"splitk{self.split_k}", "splitk_fixup": f"splitk{self.split_k}fix",
+                  "tma": "tma"}[self.kind]
         if self.persistent:
             prefix += "_persistent"
         shape = f"{self.block_m}x{self.block_n}x{self.block_k}"
@@ -234,7 +268,8 @@ class GemmConfig:
     def splits(self, problem: GemmProblem) -> tuple[int, int]:
         """(number of K slices, K per slice, a multiple of BLOCK_K) actually used for ``problem``."""
         k_blocks = max(1, triton.cdiv(problem.K, self.block_k))
-        fit = max(1, SPLITK_WORKSPACE_BYTES // max(1, 4 * problem.M * problem.N))
+        padded_outputs = triton.cdiv(problem.M, self.block_m) * self.block_m * triton.cdiv(problem.N, self.block_n) * self.block_n
+        fit = max(1, SPLITK_WORKSPACE_BYTES // (4 * padded_outputs))
         blocks_per_split = triton.cdiv(k_blocks, min(self.split_k, k_blocks, fit))
         return triton.cdiv(k_blocks, blocks_per_split), blocks_per_split * self.block_k
 
@@ -281,7 +316,38 @@ def _run_splitk(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> tor
     return c
 
 
+_arrivals: dict[tuple, torch.Tensor] = {}
+
+
+def _arrival_counters(device: torch.device, count: int) -> torch.Tensor:
+    """Zeroed per-tile counters for :func:`_gemm_splitk_fixup_kernel`, one buffer per device and
+    stream (kernels on one stream run in order, so they can share it; kernels leave it zeroed)."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (device, stream)
+    counters = _arrivals.get(key)
+    if counters is None or counters.numel() < count:
+        counters = torch.zeros(max(count, 4096), dtype=torch.int32, device=device)
+        _arrivals[key] = counters
+    return counters
+
+
+def _run_splitk_fixup(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
+    splits, k_per_split = config.splits(problem)
+    if splits == 1:
+        return _run_tiles(config, problem, a, b, out)
+    c = _output(problem, out)
+    if _degenerate(problem, c):
+        return c
+    tiles = triton.cdiv(problem.M, config.block_m) * triton.cdiv(problem.N, config.block_n)
+    partial = torch.empty(tiles * splits * config.block_m * config.block_n, dtype=torch.float32, device=problem.device)
+    _gemm_splitk_fixup_kernel[(tiles, splits)](
+        a, b, c, partial, _arrival_counters(problem.device, tiles), problem.M, problem.N, problem.K,
+        *a.stride(), *b.stride(), *c.stride(), k_per_split, splits, **config.meta())
+    return c
+
+
 _allocator_set = False
+_tma_fallbacks_told: set[str] = set()
 
 
 def _tma_scratch(size: int, alignment: int, stream):
@@ -306,8 +372,10 @@ def _run_tma(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.
     global _allocator_set
     aligned = a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
     if not (tma_usable(problem) and aligned):
-        warnings.warn(f"{config.name}: TMA needs a Hopper GPU and row-major 16-byte aligned operands; "
-                      "running the same tiles with pointer loads", SeerWarning, stacklevel=2)
+        if config.name not in _tma_fallbacks_told:
+            _tma_fallbacks_told.add(config.name)
+            warnings.warn(f"{config.name}: TMA needs a Hopper GPU and row-major 16-byte aligned operands; "
+                          "running the same tiles with pointer loads (said once per variant)", SeerWarning, stacklevel=2)
         return _run_tiles(config, problem, a, b, out)
     c = _output(problem, out)
     if _degenerate(problem, c):
@@ -320,7 +388,7 @@ def _run_tma(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.
     return c
 
 
-_LAUNCHERS = {"tiles": _run_tiles, "splitk": _run_splitk, "tma": _run_tma}
+_LAUNCHERS = {"tiles": _run_tiles, "splitk": _run_splitk, "splitk_fixup": _run_splitk_fixup, "tma": _run_tma}
 
 
 def run_torch_matmul(problem: GemmProblem, a, b, out=None) -> torch.Tensor:
@@ -352,12 +420,17 @@ def _family() -> list[GemmConfig]:
         (32, 64, 128, 4, 4, 1, 8), (64, 64, 64, 4, 4, 8, 2), (64, 64, 64, 4, 4, 8, 4), (64, 64, 64, 4, 4, 8, 8),
         (64, 128, 64, 4, 4, 8, 2), (64, 128, 64, 4, 4, 8, 4), (128, 128, 64, 8, 3, 8, 2), (128, 128, 64, 8, 3, 8, 4),
     ]
+    splitk_fixup = [  # as splitk; one launch (the last program of a tile sums it)
+        (16, 64, 128, 4, 4, 1, 4), (16, 64, 128, 4, 4, 1, 8), (16, 64, 128, 4, 4, 1, 16), (16, 128, 128, 4, 4, 1, 4),
+        (16, 128, 128, 4, 4, 1, 8), (16, 64, 256, 4, 3, 1, 8), (32, 64, 128, 4, 4, 1, 8), (64, 64, 64, 4, 4, 8, 4),
+    ]
     tma = [(128, 256, 64, 8, 3, 8, False), (128, 128, 64, 8, 3, 8, False), (128, 128, 64, 4, 4, 8, False),
            (64, 128, 64, 4, 4, 8, False), (16, 128, 128, 4, 4, 1, False), (128, 256, 64, 8, 3, 8, True),
            (128, 128, 64, 8, 3, 8, True)]
     return ([GemmConfig("tiles", *t) for t in tiles]
             + [GemmConfig("tiles", *p[:6], persistent=True, occupancy=p[6]) for p in persistent]
             + [GemmConfig("splitk", *s) for s in splitk]
+            + [GemmConfig("splitk_fixup", *s) for s in splitk_fixup]
             + [GemmConfig("tma", *t[:6], persistent=t[6]) for t in tma])
 
 

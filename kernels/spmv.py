@@ -67,14 +67,14 @@ def _segmented_add(a_sum, a_head, b_sum, b_head):
 
 
 @triton.jit
-def _merge_kernel(indptr, indices, values, x, x_stride, acc, acc_stride, chunk_rows, nnz,
-                  CHUNK: tl.constexpr):
+def _merge_kernel(indptr, indices, values, x, x_stride, acc, acc_stride, sub_rows, nnz,
+                  CHUNK: tl.constexpr, SUB: tl.constexpr):
     """Program p owns the nonzeros [p * CHUNK, (p + 1) * CHUNK): equal work whatever the rows.
 
-    ``chunk_rows[p]`` is the row holding nonzero p * CHUNK, so the rows of this chunk lie in
-    [chunk_rows[p], chunk_rows[p + 1]]. ``acc`` is float32 and zeroed by the caller: rows
-    wholly inside the chunk are stored, rows cut by a chunk edge are added atomically
-    (at most two atomics per program).
+    ``sub_rows[j]`` is the row holding nonzero j * SUB (the last entry: the row of the last
+    nonzero), so nonzero k lies in a row of [sub_rows[k // SUB], sub_rows[k // SUB + 1]].
+    ``acc`` is float32 and zeroed by the caller: rows wholly inside the chunk are stored, rows
+    cut by a chunk edge are added atomically (at most two atomics per program).
     """
     pid = tl.program_id(0)
     first = pid.to(indptr.dtype.element_ty) * CHUNK  # int64 when indices are: nnz may pass 2**31
@@ -83,12 +83,12 @@ def _merge_kernel(indptr, indices, values, x, x_stride, acc, acc_stride, chunk_r
     chunk_end = tl.minimum(first + CHUNK, nnz)
 
     # Vectorised binary search for the row of each nonzero: the last row r with indptr[r] <= k.
-    # The interval [lo, hi] holds the answer; ceil(log2(span + 1)) halvings close it.
-    row_lo = tl.load(chunk_rows + pid)
-    row_hi = tl.load(chunk_rows + pid + 1)
-    lo = tl.zeros([CHUNK], dtype=row_lo.dtype) + row_lo
-    hi = tl.zeros([CHUNK], dtype=row_lo.dtype) + row_hi
-    span = row_hi - row_lo
+    # [lo, hi] holds the answer; brackets of SUB nonzeros keep it narrow, so few halvings
+    # (bit length of the widest bracket) close it.
+    sub = pid * (CHUNK // SUB) + tl.arange(0, CHUNK) // SUB
+    lo = tl.load(sub_rows + sub, mask=live, other=0)
+    hi = tl.load(sub_rows + sub + 1, mask=live, other=0)
+    span = tl.max(hi - lo, axis=0)
     while span > 0:
         mid = hi - (hi - lo) // 2
         right = tl.load(indptr + mid) <= k
@@ -217,27 +217,27 @@ def _rows_run(rows_per_program: int, group: int, num_warps: int):
     return run
 
 
-def _chunk_rows(csr: CsrMatrix, chunk: int) -> torch.Tensor:
-    """Row of the first nonzero of every chunk, plus the row of the last nonzero at the end."""
-    n_chunks = triton.cdiv(csr.nnz, chunk)
-    firsts = torch.arange(n_chunks + 1, device=csr.device, dtype=csr.indptr.dtype) * chunk
+def _bracket_rows(csr: CsrMatrix, sub: int) -> torch.Tensor:
+    """Row of nonzero j * sub for every j, plus the row of the last nonzero at the end."""
+    n_brackets = triton.cdiv(csr.nnz, sub)
+    firsts = torch.arange(n_brackets + 1, device=csr.device, dtype=csr.indptr.dtype) * sub
     firsts[-1] = csr.nnz - 1
     return torch.searchsorted(csr.indptr, firsts, right=True).to(csr.indptr.dtype) - 1
 
 
-def _merge_run(chunk: int, num_warps: int):
+def _merge_run(chunk: int, sub: int, num_warps: int):
     """run() of an nnz-balanced variant; float32 y is accumulated in place, others via a copy."""
-    key = ("merge", chunk)
+    key = ("merge", sub)  # the brackets depend on sub only: variants of one sub share them
 
     def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         y = _output(csr, out)
         if csr.nnz == 0:
             return y.zero_()
-        chunk_rows = _cached(csr, key, lambda m: _chunk_rows(m, chunk))
+        sub_rows = _cached(csr, key, lambda m: _bracket_rows(m, sub))
         acc = y.zero_() if y.dtype == torch.float32 else torch.zeros(csr.rows, dtype=torch.float32, device=y.device)
         grid = (triton.cdiv(csr.nnz, chunk),)
         _merge_kernel[grid](csr.indptr, csr.indices, csr.values, x, x.stride(0), acc, acc.stride(0),
-                            chunk_rows, csr.nnz, CHUNK=chunk, num_warps=num_warps)
+                            sub_rows, csr.nnz, CHUNK=chunk, SUB=sub, num_warps=num_warps)
         if acc is not y:
             y.copy_(acc)
         return y
@@ -325,8 +325,8 @@ for _g, _rows in ((4, 128), (8, 64), (16, 32), (32, 16), (64, 8), (256, 4)):
               {"kind": "vector", "group": _g, "rows": _rows, "num_warps": 4},
               f"{_g} lanes per row, {_rows} rows per program")
 for _chunk, _warps in ((1024, 4), (4096, 8)):
-    _register(f"merge_c{_chunk}", _merge_run(_chunk, _warps),
-              {"kind": "merge", "chunk": _chunk, "num_warps": _warps},
+    _register(f"merge_c{_chunk}", _merge_run(_chunk, 32, _warps),
+              {"kind": "merge", "chunk": _chunk, "bracket": 32, "num_warps": _warps},
               f"{_chunk} nonzeros per program whatever the rows; segmented scan, atomics at chunk edges")
 _ADAPTIVE = {"bin_max": [8, 128, 4096], "short": [128, 2], "medium": [32, 16], "large": [4, 128],
              "pieces": [4, 256], "piece": 4096, "num_warps": 4}

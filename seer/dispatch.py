@@ -147,6 +147,12 @@ def explain(op: str, inputs, *, calls: int | None = None, model=None, **op_kwarg
 
 
 def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True) -> Decision:
+    if will_run and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+        # Validation and feature gathering read the device back, which capture forbids.
+        raise InputError(
+            "the first seer.dispatch call on this input is inside CUDA graph capture; call it once "
+            "before capturing so that the choice and the kernel's preprocessing are cached"
+        )
     problem = entry.kernels.problem(source)
     entry.kernels.check_operands(problem, operands)
     device = _device_of(problem)
@@ -291,11 +297,6 @@ def _check_runnable(device: torch.device) -> None:
         raise InputError(
             "inputs are on the CPU; seer's Triton kernels run on CUDA GPUs, or on the CPU only under "
             "the Triton interpreter (set TRITON_INTERPRET=1 before importing seer)"
-        )
-    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-        raise InputError(
-            "the first seer.dispatch call on this input is inside CUDA graph capture; call it once "
-            "before capturing so that the choice and the kernel's preprocessing are cached"
         )
 
 

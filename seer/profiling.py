@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from seer.errors import SeerError
 from seer.registry import get_op
 from seer.table import meta_path
 
@@ -161,7 +162,11 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
             log(f"deadline reached: {len(todo) - done_count} inputs left for the next run")
             break
         size = case.extra.get("size", 0)
-        row = profile_case(op_name, case, call_overhead=size < call_overhead_below, log=log)
+        try:
+            row = profile_case(op_name, case, call_overhead=size < call_overhead_below, log=log)
+        except SeerError as error:  # an unreadable or unsupported input is skipped, not fatal
+            log(f"  SKIPPED {case.id}: {error}")
+            continue
         _append_row(shard, row)
     if world > 1:
         torch.distributed.barrier()

@@ -110,8 +110,9 @@ class SimWorld:
         """
         if not self.alive:
             raise SeerError("this simulated world was shut down; make a new SimWorld")
+        job = pickle.dumps((fn, args))
         for conn in self._conns:
-            conn.send((fn, args))
+            conn.send_bytes(job)
         return self._collect(timeout_s or self.timeout_s, getattr(fn, "__name__", "fn"))
 
     def close(self) -> None:
@@ -132,6 +133,8 @@ class SimWorld:
             waiting = {self._conns[r]: r for r in pending}
             ready = mp.connection.wait(list(waiting), timeout=max(deadline - time.monotonic(), 0))
             if not ready:
+                for process in self._processes:  # hung: no point waiting for a clean exit
+                    process.kill()
                 self.close()
                 raise SeerError(f"simulated world: rank(s) {sorted(pending)} did not finish {what} within "
                                 f"{timeout_s:.0f} s; the world was shut down")
@@ -139,7 +142,7 @@ class SimWorld:
                 rank = waiting[conn]
                 pending.discard(rank)
                 try:
-                    status, payload, remote_trace = conn.recv()
+                    status, payload, remote_trace = pickle.loads(conn.recv_bytes())
                 except EOFError:
                     status, payload = "error", SeerError(
                         f"the process died (exit code {self._processes[rank].exitcode})")
@@ -189,23 +192,22 @@ def _rank_main(rank, world_size, folder, heap_bytes, max_spins, timeout_s, barri
         group = _gloo_group(rank, world_size, folder, timeout_s)
         heap = SimHeap(rank, world_size, folder, heap_bytes, barrier, group, max_spins=max_spins)
     except BaseException as exc:
-        conn.send(("error", _portable(exc), traceback.format_exc()))
+        conn.send_bytes(pickle.dumps(("error", _portable(exc), traceback.format_exc())))
         return
-    conn.send(("ok", None, ""))
+    conn.send_bytes(pickle.dumps(("ok", None, "")))
     while True:
         try:
-            job = conn.recv()
+            job = conn.recv_bytes()
         except EOFError:  # the parent went away
             break
-        if job is None:
+        if not job:
             break
-        fn, args = job
         try:
-            reply = ("ok", fn(heap, *args), "")
-            pickle.dumps(reply)
+            fn, args = pickle.loads(job)
+            reply = pickle.dumps(("ok", fn(heap, *args), ""))  # plain pickle: tensors are copied, never shared
         except BaseException as exc:
-            reply = ("error", _portable(exc), traceback.format_exc())
-        conn.send(reply)
+            reply = pickle.dumps(("error", _portable(exc), traceback.format_exc()))
+        conn.send_bytes(reply)
     torch.distributed.destroy_process_group()
 
 
@@ -265,7 +267,7 @@ def _raise_from_rank(rank: int, exc: BaseException, remote_trace: str):
 def _shut_down(processes, conns, folder: Path) -> None:
     for conn in conns:
         try:
-            conn.send(None)
+            conn.send_bytes(b"")  # the stop message
         except (OSError, ValueError):
             pass
     deadline = time.monotonic() + 10

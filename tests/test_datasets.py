@@ -133,7 +133,8 @@ def test_small_general_file_sums_duplicates(tmp_path):
 
 
 def test_pattern_symmetric_file_gets_ones(tmp_path):
-    path = write_mtx(tmp_path / "pattern.mtx", "%%MatrixMarket matrix coordinate pattern symmetric\n4 4 3\n1 1\n3 1\n4 2\n")
+    text = "%%MatrixMarket matrix coordinate pattern symmetric\n4 4 3\n1 1\n3 1\n4 2\n"
+    path = write_mtx(tmp_path / "pattern.mtx", text)
     csr = read_matrix(path)
     expected = np.zeros((4, 4))
     expected[0, 0] = expected[2, 0] = expected[0, 2] = expected[3, 1] = expected[1, 3] = 1.0
@@ -141,7 +142,8 @@ def test_pattern_symmetric_file_gets_ones(tmp_path):
 
 
 def test_skew_symmetric_file_is_mirrored_negated(tmp_path):
-    path = write_mtx(tmp_path / "skew.mtx", "%%MatrixMarket matrix coordinate real skew-symmetric\n3 3 2\n2 1 4\n3 2 -1.5\n")
+    text = "%%MatrixMarket matrix coordinate real skew-symmetric\n3 3 2\n2 1 4\n3 2 -1.5\n"
+    path = write_mtx(tmp_path / "skew.mtx", text)
     dense = read_matrix(path).toarray()
     np.testing.assert_array_equal(dense, -dense.T)
     assert dense[1, 0] == 4 and dense[0, 1] == -4

@@ -166,7 +166,9 @@ def test_stencil_pattern_matches_kronecker_reference(make, dims, points, referen
     assert spec.expected_nnz == m.nnz
 
 
-@pytest.mark.parametrize("make, points, dims", [(stencil_2d, 5, 2), (stencil_2d, 9, 2), (stencil_3d, 7, 3), (stencil_3d, 27, 3)])
+@pytest.mark.parametrize(
+    "make, points, dims", [(stencil_2d, 5, 2), (stencil_2d, 9, 2), (stencil_3d, 7, 3), (stencil_3d, 27, 3)]
+)
 def test_stencil_interior_rows_are_uniform(make, points, dims):
     n = 12
     lengths = row_lengths(make(n, points)).reshape((n,) * dims)
@@ -207,7 +209,8 @@ def test_lognormal_row_lengths(sigma):
     m = lognormal_rows(rows, 100_000, mean_row, sigma, seed=6)
     assert_canonical(m, (rows, 100_000))
     lengths = row_lengths(m)
-    spec = SyntheticSpec("x", "f", "lognormal_rows", {"rows": rows, "cols": 100_000, "mean_row": mean_row, "sigma": sigma})
+    kwargs = {"rows": rows, "cols": 100_000, "mean_row": mean_row, "sigma": sigma}
+    spec = SyntheticSpec("x", "f", "lognormal_rows", kwargs)
     tolerance = 5 * np.sqrt(np.expm1(sigma**2) / rows)  # five standard errors of the mean length
     assert abs(m.nnz / spec.expected_nnz - 1) < tolerance
     assert abs(np.log(lengths[lengths > 0]).std() - sigma) < 0.05

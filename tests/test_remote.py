@@ -1,7 +1,8 @@
 """The remote-memory device API and the symmetric heap, across ranks of the simulated world.
 
 Each test runs a rank function in every process of a shared simulated world (seer.simworld):
-the same Triton kernels as on GPUs, under the interpreter, on heaps in shared memory.
+the same Triton kernels as on GPUs, under the interpreter, on heaps in shared memory. The rank
+functions and checks work on any heap: tests/test_overlap_gpu.py runs them on GPUs.
 """
 import time
 
@@ -64,25 +65,25 @@ def _wait_kernel(flags_ptr, ok_ptr, errors_ptr, rank, peer, heap_bases, max_spin
 
 
 # ---------------------------------------------------------------- rank functions
-def _values(rank: int) -> torch.Tensor:
-    return torch.arange(N, dtype=torch.float32) + 100 * (rank + 1)
+def _values(rank: int, device="cpu") -> torch.Tensor:
+    return torch.arange(N, dtype=torch.float32, device=device) + 100 * (rank + 1)
 
 
 def _exchange(heap):
     heap.free_all()
     world = heap.world_size
-    x = heap.empty((N,), torch.float32).copy_(_values(heap.rank))
+    x = heap.empty((N,), torch.float32).copy_(_values(heap.rank, heap.device))
     got, sent, stored = (heap.empty((world, N), torch.float32).fill_(float("nan")) for _ in range(3))
     heap.barrier()
     _exchange_kernel[(1,)](x, got, sent, stored, heap.rank, world, heap.heap_bases, N=N)
     heap.barrier()
-    return got.clone(), sent.clone(), stored.clone()
+    return got.cpu(), sent.cpu(), stored.cpu()
 
 
 def _atomics(heap, rounds):
     heap.free_all()
     counter, ticket, chain = heap.zeros((2,), torch.int32), heap.zeros((1,), torch.int32), heap.zeros((1,), torch.int32)
-    olds = torch.full((2,), -1, dtype=torch.int32)
+    olds = torch.full((2,), -1, dtype=torch.int32, device=heap.device)
     heap.barrier()
     _atomics_kernel[(1,)](counter, ticket, chain, olds, heap.rank, heap.world_size, heap.heap_bases, ROUNDS=rounds)
     heap.barrier()
@@ -104,7 +105,7 @@ def _wait_for_silent_peer(heap, max_spins):
     """Rank 0 waits for a flag rank 1 never sets; rank 0 raises after the final barrier."""
     heap.free_all()
     flags = heap.zeros((4,), torch.int32)
-    ok = torch.full((1,), -1, dtype=torch.int32)
+    ok = torch.full((1,), -1, dtype=torch.int32, device=heap.device)
     heap.barrier()
     if heap.rank == 0:
         _wait_kernel[(1,)](flags, ok, heap.wait_errors, 0, 1, heap.heap_bases, max_spins, FLAG=3)
@@ -143,10 +144,12 @@ def _sleep(heap, seconds):
     time.sleep(seconds)
 
 
-# ---------------------------------------------------------------- tests
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_get_put_load_store_reach_every_peer(world_size):
-    results = shared_world(world_size).run(_exchange)
+# ---------------------------------------------------------------- checks of every rank's results
+ROUNDS, LAPS = 40, 3
+
+
+def check_exchange(results) -> None:
+    world_size = len(results)
     for rank, (got, sent, stored) in enumerate(results):
         for peer in range(world_size):
             torch.testing.assert_close(got[peer], _values(peer), msg=f"rank {rank} got from {peer}")
@@ -155,12 +158,10 @@ def test_get_put_load_store_reach_every_peer(world_size):
             assert torch.isnan(stored[peer, -1]), "a masked remote store must not write"
 
 
-@pytest.mark.parametrize("world_size", WORLD_SIZES)
-def test_atomics_are_atomic_across_processes(world_size):
-    rounds = 40
-    results = shared_world(world_size).run(_atomics, rounds)
+def check_atomics(results) -> None:
+    world_size = len(results)
     for counter, _, _, _ in results:
-        assert counter == [rounds * world_size * (world_size + 1) // 2, rounds * world_size]
+        assert counter == [ROUNDS * world_size * (world_size + 1) // 2, ROUNDS * world_size]
     winners = [rank for rank, (_, _, _, olds) in enumerate(results) if olds[0] == 0]
     assert len(winners) == 1, "exactly one compare-and-swap must win"
     assert results[0][1] == winners[0] + 1
@@ -170,13 +171,27 @@ def test_atomics_are_atomic_across_processes(world_size):
     assert chain == list(range(world_size + 1))
 
 
+def check_ring(results) -> None:
+    world_size = len(results)
+    token, flag = results[0]
+    assert token == LAPS * world_size * (world_size + 1) // 2
+    assert flag == LAPS * world_size
+
+
+# ---------------------------------------------------------------- tests
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+def test_get_put_load_store_reach_every_peer(world_size):
+    check_exchange(shared_world(world_size).run(_exchange))
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+def test_atomics_are_atomic_across_processes(world_size):
+    check_atomics(shared_world(world_size).run(_atomics, ROUNDS))
+
+
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
 def test_flags_order_a_token_round_the_ring(world_size):
-    laps = 3
-    results = shared_world(world_size).run(_ring, laps)
-    token, flag = results[0]
-    assert token == laps * world_size * (world_size + 1) // 2
-    assert flag == laps * world_size
+    check_ring(shared_world(world_size).run(_ring, LAPS))
 
 
 def test_bounded_wait_names_rank_and_flag_and_returns():

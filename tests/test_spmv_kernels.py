@@ -254,7 +254,7 @@ def test_preprocessing_runs_once_per_matrix(name, monkeypatch):
         raise AssertionError("preprocessing ran again")
 
     with monkeypatch.context() as patch:
-        patch.setattr(spmv, "_chunk_rows", no_rebuild)
+        patch.setattr(spmv, "_bracket_rows", no_rebuild)
         patch.setattr(spmv, "_adaptive_plan", no_rebuild)
         x = random_vector(rng, 150, torch.float32)
         assert_spmv_close(spmv.VARIANTS[name].run(csr, x), to_seer(matrix)[1], x, torch.float32)
@@ -265,14 +265,17 @@ def test_preprocessing_runs_once_per_matrix(name, monkeypatch):
     assert csr.scratch[key][-1] is not cached
 
 
-def test_variants_of_one_kind_keep_separate_caches():
+def test_cache_entries_follow_the_preprocessing_they_hold():
+    """Merge variants with the same brackets share one entry; every adaptive variant has its own."""
     rng = np.random.default_rng(6)
     csr, _ = to_seer(random_csr(rng, 100, 100, skewed_lengths(rng, 100, 100, 20)))
     x = random_vector(rng, 100, torch.float32)
-    merges = [n for n in VARIANT_NAMES if spmv.VARIANTS[n].params["kind"] == "merge"]
-    for name in merges:
-        spmv.VARIANTS[name].run(csr, x)
-    assert len(csr.scratch) == len(merges)
+    for variant in spmv.VARIANTS.values():
+        variant.run(csr, x)
+    params = [v.params for v in spmv.VARIANTS.values()]
+    brackets = {p["bracket"] for p in params if p["kind"] == "merge"}
+    adaptive = [p for p in params if p["kind"] == "adaptive"]
+    assert len(csr.scratch) == len(brackets) + len(adaptive)
 
 
 # ------------------------------------------------------------------ real matrices

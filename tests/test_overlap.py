@@ -1,0 +1,235 @@
+"""GEMM + communication ops: every pattern against float64, in the simulated world (CPU, interpreter).
+
+Every rank builds the same whole A and B from one seed, takes its share, and compares its result
+with the float64 product computed locally, so the check does not trust the ops' own collectives.
+Outputs are poisoned: the heap is filled with NaN bytes before every pattern and ``torch.empty``
+fills with NaN (deterministic mode), so a tile nobody writes fails the comparison. The rank
+functions work on any heap: tests/test_overlap_gpu.py runs them on GPUs.
+"""
+import warnings
+from contextlib import contextmanager
+
+import pytest
+import torch
+
+import seer
+from seer.errors import InputError, SeerError
+from seer.kernels import overlap
+from seer.registry import get_op
+from seer.simworld import run_world, shared_world
+from seer.symmetric_heap import Heap
+
+OPS = ("all_gather_gemm", "gemm_all_scatter", "gemm_reduce_scatter")
+CPU_PATTERNS = overlap.PATTERNS  # torch_fused needs CUDA symmetric memory
+TOLERANCE = {"float32": 1e-5, "bfloat16": 1e-2, "float16": 2e-3}
+
+
+# ---------------------------------------------------------------- inputs
+def _inputs(op: str, rank: int, world_size: int, dtype: torch.dtype, device="cpu", scale: int = 1):
+    """(a, b) of ``rank`` on ``device`` and its float64 expected result (CPU).
+
+    Sizes are multiples of ``scale`` times sizes that leave ragged edge tiles.
+    """
+    g = torch.Generator().manual_seed(0)
+    s = scale
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=g).to(dtype)
+
+    if op == "all_gather_gemm":
+        whole_a, b = rand(world_size * 20 * s, 24 * s), rand(20 * s, 24 * s).t()  # b column-major
+        a, expected = whole_a.chunk(world_size)[rank], whole_a.double() @ b.double()
+    elif op == "gemm_all_scatter":
+        a, whole_b = rand(24 * s, 20 * s).t(), rand(24 * s, world_size * 12 * s)  # a column-major
+        b, expected = whole_b[:, rank * 12 * s:(rank + 1) * 12 * s], a.double() @ whole_b.double()
+    else:
+        whole_a, whole_b = rand(world_size * 10 * s, world_size * 12 * s), rand(world_size * 12 * s, 20 * s)
+        rows = slice(rank * 12 * s, (rank + 1) * 12 * s)
+        a, b = whole_a[:, rows], whole_b[rows]  # a_part is a strided column slice
+        expected = (whole_a.double() @ whole_b.double()).chunk(world_size)[rank]
+    return _moved(a, device), _moved(b, device), expected
+
+
+def _moved(tensor: torch.Tensor, device) -> torch.Tensor:
+    """``tensor`` on ``device`` with the same strides (to() would make it contiguous)."""
+    if torch.device(device).type == "cpu":
+        return tensor
+    return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device=device).copy_(tensor)
+
+
+def _problem(heap, op, a, b):
+    kernels = get_op(op).kernels
+    spec, operands = kernels.split((a, b), heap=heap)
+    return kernels.problem(spec), operands
+
+
+def _relative_error(result: torch.Tensor, expected: torch.Tensor) -> float:
+    result = result.double().cpu()
+    if result.shape != expected.shape or not torch.isfinite(result).all():
+        return float("inf")
+    return ((result - expected).norm() / expected.norm()).item()
+
+
+def _poison_heap(heap) -> None:
+    heap.free_all()
+    heap.empty((heap.free_bytes,), torch.uint8).fill_(0xFF)  # NaN in every float dtype, -1 in flags
+    heap.free_all()
+
+
+# ---------------------------------------------------------------- rank functions
+def _pattern_errors(heap, op, patterns, dtype_name, scale=1):
+    a, b, expected = _inputs(op, heap.rank, heap.world_size, getattr(torch, dtype_name), heap.device, scale)
+    errors = {}
+    with _empty_fills_nan():
+        for pattern in patterns:
+            _poison_heap(heap)
+            problem, operands = _problem(heap, op, a, b)
+            errors[pattern] = _relative_error(get_op(op).variants[pattern].run(problem, *operands), expected)
+    return errors
+
+
+@contextmanager
+def _empty_fills_nan():
+    """Deterministic mode makes torch.empty fill with NaN (warn_only: other kernels still run)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        try:
+            yield
+        finally:
+            torch.use_deterministic_algorithms(False)
+
+
+def _reference_error(heap, op):
+    a, b, expected = _inputs(op, heap.rank, heap.world_size, torch.float32, heap.device)
+    problem, operands = _problem(heap, op, a, b)
+    return _relative_error(get_op(op).kernels.reference(problem, *operands), expected)
+
+
+def _features_and_dispatch(heap, op, **dispatch_kwargs):
+    a, b, expected = _inputs(op, heap.rank, heap.world_size, torch.float32, heap.device)
+    problem, _ = _problem(heap, op, a, b)
+    features = get_op(op).features.known(problem)
+    dispatch_kwargs = dispatch_kwargs or {"heap": heap}
+    decision = seer.explain(op, (a, b), **dispatch_kwargs)
+    result = seer.dispatch(op, (a, b), **dispatch_kwargs)
+    return features, decision.variant, _relative_error(result, expected)
+
+
+def _reduce_scatter_with_silent_peer(heap):
+    """Rank 1 joins the barriers but never computes: rank 0's reducer waits for its flags in vain."""
+    a, b, _ = _inputs("gemm_reduce_scatter", heap.rank, heap.world_size, torch.float32, heap.device)
+    if heap.rank == 1:
+        heap.barrier()
+        heap.barrier()
+        return
+    heap.max_spins = 200
+    problem, operands = _problem(heap, "gemm_reduce_scatter", a, b)
+    get_op("gemm_reduce_scatter").variants["producer_consumer"].run(problem, *operands)
+
+
+# ---------------------------------------------------------------- tests
+def _assert_small(errors_by_rank, tolerance):
+    for rank, errors in enumerate(errors_by_rank):
+        for pattern, error in errors.items():
+            assert error <= tolerance, f"rank {rank}, {pattern}: relative error {error:.2e}"
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("world_size", [2, 4, pytest.param(8, marks=pytest.mark.slow)])
+def test_every_pattern_matches_float64(op, world_size):
+    _assert_small(shared_world(world_size).run(_pattern_errors, op, CPU_PATTERNS, "float32"), TOLERANCE["float32"])
+
+
+@pytest.mark.parametrize("dtype_name", ["bfloat16", "float16"])
+def test_16_bit_patterns_match_float64(dtype_name):
+    world = shared_world(2)
+    for op in OPS:
+        _assert_small(world.run(_pattern_errors, op, CPU_PATTERNS, dtype_name), TOLERANCE[dtype_name])
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_reference_gathers_the_whole_product(op):
+    assert max(shared_world(2).run(_reference_error, op)) < 1e-12
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_every_rank_computes_the_same_features_and_choice(op):
+    results = shared_world(4).run(_features_and_dispatch, op)
+    features, variant, _ = results[0]
+    for rank_features, rank_variant, error in results:
+        assert rank_features == features and rank_variant == variant
+        assert error <= TOLERANCE["float32"]
+    assert features["world_size"] == 4 and features["dtype_bytes"] == 4
+    assert features["send_mb"] > 0 and features["compute_comm_ratio"] > 0
+
+
+def test_features_follow_the_traffic_of_each_op():
+    heap = _fake_heap(world_size=4)
+    sizes = {op: _local_problem(heap, op) for op in OPS}
+    sent = {op: _features_module().traffic(p) for op, p in sizes.items()}
+    assert sent["all_gather_gemm"] == (3 * 8 * 16 * 2, 2 * 32 * 24 * 16)  # my [8, 16] shard to 3 peers
+    assert sent["gemm_all_scatter"] == (3 * 8 * 24 * 2, 2 * 8 * 24 * 16)  # my [8, 24] block of C to 3 peers
+    assert sent["gemm_reduce_scatter"] == (3 * 2 * 24 * 2, 2 * 8 * 24 * 16)  # my [2, 24] partial of 3 peers' rows
+
+
+def test_machine_constants_can_be_overridden(monkeypatch):
+    features = _features_module()
+    problem = _local_problem(_fake_heap(world_size=4), "all_gather_gemm")
+    base = features.known(problem)["compute_comm_ratio"]
+    monkeypatch.setenv("SEER_LINK_GBPS", str(features.DEFAULT_MACHINE.link_gbps * 2))
+    assert features.known(problem)["compute_comm_ratio"] == pytest.approx(2 * base)
+    try:
+        features.set_machine(gemm_tflops=features.DEFAULT_MACHINE.gemm_tflops / 4)  # keeps the doubled link
+        assert features.known(problem)["compute_comm_ratio"] == pytest.approx(8 * base)
+    finally:
+        features.set_machine()
+
+
+def test_silent_peer_raises_instead_of_hanging():
+    with pytest.raises(SeerError, match=r"rank 0 gave up waiting on flag \d+ of rank 1 "
+                                        r"\(gemm_reduce_scatter producer_consumer\)"):
+        run_world(2, _reduce_scatter_with_silent_peer, timeout_s=120)
+
+
+@pytest.mark.parametrize("op, a_shape, b_shape, message", [
+    ("all_gather_gemm", (8, 16), (12, 24), "do not chain"),
+    ("gemm_reduce_scatter", (6, 16), (16, 24), "split evenly over 4 ranks"),
+    ("gemm_all_scatter", (0, 16), (16, 24), "empty input"),
+])
+def test_bad_shapes_are_named(op, a_shape, b_shape, message):
+    with pytest.raises(InputError, match=message):
+        _local_problem(_fake_heap(world_size=4), op, a_shape, b_shape)
+
+
+def test_bad_inputs_are_named():
+    kernels, heap = get_op("all_gather_gemm").kernels, _fake_heap(world_size=2)
+    with pytest.raises(InputError, match=r"takes inputs \(a_shard, b\)"):
+        kernels.split(torch.ones(4, 4), heap=heap)
+    with pytest.raises(InputError, match="b must be a 2-D torch.Tensor"):
+        kernels.split((torch.ones(4, 4), torch.ones(4)), heap=heap)
+    with pytest.raises(InputError, match="supports"):
+        _local_problem(heap, "all_gather_gemm", dtype=torch.int32)
+    problem = _local_problem(heap, "all_gather_gemm")
+    with pytest.raises(InputError, match=r"b is \[16, 12\] torch.float16"):
+        kernels.check_operands(problem, (torch.ones(8, 16, dtype=torch.float16), torch.ones(16, 12, dtype=torch.float16)))
+
+
+# ---------------------------------------------------------------- helpers without a world
+def _features_module():
+    return get_op("all_gather_gemm").features
+
+
+def _fake_heap(world_size: int) -> Heap:
+    """A heap that is never launched on: enough for validation and features."""
+    bases = torch.arange(world_size, dtype=torch.int64) * 4096
+    return Heap(torch.zeros(4096, dtype=torch.uint8), bases, rank=0, world_size=world_size)
+
+
+def _local_problem(heap, op, a_shape=None, b_shape=None, dtype=torch.float16):
+    default = {"all_gather_gemm": ((8, 16), (16, 24)), "gemm_all_scatter": ((8, 16), (16, 24)),
+               "gemm_reduce_scatter": ((8, 16), (16, 24))}[op]
+    a = torch.ones(a_shape or default[0], dtype=dtype)
+    b = torch.ones(b_shape or default[1], dtype=dtype)
+    problem, _ = _problem(heap, op, a, b)
+    return problem

@@ -1,0 +1,114 @@
+"""SpMV variants on a CUDA GPU against float64 references: random and large generated matrices,
+every value dtype, no host synchronisation after the first call, and CUDA graph capture."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+import seer.kernels.spmv as spmv
+from seer.sparse import as_csr
+from test_spmv_kernels import (VARIANT_NAMES, assert_spmv_close, random_csr, random_vector,
+                               skewed_lengths, to_seer)
+
+pytestmark = pytest.mark.gpu
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+
+
+def on_gpu(csr):
+    return as_csr((csr.indptr.cuda(), csr.indices.cuda(), csr.values.cuda(), csr.shape))
+
+
+def check_on_gpu(name, csr, exact, rng, dtype):
+    """One run into a NaN-poisoned out, checked against the float64 reference on the host."""
+    x = random_vector(rng, csr.cols, dtype)
+    out = torch.full((csr.rows,), float("nan"), dtype=dtype, device="cuda")
+    y = spmv.VARIANTS[name].run(csr, x.cuda(), out)
+    assert y is out
+    assert_spmv_close(y.cpu(), exact, x, dtype)
+
+
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64], ids=str)
+@pytest.mark.parametrize("rows,cols,mean", [(3000, 2000, 12), (50, 20000, 900), (20000, 30, 3)])
+def test_random_matrices(name, dtype, index_dtype, rows, cols, mean):
+    rng = np.random.default_rng(rows + cols)
+    csr, exact = to_seer(random_csr(rng, rows, cols, skewed_lengths(rng, rows, cols, mean)), dtype, index_dtype)
+    check_on_gpu(name, on_gpu(csr), exact, rng, dtype)
+
+
+def banded(rows: int, half_width: int, rng) -> sp.csr_matrix:
+    """Band matrix with 2 * half_width + 1 diagonals (rows at the edges are shorter)."""
+    offsets = range(-half_width, half_width + 1)
+    diagonals = [rng.uniform(0.5, 1.5, rows - abs(k)) * rng.choice([-1.0, 1.0], rows - abs(k)) for k in offsets]
+    return sp.diags(diagonals, list(offsets), shape=(rows, rows), format="csr")
+
+
+def power_law_with_giant_row(rng, rows: int = 1_000_000, giant: int = 1_000_000) -> sp.csr_matrix:
+    lengths = skewed_lengths(rng, rows, rows, 8)
+    lengths[rows // 2] = giant
+    return random_csr(rng, rows, rows, lengths)
+
+
+@functools.lru_cache(maxsize=None)
+def large_case(which: str, dtype: torch.dtype):
+    """(csr on the GPU, float64 reference matrix), built once per matrix and dtype."""
+    rng = np.random.default_rng(1)
+    matrix = banded(2_000_000, 8, rng) if which == "banded_2M" else power_law_with_giant_row(rng)
+    csr, exact = to_seer(matrix, dtype, torch.int32)
+    return on_gpu(csr), exact
+
+
+@pytest.mark.parametrize("which", ["banded_2M", "power_law"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+def test_large_matrices(name, dtype, which):
+    csr, exact = large_case(which, dtype)
+    check_on_gpu(name, csr, exact, np.random.default_rng(7), dtype)
+
+
+def skewed_on_gpu(dtype=torch.float16):
+    rng = np.random.default_rng(3)
+    lengths = skewed_lengths(rng, 5000, 4000, 20)
+    lengths[[10, 4000]] = [30_000, 9000]  # long rows: adaptive cuts them into pieces
+    csr, exact = to_seer(random_csr(rng, 5000, 4000, lengths), dtype)
+    return on_gpu(csr), exact, rng
+
+
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+def test_later_calls_do_not_synchronize(name):
+    csr, exact, rng = skewed_on_gpu()
+    x = random_vector(rng, csr.cols, torch.float16)
+    spmv.VARIANTS[name].run(csr, x.cuda())  # first call: preprocessing may synchronise
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        y = spmv.VARIANTS[name].run(csr, x.cuda())
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert_spmv_close(y.cpu(), exact, x, torch.float16)
+
+
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+def test_cuda_graph_replay(name):
+    """After a first call, a call can be captured and replayed with new x."""
+    csr, exact, rng = skewed_on_gpu()
+    x = random_vector(rng, csr.cols, torch.float16).cuda()
+    out = torch.empty(csr.rows, dtype=torch.float16, device="cuda")
+    run = spmv.VARIANTS[name].run
+    run(csr, x, out)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run(csr, x, out)
+    for _ in range(2):
+        fresh = random_vector(rng, csr.cols, torch.float16)
+        x.copy_(fresh)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_spmv_close(out.cpu(), exact, fresh, torch.float16)
