@@ -181,35 +181,44 @@ def summarise(rows: list[dict]) -> dict:
 
 def markdown(summary: dict, env: dict, rows: list[dict]) -> str:
     s = summary
-    lines = [
-        f"# GEMM: seer on held-out shapes ({env.get('device')})", "",
-        f"torch {env.get('torch')}, triton {env.get('triton')}, seer {env.get('seer')}, {env.get('date')}  ",
-        f"command: `{env.get('command')}`  ",
-        f"model: {rows[0]['model'] if rows else '?'}; {s['shapes']} shapes", "",
-        "| measure | value |", "| --- | --- |",
-        f"| fraction of the oracle (shipped variants incl. torch.matmul) | {s['fraction_of_oracle']:.3f} |",
-        f"| best Triton variant per shape / seer's choice (over 1: the vendor candidate pays) | {s['fraction_of_triton_oracle']:.3f} |",
-        f"| speed-up over torch.matmul, seer's choice (kernel time) | {s['speedup_over_torch_matmul']:.3f}x |",
-        f"| same, dispatch included | {s['speedup_over_torch_matmul_dispatch_included']:.3f}x |",
-        f"| best Triton variant per shape (no vendor candidate, oracle) | {s['speedup_over_torch_matmul_triton_oracle']:.3f}x |",
-        f"| best variant per shape incl. torch.matmul (oracle) | {s['speedup_over_torch_matmul_oracle']:.3f}x |",
-        f"| share of shapes where seer picks torch.matmul | {s['choices_of_torch_matmul']:.0%} |",
-        f"| worst shape | {s['worst_shape']['id']} ({s['worst_shape']['choice']}): "
-        f"{s['worst_shape']['slowdown_vs_oracle']:.2f}x the oracle, "
-        f"{s['worst_shape']['slowdown_vs_torch_matmul']:.2f}x torch.matmul |",
-        f"| seer first call on an unseen shape (median) | {s['seer_first_call_ms_median']:.2f} ms |",
+    device, versions = env["device"], env["versions"]
+    measures = [
+        ("fraction of the oracle (shipped variants incl. torch.matmul)", f"{s['fraction_of_oracle']:.3f}"),
+        ("best Triton variant per shape / seer's choice (over 1: the vendor candidate pays)",
+         f"{s['fraction_of_triton_oracle']:.3f}"),
+        ("speed-up over torch.matmul, seer's choice (kernel time)", f"{s['speedup_over_torch_matmul']:.3f}x"),
+        ("same, dispatch included", f"{s['speedup_over_torch_matmul_dispatch_included']:.3f}x"),
+        ("best Triton variant per shape (no vendor candidate, oracle)",
+         f"{s['speedup_over_torch_matmul_triton_oracle']:.3f}x"),
+        ("best variant per shape incl. torch.matmul (oracle)", f"{s['speedup_over_torch_matmul_oracle']:.3f}x"),
+        ("share of shapes where seer picks torch.matmul", f"{s['choices_of_torch_matmul']:.0%}"),
+        ("worst shape", f"{s['worst_shape']['id']} ({s['worst_shape']['choice']}): "
+                        f"{s['worst_shape']['slowdown_vs_oracle']:.2f}x the oracle, "
+                        f"{s['worst_shape']['slowdown_vs_torch_matmul']:.2f}x torch.matmul"),
+        ("seer first call on an unseen shape, kernel and sync included (median)",
+         f"{s['seer_first_call_ms_median']:.2f} ms"),
     ]
     if "autotune" in s:
         t = s["autotune"]
-        lines += [
-            f"| triton.autotune first call on an unseen shape (median of {t['shapes']}) | {t['first_call_ms_median']:.1f} ms |",
-            f"| steady state: autotune time / seer time (geomean) | {t['steady_state_seer_over_autotune']:.3f} |",
+        measures += [
+            (f"triton.autotune first call on an unseen shape (median of {t['shapes']})",
+             f"{t['first_call_ms_median']:.1f} ms"),
+            ("steady state: autotune time / seer time (geomean)", f"{t['steady_state_seer_over_autotune']:.3f}"),
         ]
     if "decode_host_call_us" in s:
         d = s["decode_host_call_us"]
-        lines.append(f"| host time per call, M <= 16 (seer / torch.matmul) | {d['seer']:.1f} / {d['torch_matmul']:.1f} us |")
-    lines += ["", "Speed-ups are geometric means over shapes; times are do_bench medians with the L2 flushed.", ""]
-    return "\n".join(lines)
+        measures.append(("host time per call, M <= 16 (seer / torch.matmul)",
+                         f"{d['seer']:.1f} / {d['torch_matmul']:.1f} us"))
+    return "\n".join([
+        f"# GEMM: seer on held-out shapes ({device['name']}, compute capability {device['capability']})", "",
+        f"torch {versions['torch']}, triton {versions['triton']}, seer {versions['seer']}, CUDA {versions['cuda']}, "
+        f"{env['date']}  ",
+        f"command: `{env['command']}`  ",
+        f"model: {rows[0]['model'] if rows else '?'}; {s['shapes']} shapes", "",
+        "| measure | value |", "| --- | --- |",
+        *(f"| {label} | {value} |" for label, value in measures),
+        "", "Speed-ups are geometric means over shapes; times are do_bench medians with the L2 flushed.", "",
+    ])
 
 
 def main(argv=None) -> int:
@@ -233,7 +242,8 @@ def main(argv=None) -> int:
     log = tqdm.write
     shapes = held_out_shapes(args.random, seed=0)[: args.limit]
     autotune_every = max(1, len(shapes) // max(1, args.autotune_shapes))
-    tile_names = [n for n, v in gemm.CANDIDATES.items() if v.params.get("kind") == "tiles" and not v.params["persistent"]]
+    tile_names = [n for n, v in gemm.CANDIDATES.items()
+                  if v.params.get("kind") == "tiles" and not v.params["persistent"]]
     sweep.precompile(shapes, sorted(set(gemm.VARIANTS) | set(tile_names)), args.workers,
                      started + 0.4 * args.budget_s, log)
     env = {**environment(torch.device("cuda", torch.cuda.current_device())),
@@ -250,7 +260,8 @@ def main(argv=None) -> int:
             torch.cuda.empty_cache()
     summary = summarise(rows)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gemm-results.json").write_text(json.dumps({"env": env, "summary": summary, "rows": rows}, indent=2) + "\n")
+    results = {"env": env, "summary": summary, "rows": rows}
+    (args.out / "gemm-results.json").write_text(json.dumps(results, indent=2) + "\n")
     (args.out / "gemm-results.md").write_text(markdown(summary, env, rows))
     print(markdown(summary, env, rows))
     return 0

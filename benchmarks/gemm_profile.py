@@ -10,10 +10,15 @@ each with its ``.meta.json`` (op, device, versions, date, command, coverage of t
 
 Bounded: kernels are compiled first by a pool of processes (one per signature Triton would
 specialise on, on the smallest shape that has it), then each shape is timed with
-``triton.testing.do_bench`` (median, warm-up, L2 flushed before every run). A config whose first
-timed run is over ``ABANDON`` times the best so far keeps that single run. Shapes are visited in a
+``triton.testing.do_bench`` (median, warm-up, L2 flushed before every run; see
+:meth:`Timer.screened_ms` for the shortcuts on hopeless configs and long kernels). Random non-zero
+data; every result is checked against torch.matmul before it is timed. Shapes are visited in a
 seeded random order and the tables are rewritten after each one, so stopping at ``--budget-s``
 leaves valid tables that span every shape family.
+
+    python benchmarks/gemm_profile.py --recut DIR
+
+rewrites ``DIR/gemm.csv`` from ``DIR/gemm-candidates.csv`` for the current shipped set (no GPU).
 """
 from __future__ import annotations
 
@@ -35,7 +40,8 @@ import pandas as pd
 import torch
 
 ABANDON = 3.0  # a first run this many times slower than the best config so far is not refined
-REP_MS = 3.0  # do_bench's timing window: ~30 runs of a tiny kernel, one or two of a 10 ms one
+REP_MS = 3.0  # do_bench's timing window: ~30 runs of a tiny kernel, a few of a 0.5 ms one
+LONG_MS = 0.5  # kernels longer than this are timed as the median of three flushed runs
 TOLERANCE = 2e-2  # relative 2-norm difference from torch.matmul's result
 LLM_MAX_FLOPS = 1.6e13  # leaves out LM heads at 16k tokens (tens of ms per run, cuBLAS-bound)
 
@@ -58,7 +64,8 @@ class Shape:
 def llm_suite(dtype: torch.dtype) -> list[Shape]:
     from seer.kernels.gemm import llm_shapes
 
-    return [Shape(f"{group}/m{m}", group, "real", m, n, k, dtype) for group, m, n, k in llm_shapes(max_flops=LLM_MAX_FLOPS)]
+    return [Shape(f"{group}/m{m}", group, "real", m, n, k, dtype)
+            for group, m, n, k in llm_shapes(max_flops=LLM_MAX_FLOPS)]
 
 
 def random_shapes(count: int, seed: int, max_flops: float) -> list[Shape]:
@@ -167,17 +174,22 @@ class Timer:
         return start.elapsed_time(end)
 
     def screened_ms(self, fn, hopeless_ms: float) -> float:
-        """``median_ms``, unless single runs are all over ``hopeless_ms``: then the fastest of three.
+        """Median time of ``fn``, measured only as carefully as it matters.
 
-        (One run can be slowed by clocks ramping up or the host; noise only adds time, so the
-        fastest of three runs decides whether a config is worth a full measurement.)
+        Up to three single runs first (noise only adds time, so their fastest is the screen): a
+        config slower than ``hopeless_ms`` keeps its fastest run. Kernels over ``LONG_MS`` take
+        the median of three runs (do_bench would spend five runs estimating before timing);
+        the rest go through ``do_bench``.
         """
-        fastest = self.once_ms(fn)
-        for _ in range(2):
-            if fastest <= hopeless_ms:
-                break
-            fastest = min(fastest, self.once_ms(fn))
-        return fastest if fastest > hopeless_ms else self.median_ms(fn)
+        samples = [self.once_ms(fn)]
+        while min(samples) > hopeless_ms and len(samples) < 3:
+            samples.append(self.once_ms(fn))
+        if min(samples) > hopeless_ms:
+            return min(samples)
+        if min(samples) > LONG_MS:
+            samples += [self.once_ms(fn) for _ in range(3 - len(samples))]
+            return float(np.median(samples))
+        return self.median_ms(fn)
 
     def median_ms(self, fn) -> float:
         import triton.testing
@@ -198,7 +210,7 @@ def time_shape(shape: Shape, names: list[str], timer: Timer, log) -> dict:
 
     gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(shape.id.encode()))
     a = torch.randn(shape.m, shape.k, device="cuda", dtype=shape.dtype, generator=gen)
-    b = (torch.randn(shape.k, shape.n, device="cuda", dtype=torch.float32, generator=gen) / shape.k ** 0.5).to(shape.dtype)
+    b = (torch.randn(shape.k, shape.n, device="cuda", generator=gen) / shape.k ** 0.5).to(shape.dtype)
     p = gemm.problem((a, b))
     c = torch.empty(shape.m, shape.n, device="cuda", dtype=shape.dtype)
     ref = torch.matmul(a, b).float()
@@ -245,28 +257,48 @@ def coverage(frame: pd.DataFrame, names: list[str], shipped: list[str]) -> dict:
     }
 
 
-def write_tables(out: Path, rows: list[dict], names: list[str], shipped: list[str], meta: dict) -> dict:
-    frame = pd.DataFrame(rows)
+def write_tables(out: Path, frame: pd.DataFrame, names: list[str], shipped: list[str], meta: dict) -> dict:
+    """Both tables (every candidate; shipped variants only) with their metadata; returns the coverage."""
     cover = coverage(frame, names, shipped)
     base = ["id", "group", "source"] + [c for c in frame.columns if ":" not in c and c not in ("id", "group", "source")]
     for stem, keep in (("gemm-candidates", names), ("gemm", shipped)):
         columns = base + [f"time_ms:{n}" for n in keep] + ["baseline_ms:cublas"]
         frame[columns].to_csv(out / f"{stem}.csv", index=False)
-        variants_note = "every candidate config" if keep is names else "the shipped variants (seer.kernels.gemm.VARIANTS)"
+        note = "every candidate config" if keep is names else "the shipped variants (seer.kernels.gemm.VARIANTS)"
         (out / f"{stem}.meta.json").write_text(json.dumps(
-            {**meta, "notes": f"time_ms columns: {variants_note}", "coverage": cover}, indent=2) + "\n")
+            {**meta, "notes": f"time_ms columns: {note}", "coverage": cover}, indent=2) + "\n")
     return cover
+
+
+def recut(folder: Path) -> dict:
+    """Rewrite ``gemm.csv`` from ``gemm-candidates.csv`` for the shipped set of this install."""
+    from seer.kernels.gemm import VARIANTS
+
+    frame = pd.read_csv(folder / "gemm-candidates.csv")
+    meta = json.loads((folder / "gemm-candidates.meta.json").read_text())
+    names = [c.removeprefix("time_ms:") for c in frame.columns if c.startswith("time_ms:")]
+    missing = sorted(set(VARIANTS) - set(names))
+    if missing:
+        sys.exit(f"{folder}/gemm-candidates.csv has no times for shipped variants {missing}: sweep again")
+    meta.pop("coverage", None)
+    return write_tables(folder, frame, names, list(VARIANTS), meta)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="folder for the tables")
+    parser.add_argument("--out", type=Path, help="folder for the tables")
+    parser.add_argument("--recut", type=Path, help="only rewrite this folder's gemm.csv for the current shipped set")
     parser.add_argument("--budget-s", type=float, default=230, help="stop after this many seconds (tables stay valid)")
     parser.add_argument("--random", type=int, default=40, help="random shapes besides the LLM suite")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=max(1, min(12, (os.cpu_count() or 2) - 2)))
     parser.add_argument("--limit", type=int, default=None, help="time at most this many shapes (smoke runs)")
     args = parser.parse_args(argv)
+    if args.recut:
+        print(json.dumps(recut(args.recut), indent=2))
+        return 0
+    if args.out is None:
+        parser.error("--out is required (or --recut)")
     if not torch.cuda.is_available():
         sys.exit("gemm_profile.py times kernels on a CUDA GPU; none is visible")
     started = time.monotonic()
@@ -298,7 +330,7 @@ def main(argv=None) -> int:
         rows.append(time_shape(shape, names, timer, log))
         torch.cuda.empty_cache()
         meta.update(shapes_timed=len(rows), elapsed_s=round(time.monotonic() - started, 1))
-        cover = write_tables(args.out, rows, names, shipped, meta)
+        cover = write_tables(args.out, pd.DataFrame(rows), names, shipped, meta)
     log(f"{len(rows)} shapes in {time.monotonic() - started:.0f} s (compiling {compile_s:.0f} s); tables in {args.out}")
     log(json.dumps(cover, indent=2))
     return 0

@@ -71,8 +71,8 @@ def gathered(problem) -> dict:
 
 
 def hand_rule(features: dict) -> str:
-    """cuBLAS, except decode-like products (M <= 16, K >= 1024) whose 128x128 output tiles would
-    keep under a quarter of the SMs busy: there split-K (8 K slices) puts the idle SMs to work."""
-    if features["m"] <= 16 and features["k"] >= 1024 and features["waves"] < 0.25:
-        return "splitk8_16x64x128_w4s4g1"
+    """cuBLAS, except decode-like products (M <= 16) with a long reduction (K >= 3 N) whose 128x128
+    output tiles would keep under a quarter of the SMs busy: there split-K puts the idle SMs to work."""
+    if features["m"] <= 16 and features["k"] >= 3 * features["n"] and features["waves"] < 0.25:
+        return "splitk4fix_16x64x128_w4s4g1"
     return "torch_matmul"

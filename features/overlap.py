@@ -6,14 +6,18 @@ forever). Nothing is worth gathering, so ``GATHERED`` is empty.
 
 ``compute_comm_ratio`` estimates one rank's GEMM time over its transfer time from two machine
 constants: the dense GEMM rate and the rate one rank sends to its peers over the links. The
-defaults were measured on the 2 x H200 (NVLink) machine by ``benchmarks/overlap.py``; override them
-with :func:`set_machine` or ``$SEER_GEMM_TFLOPS`` / ``$SEER_LINK_GBPS``, identically on every rank.
+defaults are for H200s on NVLink: torch.matmul's bf16 rate seen on this workplace's H200 (788
+TFLOP/s at 8192^3), and an assumed 350 GB/s of remote stores (NVLink 4 moves 450 GB/s each way).
+``benchmarks/overlap.py`` measures both and prints them as ``machine constants``: put those here
+once measured. Override them with :func:`set_machine` or ``$SEER_GEMM_TFLOPS`` / ``$SEER_LINK_GBPS``,
+identically on every rank.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 
+from seer.errors import InputError
 from seer.features_base import Feature
 
 
@@ -26,7 +30,7 @@ class Machine:
     link_gbps: float
 
 
-DEFAULT_MACHINE = Machine(gemm_tflops=650.0, link_gbps=350.0)
+DEFAULT_MACHINE = Machine(gemm_tflops=790.0, link_gbps=350.0)
 RATIO_CAP = 1e6  # a single rank sends nothing: keep the ratio finite for the trees
 
 _override: Machine | None = None
@@ -59,8 +63,21 @@ def machine() -> Machine:
     """The constants in force: :func:`set_machine`'s, else the environment's, else the defaults."""
     if _override is not None:
         return _override
-    return Machine(float(os.environ.get("SEER_GEMM_TFLOPS", DEFAULT_MACHINE.gemm_tflops)),
-                   float(os.environ.get("SEER_LINK_GBPS", DEFAULT_MACHINE.link_gbps)))
+    return Machine(_env_rate("SEER_GEMM_TFLOPS", DEFAULT_MACHINE.gemm_tflops),
+                   _env_rate("SEER_LINK_GBPS", DEFAULT_MACHINE.link_gbps))
+
+
+def _env_rate(name: str, default: float) -> float:
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = 0.0
+    if not rate > 0:
+        raise InputError(f"${name} must be a positive number, got {text!r}")
+    return rate
 
 
 def traffic(problem) -> tuple[int, int]:

@@ -383,7 +383,8 @@ def _global_dims(op: str, a_shape, b_shape, world_size: int) -> tuple[int, int, 
     (a_rows, a_cols), (b_rows, b_cols) = a_shape, b_shape
     names = INPUTS[op]
     if a_cols != b_rows:
-        raise InputError(f"{op}: {names[0]} {list(a_shape)} and {names[1]} {list(b_shape)} do not chain (inner sizes differ)")
+        raise InputError(f"{op}: {names[0]} {list(a_shape)} and {names[1]} {list(b_shape)} do not chain "
+                         f"(inner sizes differ)")
     if min(a_rows, a_cols, b_cols) == 0:
         raise InputError(f"{op}: empty input {list(a_shape)} x {list(b_shape)}")
     if op == "all_gather_gemm":
@@ -483,7 +484,7 @@ def _ag_launch(p, programs, producers, shard, gathered, b, c, flags, epoch, *, s
         shard, gathered, b, c, flags, epoch, h.wait_errors, h.max_spins, h.rank, h.world_size, h.heap_bases,
         shard.shape[0], p.n, p.k, b.stride(0), b.stride(1), c.stride(0), c.stride(1), producers,
         BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k, GROUP_M=t.group_m, COPY_K=t.copy_k,
-        SIGNAL=signal, A_FROM=a_from, num_warps=t.num_warps, num_stages=t.num_stages)
+        SIGNAL=signal, A_FROM=a_from.value, num_warps=t.num_warps, num_stages=t.num_stages)
 
 
 def _ag_setup(p, a_shard):

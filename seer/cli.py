@@ -92,6 +92,7 @@ def _train(args, command: str) -> int:
     from seer.train import train_table
 
     out = args.out or Path("models") / f"{args.table.stem}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     model, report = train_table(args.table, op=args.op, out=out, command=command)
     for suffix, text in ((".txt", rules.to_text(model)), (".md", rules.to_markdown(model)), (".py", rules.to_python(model))):
         out.with_suffix(suffix).write_text(text)

@@ -45,8 +45,6 @@ _SHARED_MEMORY = Path("/dev/shm")
 class SimHeap(Heap):
     """This rank's view of the simulated symmetric heap: every rank's heap file mapped here."""
 
-    simulated = True
-
     def __init__(self, rank: int, world_size: int, folder: Path, size_bytes: int, barrier, group,
                  *, max_spins: int = SIM_MAX_SPINS):
         self._views = [_map_heap(_heap_path(folder, r), size_bytes) for r in range(world_size)]
@@ -144,6 +142,7 @@ class SimWorld:
                 try:
                     status, payload, remote_trace = pickle.loads(conn.recv_bytes())
                 except EOFError:
+                    self._processes[rank].join(5)
                     status, payload = "error", SeerError(
                         f"the process died (exit code {self._processes[rank].exitcode})")
                     remote_trace = ""

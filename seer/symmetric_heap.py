@@ -48,8 +48,6 @@ class Heap:
     false to batch the check, e.g. around a timing loop, and call :meth:`raise_wait_errors` later.
     """
 
-    simulated = False
-
     def __init__(self, local: torch.Tensor, heap_bases: torch.Tensor, rank: int, world_size: int,
                  group=None, *, max_spins: int = DEFAULT_MAX_SPINS):
         bases = heap_bases.tolist()

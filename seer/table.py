@@ -21,7 +21,7 @@ metadata file beside it. Columns:
                         one ``SeerWarning`` that counts them per column.
 ``baseline_ms:<name>``  optional: a vendor library (``baseline_ms:cusparse``) for comparison;
                         reported, never chosen. Empty cells leave that row out of the comparison.
-``call_us:<variant>``   optional: host wall time of one full call (dispatch included), in µs.
+``call_us:<name>``      optional: host wall time of one call of a variant or baseline, in µs.
 Any other column is kept in ``ProfileTable.frame`` and ignored.
 
 Metadata, ``<stem>.meta.json`` next to ``<stem>.csv``::
@@ -81,9 +81,9 @@ class ProfileTable:
             raise ProfileTableError(f"need at least two '{TIME}<variant>' columns, found {[TIME + v for v in variants]}")
         if GATHER in variants:
             raise ProfileTableError(f"'{TIME}{GATHER}': {GATHER!r} is reserved for the model's gather choice")
-        extra_calls = sorted(set(_suffixes(frame.columns, CALL)) - set(variants))
+        extra_calls = sorted(set(_suffixes(frame.columns, CALL)) - set(variants) - set(_suffixes(frame.columns, BASELINE)))
         if extra_calls:
-            raise ProfileTableError(f"'{CALL}' columns {extra_calls} have no matching '{TIME}' column")
+            raise ProfileTableError(f"'{CALL}' columns {extra_calls} have no matching '{TIME}' or '{BASELINE}' column")
         _check_ids(frame)
         numeric = [*known, *gathered, *_present(frame, GATHER_MS), *_prefixed(frame, TIME, BASELINE, CALL)]
         for column in numeric:

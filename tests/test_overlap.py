@@ -166,8 +166,7 @@ def test_every_rank_computes_the_same_features_and_choice(op):
 
 def test_features_follow_the_traffic_of_each_op():
     heap = _fake_heap(world_size=4)
-    sizes = {op: _local_problem(heap, op) for op in OPS}
-    sent = {op: _features_module().traffic(p) for op, p in sizes.items()}
+    sent = {op: _features_module().traffic(_local_problem(heap, op)) for op in OPS}  # a [8, 16], b [16, 24]
     assert sent["all_gather_gemm"] == (3 * 8 * 16 * 2, 2 * 32 * 24 * 16)  # my [8, 16] shard to 3 peers
     assert sent["gemm_all_scatter"] == (3 * 8 * 24 * 2, 2 * 8 * 24 * 16)  # my [8, 24] block of C to 3 peers
     assert sent["gemm_reduce_scatter"] == (3 * 2 * 24 * 2, 2 * 8 * 24 * 16)  # my [2, 24] partial of 3 peers' rows
@@ -184,6 +183,9 @@ def test_machine_constants_can_be_overridden(monkeypatch):
         assert features.known(problem)["compute_comm_ratio"] == pytest.approx(8 * base)
     finally:
         features.set_machine()
+    monkeypatch.setenv("SEER_LINK_GBPS", "fast")
+    with pytest.raises(InputError, match="SEER_LINK_GBPS must be a positive number"):
+        features.known(problem)
 
 
 def test_silent_peer_raises_instead_of_hanging():
@@ -212,7 +214,8 @@ def test_bad_inputs_are_named():
         _local_problem(heap, "all_gather_gemm", dtype=torch.int32)
     problem = _local_problem(heap, "all_gather_gemm")
     with pytest.raises(InputError, match=r"b is \[16, 12\] torch.float16"):
-        kernels.check_operands(problem, (torch.ones(8, 16, dtype=torch.float16), torch.ones(16, 12, dtype=torch.float16)))
+        kernels.check_operands(problem, (torch.ones(8, 16, dtype=torch.float16),
+                                         torch.ones(16, 12, dtype=torch.float16)))
 
 
 # ---------------------------------------------------------------- helpers without a world
@@ -226,10 +229,6 @@ def _fake_heap(world_size: int) -> Heap:
     return Heap(torch.zeros(4096, dtype=torch.uint8), bases, rank=0, world_size=world_size)
 
 
-def _local_problem(heap, op, a_shape=None, b_shape=None, dtype=torch.float16):
-    default = {"all_gather_gemm": ((8, 16), (16, 24)), "gemm_all_scatter": ((8, 16), (16, 24)),
-               "gemm_reduce_scatter": ((8, 16), (16, 24))}[op]
-    a = torch.ones(a_shape or default[0], dtype=dtype)
-    b = torch.ones(b_shape or default[1], dtype=dtype)
-    problem, _ = _problem(heap, op, a, b)
+def _local_problem(heap, op, a_shape=(8, 16), b_shape=(16, 24), dtype=torch.float16):
+    problem, _ = _problem(heap, op, torch.ones(a_shape, dtype=dtype), torch.ones(b_shape, dtype=dtype))
     return problem

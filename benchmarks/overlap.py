@@ -1,0 +1,273 @@
+"""Multi-GPU GEMM + communication: remote-memory bandwidth, then every overlap pattern on LLM shapes.
+
+    torchrun --nproc-per-node 2 benchmarks/overlap.py [--out benchmarks/results] [--budget-s 170]
+
+1. Bandwidth one rank sends to its peers: Triton remote stores (put) and loads (get) through the
+   symmetric heap on several program counts, against an NCCL all-gather moving the same bytes;
+   and the bf16 rate of torch.matmul. These are the machine constants of ``seer.features.overlap``.
+2. Tensor-parallel shapes of real LLM layers (Megatron-style with sequence parallelism):
+   all_gather_gemm for the column-parallel layers (qkv, mlp_up), gemm_reduce_scatter for the
+   row-parallel ones (o, mlp_down), gemm_all_scatter for the column-parallel ones with a gathered
+   output. Every variant is checked against torch.matmul + NCCL (bulk_torch) and timed with CUDA
+   events (median after warm-up; the slowest rank's median, as a collective ends with it).
+
+Writes (rank 0) under ``--out``: ``<op>-<device>.csv`` per op (columns id, group, source, the
+feature columns, ``time_ms:<variant>``, ``baseline_ms:torch_nccl``) with its ``.meta.json``, and
+``overlap-<device>.json`` (bandwidths, GEMM rate, machine constants, per-op summary). Tables are
+rewritten after every shape, so stopping at ``--budget-s`` leaves valid tables.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.distributed as dist
+import triton
+import triton.language as tl
+
+from seer.kernels import remote
+from seer.kernels.gemm import LLM_LAYERS
+from seer.profiling import environment
+from seer.registry import get_op
+from seer.symmetric_heap import SymmetricHeap
+
+TOLERANCE = 2e-2  # relative 2-norm difference from bulk_torch's result
+MODELS = ("llama-8b", "qwen-14b", "llama-70b")
+TOKENS = (256, 1024, 4096, 16384)
+MAX_RANK_FLOP = 8e12  # leaves out shapes whose GEMM alone takes over ~10 ms per rank
+LAYERS_OF = {"all_gather_gemm": ("qkv", "mlp_up"), "gemm_all_scatter": ("qkv", "mlp_up"),
+             "gemm_reduce_scatter": ("o", "mlp_down")}
+BANDWIDTH_BYTES = 256 << 20
+COPY_PROGRAMS = (8, 16, 32, 0)  # 0: one program per SM
+
+
+# ---------------------------------------------------------------- collective timing
+def time_ms(fn, *, warmup: int = 3, reps: int = 10) -> float:
+    """Median of ``reps`` timed calls after ``warmup``, the slowest rank's (every rank calls this together)."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    dist.barrier()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for start, end in zip(starts, ends):
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return _slowest(np.median([s.elapsed_time(e) for s, e in zip(starts, ends)]))
+
+
+def log(*parts) -> None:
+    if dist.get_rank() == 0:
+        print(*parts, flush=True)
+
+
+# ---------------------------------------------------------------- bandwidth
+@triton.jit
+def _copy_kernel(src_ptr, dst_ptr, numel, rank, world_size, heap_bases, BLOCK: tl.constexpr, PUSH: tl.constexpr):
+    """Every peer's copy of ``dst`` gets this rank's ``src`` (PUSH), or this rank pulls every peer's ``src``."""
+    for step in range(1, world_size):
+        peer = (rank + step) % world_size
+        for start in range(tl.program_id(0) * BLOCK, numel, tl.num_programs(0) * BLOCK):
+            offs = start + tl.arange(0, BLOCK)
+            mask = offs < numel
+            if PUSH:
+                remote.put(src_ptr + offs, dst_ptr + offs, rank, peer, heap_bases, mask)
+            else:
+                remote.get(src_ptr + offs, dst_ptr + offs, rank, peer, heap_bases, mask)
+
+
+def bandwidth(heap) -> dict:
+    """GB/s one rank sends (or receives) to (from) its peers together, per method."""
+    heap.free_all()
+    numel = BANDWIDTH_BYTES // 2
+    src, dst = heap.empty((numel,), torch.bfloat16).normal_(), heap.empty((numel,), torch.bfloat16)
+    sent = (heap.world_size - 1) * BANDWIDTH_BYTES
+    sms = torch.cuda.get_device_properties(heap.device).multi_processor_count
+    rates = {}
+    for push in (True, False):
+        for programs in COPY_PROGRAMS:
+            grid = programs or sms
+
+            def copy():
+                heap.barrier()
+                _copy_kernel[(grid,)](src, dst, numel, heap.rank, heap.world_size, heap.heap_bases,
+                                      BLOCK=4096, PUSH=push, num_warps=8)
+
+            name = f"triton_{'put' if push else 'get'}_{programs or 'all'}sm"
+            rates[name] = sent / time_ms(copy) / 1e6
+            log(f"  {name:22s} {rates[name]:8.1f} GB/s")
+    gathered = torch.empty((heap.world_size * numel,), dtype=torch.bfloat16, device=heap.device)
+    rates["nccl_all_gather"] = sent / time_ms(lambda: dist.all_gather_into_tensor(gathered, src)) / 1e6
+    log(f"  {'nccl_all_gather':22s} {rates['nccl_all_gather']:8.1f} GB/s")
+    heap.free_all()
+    return rates
+
+
+def gemm_tflops(size: int = 8192) -> float:
+    a, b = (torch.randn(size, size, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    return 2 * size**3 / time_ms(lambda: torch.matmul(a, b)) / 1e9
+
+
+# ---------------------------------------------------------------- shapes
+def cases(world_size: int) -> list[dict]:
+    """One dict per (op, model layer, tokens): the local input shapes of every rank."""
+    found = []
+    for layer in LLM_LAYERS:
+        if layer.model not in MODELS:
+            continue
+        for op, names in LAYERS_OF.items():
+            if layer.layer not in names or layer.n % world_size or layer.k % world_size:
+                continue
+            for tokens in TOKENS:
+                a_shape, b_shape, flop = _local_shapes(op, tokens, layer.n, layer.k, world_size)
+                if flop <= MAX_RANK_FLOP:
+                    found.append({"op": op, "id": f"{op}/{layer.model}/{layer.layer}/t{tokens}",
+                                  "group": f"{layer.model}/{layer.layer}", "a": a_shape, "b": b_shape})
+    order = np.random.default_rng(0).permutation(len(found))  # every op and size early, whatever the budget
+    return [found[i] for i in order]
+
+
+def _local_shapes(op: str, tokens: int, n: int, k: int, w: int):
+    if op == "all_gather_gemm":  # tokens sharded by rows; the weight's column shard
+        return (tokens // w, k), (k, n // w), 2 * tokens * k * n // w
+    if op == "gemm_all_scatter":  # all tokens; the weight's column shard; output gathered by columns
+        return (tokens, k), (k, n // w), 2 * tokens * k * n // w
+    return (tokens, k // w), (k // w, n), 2 * tokens * k * n // w  # row-parallel: K split
+
+
+def measure(heap, case: dict) -> dict:
+    op = get_op(case["op"])
+    heap.free_all()
+    generator = torch.Generator(device="cuda").manual_seed(1000 + heap.rank)
+    a = torch.randn(case["a"], device="cuda", generator=generator).to(torch.bfloat16)
+    b = (torch.randn(case["b"], device="cuda", generator=generator) / math.sqrt(case["b"][0])).to(torch.bfloat16)
+    spec, operands = op.kernels.split((a, b), heap=heap)
+    problem = op.kernels.problem(spec)
+    row = {"id": case["id"], "group": case["group"], "source": "real", **op.features.known(problem)}
+    expected = op.variants["bulk_torch"].run(problem, *operands).float()
+    for name, variant in op.variants.items():
+        row[f"time_ms:{name}"] = _checked_time(name, lambda v=variant: v.run(problem, *operands), expected, heap)
+    row["baseline_ms:torch_nccl"] = row["time_ms:bulk_torch"]
+    return row
+
+
+def _checked_time(name, fn, expected, heap) -> float:
+    """fn's time, or NaN if it failed or was wrong on any rank (every rank agrees, so all stay in step)."""
+    try:
+        error = ((fn().float() - expected).norm() / expected.norm()).item()
+        heap.raise_wait_errors(name)
+    except Exception as exc:  # a failing variant is recorded (NaN), not fatal to the campaign
+        print(f"  rank {heap.rank} FAILED {name}: {type(exc).__name__}: {exc}", flush=True)
+        error = float("inf")
+    worst = _slowest(error if math.isfinite(error) else float("inf"))
+    if not worst <= TOLERANCE:
+        log(f"  WRONG {name}: relative error {worst:.2e}")
+        return float("nan")
+    ms = time_ms(fn, reps=10 if expected.numel() < 1 << 26 else 5)
+    timed_out = heap.wait_errors[0].item()
+    heap.wait_errors.zero_()
+    if _slowest(timed_out):
+        log(f"  TIMED OUT {name}: a flag wait gave up while timing")
+        return float("nan")
+    return ms
+
+
+def _slowest(value: float) -> float:
+    """The largest ``value`` over the ranks."""
+    value = torch.tensor(float(value), device="cuda")
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return value.item()
+
+
+# ---------------------------------------------------------------- output
+def device_tag(world_size: int) -> str:
+    name = torch.cuda.get_device_name().lower()
+    chip = next((c for c in ("h200", "h100", "a100", "b200") if c in name), name.split()[-1])
+    return f"{chip}x{world_size}"
+
+
+def write_outputs(out: Path, tag: str, rows: list[dict], meta: dict, summary: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    frame = pd.DataFrame(rows)
+    for op, table in frame.groupby(frame["id"].str.split("/").str[0]):
+        table = table.dropna(axis=1, how="all")
+        table.to_csv(out / f"{op}-{tag}.csv", index=False)
+        (out / f"{op}-{tag}.meta.json").write_text(json.dumps(
+            {**meta, "op": op, "rows": len(table),
+             "notes": "time_ms:<variant> and baseline_ms:torch_nccl (= bulk_torch): the slowest rank's median "
+                      "of CUDA-event times after warm-up; NaN where a variant failed or was wrong"},
+            indent=2) + "\n")
+    (out / f"overlap-{tag}.json").write_text(json.dumps({**summary, "environment": meta}, indent=2) + "\n")
+
+
+def summarise(rows: list[dict]) -> dict:
+    """Per op: geometric-mean speed-up of every variant over torch + NCCL, and how often each is fastest."""
+    frame = pd.DataFrame(rows)
+    result = {}
+    for op, table in frame.groupby(frame["id"].str.split("/").str[0]):
+        times = table.filter(like="time_ms:").dropna(axis=1, how="all").rename(columns=lambda c: c.split(":", 1)[1])
+        speedup = (1 / times).mul(table["baseline_ms:torch_nccl"], axis=0)
+        result[op] = {
+            "shapes": len(table),
+            "geomean_speedup_vs_torch_nccl": {v: float(np.exp(np.log(s.dropna()).mean())) for v, s in speedup.items()},
+            "fastest_count": times.idxmin(axis=1).value_counts().to_dict(),
+        }
+    return result
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--budget-s", type=float, default=170, help="stop timing shapes after this long")
+    parser.add_argument("--heap-gib", type=float, default=8)
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    torch.cuda.set_device(local_rank)
+    dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    world_size = dist.get_world_size()
+    heap = SymmetricHeap(int(args.heap_gib * 2**30))
+    heap.check_waits = False  # no synchronisation per call while timing; checked after every variant
+    tag = device_tag(world_size)
+    log(f"overlap benchmark on {world_size} x {torch.cuda.get_device_name()} ({tag})")
+    log("bandwidth, one rank to its peers:")
+    rates = bandwidth(heap)
+    tflops = gemm_tflops()
+    log(f"  torch.matmul bf16 8192^3: {tflops:.0f} TFLOP/s")
+    constants = {"gemm_tflops": round(tflops), "link_gbps": round(rates["triton_put_allsm"])}
+    log(f"machine constants for seer.features.overlap: {constants}")
+    meta = {**environment(heap.device), "command": " ".join(["torchrun", *sys.argv]), "world_size": world_size}
+    rows: list[dict] = []
+    todo = cases(world_size)
+    for i, case in enumerate(todo):
+        if time.monotonic() - started > args.budget_s:
+            log(f"budget reached: {len(todo) - i} of {len(todo)} shapes left for a later run")
+            break
+        row = measure(heap, case)
+        rows.append(row)
+        times = {k.split(":", 1)[1]: v for k, v in row.items() if k.startswith("time_ms:")}
+        best = min((v, k) for k, v in times.items() if math.isfinite(v))
+        log(f"[{i + 1}/{len(todo)}] {case['id']}: torch+nccl {row['baseline_ms:torch_nccl']:.3f} ms, "
+            f"best {best[1]} {best[0]:.3f} ms  ({time.monotonic() - started:.0f} s)")
+        if dist.get_rank() == 0:
+            summary = {"bandwidth_gbps": rates, "gemm_tflops": tflops, "machine_constants": constants,
+                       "summary": summarise(rows)}
+            write_outputs(args.out, tag, rows, {**meta, "shapes_timed": len(rows)}, summary)
+    if dist.get_rank() == 0 and rows:
+        log(json.dumps(summarise(rows), indent=1))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""SpMV selection quality on held-out matrices, from a GPU profile table.
+
+Every number is out-of-fold: the table's rows are split by family (grouped K-fold: a matrix,
+its replicas and its SuiteSparse group never sit on both sides) and each row is scored with a
+model trained without its family. Kernel times come from the table (CUDA events through
+``do_bench``, median, L2 flushed); end-to-end times from its ``call_us`` columns (host wall time
+of one call in a back-to-back loop) plus seer's dispatch bookkeeping measured by
+``benchmarks/dispatch.py`` on the same GPU.
+
+    python benchmarks/spmv.py datasets/profiles/spmv-h100.csv --dispatch benchmarks/results/dispatch-h100.json
+writes benchmarks/results/spmv-<device>.json and .md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from seer.table import read_table
+from seer.train import TwoStageSelector
+
+SUBSET_NAMES = {"all": "all", "real": "real SuiteSparse", "other": "large derived + synthetic"}
+
+
+def end_to_end(table, held_out, bookkeeping_us: float) -> dict:
+    """Geometric-mean speed-up of one seer.dispatch call over one torch CSR call, per subset."""
+    frame = table.frame.set_index("id")
+    if "call_us:cusparse" not in frame:
+        return {}
+    result = {}
+    for subset, mask in _subsets(held_out).items():
+        rows = held_out[mask]
+        seer_us = np.array([frame.at[i, f"call_us:{c}"] for i, c in zip(rows["id"], rows["choice@1"])]) + bookkeeping_us
+        torch_us = frame.loc[rows["id"], "call_us:cusparse"].to_numpy(dtype=float)
+        ok = np.isfinite(seer_us) & np.isfinite(torch_us)
+        if ok.any():
+            result[subset] = {"matrices": int(ok.sum()),
+                              "speedup_vs_cusparse_call": float(np.exp(np.log(torch_us[ok] / seer_us[ok]).mean())),
+                              "median_seer_call_us": float(np.median(seer_us[ok])),
+                              "median_cusparse_call_us": float(np.median(torch_us[ok]))}
+    return result
+
+
+def _subsets(held_out) -> dict:
+    subsets = {"all": np.ones(len(held_out), dtype=bool)}
+    if "source" in held_out:
+        real = (held_out["source"] == "real").to_numpy()
+        subsets.update({name: m for name, m in (("real", real), ("other", ~real)) if m.any()})
+    return subsets
+
+
+def markdown(result: dict) -> str:
+    lines = [f"# SpMV selection on {result['device']['name']}", "",
+             f"Table `{result['table']}` ({result['rows']} matrices: {result['sources']}), measured "
+             f"{result['measured']}; torch {result['versions'].get('torch')}, triton {result['versions'].get('triton')}.",
+             f"Held-out: {result['folds']}-fold cross-validation grouped by family. Command: `{result['command']}`", ""]
+    for subset, per_calls in result["scores"].items():
+        lines += [f"## {SUBSET_NAMES.get(subset, subset)} ({result['subset_rows'][subset]} matrices)", "",
+                  "| metric | 1 call | 100 calls |", "|---|---|---|"]
+        for metric in per_calls["1"]:
+            lines.append(f"| {metric} | {per_calls['1'][metric]:.3f} | {per_calls['100'][metric]:.3f} |")
+        e2e = result["end_to_end"].get(subset)
+        if e2e:
+            lines.append(f"| speedup_vs_cusparse, end-to-end call ({e2e['matrices']} matrices with host timings) | "
+                         f"{e2e['speedup_vs_cusparse_call']:.3f} | |")
+        lines.append("")
+    lines += [f"Best single variant (chosen on training folds): {result['best_single']}.", ""]
+    lines += [f"Note: {n}" for n in result["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("table", type=Path)
+    parser.add_argument("--dispatch", type=Path, default=None, help="dispatch-<device>.json for the bookkeeping cost")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = parser.parse_args()
+    table = read_table(args.table)
+    report = TwoStageSelector().evaluate(table, calls=(1, 100))
+    bookkeeping = 0.0
+    if args.dispatch and args.dispatch.exists():
+        rows = json.loads(args.dispatch.read_text())["rows"]
+        bookkeeping = float(np.median([r["hit_us"] - r["launcher_us"] for r in rows]))
+    meta = table.meta
+    device = meta["device"]["name"]
+    short = next((w.lower() for w in device.split() if w[:1] == "H" and w[1:].isdigit()), device.replace(" ", "_"))
+    result = {
+        "benchmark": "spmv selection, held-out",
+        "device": meta["device"], "versions": meta.get("versions", {}), "measured": meta.get("date"),
+        "table": str(args.table), "command": " ".join(["python", *sys.argv]),
+        **report.to_dict(), "dispatch_bookkeeping_us": bookkeeping,
+        "end_to_end": end_to_end(table, report.held_out, bookkeeping),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"spmv-{short}.json").write_text(json.dumps(result, indent=2) + "\n")
+    text = markdown(result)
+    (args.out / f"spmv-{short}.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

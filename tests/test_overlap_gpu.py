@@ -1,0 +1,102 @@
+"""The remote API and every GEMM + communication pattern on GPUs, over PyTorch symmetric memory.
+
+One process per GPU, every rank running every test in the same order (the tests are collective):
+
+    torchrun --nproc-per-node 2 -m pytest -q tests/test_overlap_gpu.py
+
+The rank functions and checks are the simulated world's (tests/test_remote.py, tests/test_overlap.py).
+Each test runs them on every rank, gathers every rank's outcome, and only then asserts, so a
+failure on one rank cannot leave the others waiting in a collective.
+"""
+import os
+
+import pytest
+import torch
+
+import test_overlap as overlap_checks
+import test_remote as remote_checks
+from seer.registry import get_op
+from seer.symmetric_heap import SymmetricHeap
+
+pytestmark = [pytest.mark.gpu, pytest.mark.multigpu]
+
+HEAP_BYTES = 256 << 20
+MAX_SPINS = 1 << 22  # a few seconds: a broken pattern fails fast instead of spinning for long
+SCALE = 24  # input sizes x24 (hundreds of rows and columns): many tiles, ragged edges, all programs busy
+TOLERANCE = {"bfloat16": 1e-2, "float32": 1e-2}  # fp32 runs as TF32 in tl.dot and cuBLAS
+
+
+@pytest.fixture(scope="module")
+def heap():
+    if "LOCAL_RANK" not in os.environ:
+        pytest.skip("multi-GPU test: run under torchrun --nproc-per-node 2 (one process per GPU)")
+    import torch.distributed as dist
+
+    local_rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local_rank)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
+    heap = SymmetricHeap(HEAP_BYTES)
+    heap.max_spins = MAX_SPINS
+    yield heap
+    dist.barrier()
+
+
+def _on_every_rank(heap, fn, *args) -> list[tuple[str, object]]:
+    """``fn(heap, *args)`` here, then every rank's ("ok", result) or ("error", exception text)."""
+    import torch.distributed as dist
+
+    try:
+        outcome = ("ok", fn(heap, *args))
+    except Exception as exc:  # reported after the gather, so no rank is left in a collective
+        outcome = ("error", f"{type(exc).__name__}: {exc}")
+    torch.cuda.synchronize()
+    outcomes = [None] * dist.get_world_size()
+    dist.all_gather_object(outcomes, outcome)
+    return outcomes
+
+
+def _results(outcomes) -> list:
+    failed = {rank: text for rank, (status, text) in enumerate(outcomes) if status == "error"}
+    assert not failed, f"ranks failed: {failed}"
+    return [result for _, result in outcomes]
+
+
+def test_remote_load_store_get_put_atomics_flags(heap):
+    remote_checks.check_exchange(_results(_on_every_rank(heap, remote_checks._exchange)))
+    remote_checks.check_atomics(_results(_on_every_rank(heap, remote_checks._atomics, remote_checks.ROUNDS)))
+    remote_checks.check_ring(_results(_on_every_rank(heap, remote_checks._ring, remote_checks.LAPS)))
+
+
+def test_bounded_wait_raises_naming_rank_and_flag(heap):
+    outcomes = _on_every_rank(heap, remote_checks._wait_for_silent_peer, 10_000)
+    assert outcomes[0][0] == "error" and "rank 0 gave up waiting on flag 3 of rank 1" in outcomes[0][1]
+    assert all(status == "ok" for status, _ in outcomes[1:])
+
+
+@pytest.mark.parametrize("dtype_name, scale", [("bfloat16", SCALE), ("float32", 3)])
+@pytest.mark.parametrize("op", overlap_checks.OPS)
+def test_every_pattern_matches_float64(heap, op, dtype_name, scale):
+    patterns = list(get_op(op).variants)  # torch_fused too
+    errors = _results(_on_every_rank(heap, overlap_checks._pattern_errors, op, patterns, dtype_name, scale))
+    overlap_checks._assert_small(errors, TOLERANCE[dtype_name])
+
+
+@pytest.mark.parametrize("op", overlap_checks.OPS)
+def test_dispatch_with_a_process_group(heap, op):
+    import torch.distributed as dist
+
+    results = _results(_on_every_rank(heap, overlap_checks._features_and_dispatch, op, group=dist.group.WORLD))
+    features, variant, _ = results[0]
+    for rank_features, rank_variant, error in results:
+        assert rank_features == features and rank_variant == variant
+        assert error <= TOLERANCE["float32"]
+
+
+def test_silent_peer_raises_instead_of_hanging(heap):
+    fresh = SymmetricHeap(16 << 20)  # the scenario leaves the ranks' heaps out of step: not the shared one
+    fresh.empty((fresh.free_bytes,), torch.uint8).zero_()  # no stale byte may look like a signalled flag
+    fresh.free_all()
+    outcomes = _on_every_rank(fresh, overlap_checks._reduce_scatter_with_silent_peer)
+    assert outcomes[0][0] == "error"
+    assert "rank 0 gave up waiting on flag" in outcomes[0][1] and "of rank 1" in outcomes[0][1]
