@@ -275,8 +275,9 @@ def _adaptive_plan(csr: CsrMatrix, p: dict) -> dict:
         piece_start = starts[owner] + rank.to(indptr.dtype) * piece
         plan.update(piece_start=piece_start, piece_end=torch.minimum(piece_start + piece, ends[owner]),
                     piece_ptr=piece_ptr, n_pieces=n_pieces)
-    else:
-        plan.update(piece_start=indptr, piece_end=indptr, piece_ptr=None, n_pieces=0)
+    else:  # valid pointers for the pieces branch, which never runs
+        plan.update(piece_start=indptr, piece_end=indptr, piece_ptr=None, n_pieces=0,
+                    no_partials=torch.empty(1, dtype=torch.float32, device=indptr.device))
 
     progs = [triton.cdiv(counts[0], p["short"][0]), triton.cdiv(counts[1], p["medium"][0]),
              triton.cdiv(counts[2], p["large"][0]), triton.cdiv(plan["n_pieces"], p["pieces"][0])]
@@ -286,7 +287,7 @@ def _adaptive_plan(csr: CsrMatrix, p: dict) -> dict:
 
 def _adaptive_run(p: dict):
     """run() of the binned variant; ``p`` holds its bin limits and tile shapes."""
-    key = ("adaptive",) + tuple(sorted((k, v if not isinstance(v, list) else tuple(v)) for k, v in p.items()))
+    key = ("adaptive", repr(sorted(p.items())))
     shapes = dict(SHORT_ROWS=p["short"][0], SHORT_G=p["short"][1], MEDIUM_ROWS=p["medium"][0],
                   MEDIUM_G=p["medium"][1], LARGE_ROWS=p["large"][0], LARGE_G=p["large"][1],
                   PIECES=p["pieces"][0], PIECE_G=p["pieces"][1], num_warps=p["num_warps"])
@@ -298,7 +299,8 @@ def _adaptive_run(p: dict):
         plan = _cached(csr, key, lambda m: _adaptive_plan(m, p))
         n = plan["counts"]
         medium_base, large_base, pieces_base, grid = plan["bases"]
-        partials = torch.empty(max(plan["n_pieces"], 1), dtype=torch.float32, device=y.device)
+        partials = (torch.empty(plan["n_pieces"], dtype=torch.float32, device=y.device)
+                    if n[3] else plan["no_partials"])
         _adaptive_kernel[(grid,)](
             csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0),
             plan["short"], n[0], plan["medium"], n[1], plan["large"], n[2],
@@ -320,18 +322,20 @@ VARIANTS: dict[str, Variant] = {}
 
 _register("scalar_r128", _rows_run(128, 1, 4), {"kind": "scalar", "rows": 128, "num_warps": 4},
           "one lane per row, 128 rows per program; for rows of a few nonzeros")
-for _g, _rows in ((4, 128), (8, 64), (16, 32), (32, 16), (64, 8), (256, 4)):
+for _g, _rows in ((4, 128), (8, 64), (16, 32), (32, 16), (64, 8), (128, 4)):
     _register(f"vector_g{_g}", _rows_run(_rows, _g, 4),
               {"kind": "vector", "group": _g, "rows": _rows, "num_warps": 4},
               f"{_g} lanes per row, {_rows} rows per program")
-for _chunk, _warps in ((1024, 4), (4096, 8)):
+for _chunk, _warps in ((1024, 4), (2048, 8)):
     _register(f"merge_c{_chunk}", _merge_run(_chunk, 32, _warps),
               {"kind": "merge", "chunk": _chunk, "bracket": 32, "num_warps": _warps},
               f"{_chunk} nonzeros per program whatever the rows; segmented scan, atomics at chunk edges")
-_ADAPTIVE = {"bin_max": [8, 128, 4096], "short": [128, 2], "medium": [32, 16], "large": [4, 128],
+# Bins follow the first H200 measurements of the fixed variants: one lane per row wins up to
+# ~20 nonzeros per row, 16 lanes around 65, wide groups beyond; pieces bound a program's work.
+_ADAPTIVE = {"bin_max": [24, 256, 4096], "short": [128, 1], "medium": [32, 16], "large": [4, 128],
              "pieces": [4, 256], "piece": 4096, "num_warps": 4}
 _register("adaptive", _adaptive_run(_ADAPTIVE), {"kind": "adaptive", **_ADAPTIVE},
-          "rows binned by length (<=8, <=128, <=4096 nonzeros) with a mapping per bin; "
+          "rows binned by length (<=24, <=256, <=4096 nonzeros) with a mapping per bin; "
           "longer rows cut into 4096-nonzero pieces over many programs")
 
 
