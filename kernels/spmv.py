@@ -322,20 +322,19 @@ VARIANTS: dict[str, Variant] = {}
 
 _register("scalar_r128", _rows_run(128, 1, 4), {"kind": "scalar", "rows": 128, "num_warps": 4},
           "one lane per row, 128 rows per program; for rows of a few nonzeros")
-for _g, _rows in ((4, 128), (8, 64), (16, 32), (32, 16), (64, 8), (128, 4)):
+for _g, _rows in ((4, 128), (8, 64), (16, 32), (32, 16), (64, 8), (256, 4)):
     _register(f"vector_g{_g}", _rows_run(_rows, _g, 4),
               {"kind": "vector", "group": _g, "rows": _rows, "num_warps": 4},
               f"{_g} lanes per row, {_rows} rows per program")
-for _chunk, _warps in ((1024, 4), (2048, 8)):
+for _chunk, _warps in ((1024, 4), (4096, 8)):
     _register(f"merge_c{_chunk}", _merge_run(_chunk, 32, _warps),
               {"kind": "merge", "chunk": _chunk, "bracket": 32, "num_warps": _warps},
               f"{_chunk} nonzeros per program whatever the rows; segmented scan, atomics at chunk edges")
-# Bins follow the first H200 measurements of the fixed variants: one lane per row wins up to
-# ~20 nonzeros per row, 16 lanes around 65, wide groups beyond; pieces bound a program's work.
-_ADAPTIVE = {"bin_max": [24, 256, 4096], "short": [128, 1], "medium": [32, 16], "large": [4, 128],
+# Narrow groups for short rows, wider ones as rows grow; pieces bound any program's work.
+_ADAPTIVE = {"bin_max": [8, 128, 4096], "short": [128, 2], "medium": [32, 16], "large": [4, 128],
              "pieces": [4, 256], "piece": 4096, "num_warps": 4}
 _register("adaptive", _adaptive_run(_ADAPTIVE), {"kind": "adaptive", **_ADAPTIVE},
-          "rows binned by length (<=24, <=256, <=4096 nonzeros) with a mapping per bin; "
+          "rows binned by length (<=8, <=128, <=4096 nonzeros) with a mapping per bin; "
           "longer rows cut into 4096-nonzero pieces over many programs")
 
 

@@ -93,7 +93,7 @@ def _train(args, command: str) -> int:
 
     out = args.out or Path("models") / f"{args.table.stem}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    model, report = train_table(args.table, op=args.op, out=out, command=command)
+    model, report = train_table(_relative(args.table), op=args.op, out=out, command=command)
     for suffix, text in ((".txt", rules.to_text(model)), (".md", rules.to_markdown(model)), (".py", rules.to_python(model))):
         out.with_suffix(suffix).write_text(text)
     print(rules.to_text(model))
@@ -106,11 +106,12 @@ def _report(args, command: str) -> int:
     from seer.model import SelectorModel
     from seer.report import write_report
     from seer.table import read_table
-    from seer.train import TwoStageSelector, evaluate
+    from seer.train import TwoStageSelector
 
     table = read_table(args.table, op=args.op)
-    training = evaluate(table)
-    model = SelectorModel.load(args.model) if args.model else TwoStageSelector().fit(table).to_model(table, command=command)
+    selector = TwoStageSelector()
+    training = selector.evaluate(table)
+    model = SelectorModel.load(args.model) if args.model else selector.fit(table).to_model(table, command=command)
     for path in write_report(model, training, args.out):
         print(f"wrote {path}")
     return 0
@@ -129,6 +130,14 @@ def _explain(args, command: str) -> int:
         print(f"== {Path(path).name}")
         print(seer.explain("spmv", (matrix, _ones(matrix.shape[1])), calls=args.calls, model=path))
     return 0
+
+
+def _relative(path: Path) -> Path:
+    """``path`` relative to the working directory where it lies below it: models record it."""
+    try:
+        return path.resolve().relative_to(Path.cwd())
+    except ValueError:
+        return path
 
 
 def _ones(n: int):

@@ -139,11 +139,11 @@ def test_value_and_index_dtypes(name, dtype, index_dtype):
 
 @pytest.mark.parametrize("name", [n for n in VARIANT_NAMES if spmv.VARIANTS[n].params["kind"] in ("merge", "adaptive")])
 def test_chunk_and_bin_edges(name):
-    """Rows that end exactly on merge chunk edges (1024, 2048), rows spanning several chunks,
+    """Rows that end exactly on merge chunk edges (1024, 4096), rows spanning several chunks,
     chunks holding only empty rows around them, and several rows long enough to be cut into
     adaptive pieces next to rows of every bin."""
     rng = np.random.default_rng(5)
-    lengths = [1024, 1024, 0, 0, 2048, 1, 1023, 0, 4096, 4097, 9000, 0, 3, 257, 24, 25, 256, 4095, 5000, 0]
+    lengths = [1024, 1024, 0, 0, 2048, 1, 1023, 0, 4096, 4097, 9000, 0, 3, 8, 9, 128, 129, 4095, 5000, 0]
     run_and_check(name, random_csr(rng, len(lengths), 64, lengths), rng)
 
 

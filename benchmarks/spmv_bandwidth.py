@@ -1,0 +1,55 @@
+"""Achieved bandwidth of the best SpMV variant per matrix, against the measured copy ceiling.
+
+Minimum bytes of y = A x (fp32 values, int32 indices): values and column indices once
+(8 B/nnz), row pointers once, x once and y once. Gathers of x that miss in cache are not
+counted, so irregular matrices (R-MAT) cannot reach the ceiling under this model.
+
+    python benchmarks/spmv_bandwidth.py datasets/profiles/spmv-h100.csv --copy-gbps 3003.7
+writes benchmarks/results/spmv-bandwidth-<table stem>.md. The ceiling is a 1 GiB
+device-to-device copy timed with do_bench on the same GPU (bytes read + written).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from seer.table import read_table
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("table", type=Path)
+    parser.add_argument("--copy-gbps", type=float, required=True)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = parser.parse_args()
+    table = read_table(args.table)
+    f = table.frame.copy()
+    f["bytes"] = 8 * f.nnz + 4 * (f.rows + 1) + 4 * f.cols + 4 * f.rows
+    best = table.times.min(axis=1)
+    f["best_variant"] = np.asarray(table.variants)[table.times.argmin(axis=1)]
+    f["fraction_of_copy"] = f.bytes / (best * 1e-3) / 1e9 / args.copy_gbps
+    f["cusparse_fraction"] = f.bytes / (f["baseline_ms:cusparse"] * 1e-3) / 1e9 / args.copy_gbps
+    f["family"] = np.where(f.source == "synthetic", f.group.str.split("/").str[1], f.source)
+    lines = [f"# SpMV achieved bandwidth, {table.meta['device']['name']}", "",
+             f"Copy ceiling {args.copy_gbps:.0f} GB/s; table `{args.table}`; command: "
+             f"`python {' '.join(sys.argv)}`", "",
+             "| family | matrices | nnz >= 10M | best variant, median of ceiling | max | "
+             "median, nnz >= 10M | cuSPARSE median, nnz >= 10M |", "|---|---|---|---|---|---|---|"]
+    for family, g in f.groupby("family"):
+        big = g[g.nnz >= 10_000_000]
+        big_median = f"{big.fraction_of_copy.median():.0%}" if len(big) else "-"
+        big_cusparse = f"{big.cusparse_fraction.median():.0%}" if len(big) else "-"
+        lines.append(f"| {family} | {len(g)} | {len(big)} | {g.fraction_of_copy.median():.0%} | "
+                     f"{g.fraction_of_copy.max():.0%} | {big_median} | {big_cusparse} |")
+    args.out.mkdir(parents=True, exist_ok=True)
+    out = args.out / f"spmv-bandwidth-{args.table.stem.removeprefix('spmv-')}.md"
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
