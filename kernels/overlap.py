@@ -31,12 +31,11 @@ per-call epoch, so they never need resetting.
 
 Dispatch: ``seer.dispatch(op, inputs, heap=...)`` with a :class:`seer.symmetric_heap.Heap` (real
 or simulated), or ``group=`` a NCCL process group whose heap is made on first use; neither means
-the default process group. Each op has a registry module view, ``seer.kernels.overlap.<op>``.
+the default process group. Each op has a registry entry, ``seer.kernels.overlap:<op>``.
 """
 from __future__ import annotations
 
 import functools
-import sys
 import types
 from dataclasses import dataclass
 
@@ -710,17 +709,11 @@ def _variants(prefix: str, patterns) -> dict[str, Variant]:
     return variants
 
 
-def _op_module(op: str, variants: dict[str, Variant], summary: str) -> types.ModuleType:
-    """The registry's kernel-module contract for one op, importable as ``seer.kernels.overlap.<op>``."""
-    module = types.ModuleType(f"{__name__}.{op}", summary)
-    module.VARIANTS = variants
-    module.split = functools.partial(split, op)
-    module.cache_key = cache_key
-    module.problem = problem
-    module.check_operands = check_operands
-    module.reference = reference
-    sys.modules[module.__name__] = module
-    return module
+def _op_module(op: str, variants: dict[str, Variant], summary: str) -> types.SimpleNamespace:
+    """The registry's kernel-module contract for one op (registered as ``seer.kernels.overlap:<op>``)."""
+    return types.SimpleNamespace(__doc__=summary, VARIANTS=variants, split=functools.partial(split, op),
+                                 cache_key=cache_key, problem=problem, check_operands=check_operands,
+                                 reference=reference)
 
 
 all_gather_gemm = _op_module(

@@ -20,6 +20,7 @@ import triton
 import triton.language as tl
 
 from seer.errors import InputError
+from seer.launch import LaunchCache, specialisation
 from seer.registry import Variant
 from seer.sparse import CsrMatrix, as_csr, check_dense_vector
 
@@ -202,6 +203,11 @@ def _cached(csr: CsrMatrix, key: tuple, build):
     return entry[2]
 
 
+# Row-mapped variants are what small matrices get, where the host launch costs more than the
+# kernel: they launch through seer's direct path once a specialisation is compiled.
+_rows_launch = LaunchCache(_csr_rows_kernel)
+
+
 def _rows_run(rows_per_program: int, group: int, num_warps: int):
     """run() of a scalar (group 1) or vector CSR variant: no preprocessing at all."""
 
@@ -210,8 +216,13 @@ def _rows_run(rows_per_program: int, group: int, num_warps: int):
         if csr.nnz == 0:
             return y.zero_()
         grid = (triton.cdiv(csr.rows, rows_per_program),)
-        _csr_rows_kernel[grid](csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0),
-                               csr.rows, ROWS=rows_per_program, G=group, num_warps=num_warps)
+        args = (csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), csr.rows,
+                rows_per_program, group)
+        # The matrix's share of Triton's specialisation is fixed, so it is worked out once.
+        matrix_key = _cached(csr, ("specialisation",),
+                             lambda m: (m.device, specialisation(m.indptr, m.indices, m.values, m.rows)))
+        key = (matrix_key, specialisation(x, args[4], y, args[6]), rows_per_program, group, num_warps)
+        _rows_launch.launch(key, grid, args, num_warps=num_warps)
         return y
 
     return run

@@ -1,6 +1,7 @@
 """The ops seer knows, and the contract their modules follow.
 
-A new op is one kernel module (``kernels/<op>.py``), one feature module
+A new op is one kernel module (``kernels/<op>.py``; a family of ops may share one file and
+name each op's namespace as ``"module:attribute"``), one feature module
 (``features/<op>.py``) and one entry in ``OPS`` below; nothing else changes.
 
 Kernel module contract
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Callable, Mapping
 
 from seer.errors import InputError
@@ -51,11 +52,11 @@ class OpEntry:
 OPS: dict[str, OpEntry] = {
     "spmv": OpEntry("spmv", "seer.kernels.spmv", "seer.features.spmv", "y = A x, A sparse CSR"),
     "gemm": OpEntry("gemm", "seer.kernels.gemm", "seer.features.gemm", "C = A B, dense bf16/fp16"),
-    "all_gather_gemm": OpEntry("all_gather_gemm", "seer.kernels.overlap.all_gather_gemm", "seer.features.overlap",
+    "all_gather_gemm": OpEntry("all_gather_gemm", "seer.kernels.overlap:all_gather_gemm", "seer.features.overlap",
                                "C = all_gather(A row shards) B, on every rank"),
-    "gemm_all_scatter": OpEntry("gemm_all_scatter", "seer.kernels.overlap.gemm_all_scatter", "seer.features.overlap",
+    "gemm_all_scatter": OpEntry("gemm_all_scatter", "seer.kernels.overlap:gemm_all_scatter", "seer.features.overlap",
                                 "C = A B by column blocks, every rank ends with all of C"),
-    "gemm_reduce_scatter": OpEntry("gemm_reduce_scatter", "seer.kernels.overlap.gemm_reduce_scatter",
+    "gemm_reduce_scatter": OpEntry("gemm_reduce_scatter", "seer.kernels.overlap:gemm_reduce_scatter",
                                    "seer.features.overlap", "C = sum of rank partials A_r B_r, scattered by rows"),
 }
 
@@ -65,7 +66,7 @@ class Op:
     """An op with its modules imported."""
 
     entry: OpEntry
-    kernels: ModuleType
+    kernels: ModuleType | SimpleNamespace
     features: ModuleType
 
     @property
@@ -84,6 +85,14 @@ class Op:
 _loaded: dict[str, Op] = {}
 
 
+def _load(where: str):
+    """A module (``"pkg.mod"``), or an object in one (``"pkg.mod:name"``) when a module file
+    serves several ops of one family."""
+    module, _, attribute = where.partition(":")
+    loaded = importlib.import_module(module)
+    return getattr(loaded, attribute) if attribute else loaded
+
+
 def get_op(name: str) -> Op:
     """The op called ``name``, its kernel and feature modules imported on first use."""
     op = _loaded.get(name)
@@ -92,6 +101,6 @@ def get_op(name: str) -> Op:
     entry = OPS.get(name)
     if entry is None:
         raise InputError(f"unknown op {name!r}; seer knows {sorted(OPS)}")
-    op = Op(entry, importlib.import_module(entry.kernels), importlib.import_module(entry.features))
+    op = Op(entry, _load(entry.kernels), _load(entry.features))
     _loaded[name] = op
     return op
