@@ -2,7 +2,7 @@
 # device: NVIDIA H100 80GB HBM3, compute capability 9.0
 # variants: torch_matmul, splitk4fix_16x64x128_w4s4g1, tile_16x128x128_w4s4g1, tile_64x256x64_w8s3g8, tile_64x64x64_w4s4g8, tma_persistent_128x256x64_w8s3g8, splitk16fix_16x64x128_w4s4g1, tile_16x64x128_w4s4g1, splitk2_64x64x64_w4s4g8, tile_persistent_64x128x64_w4s4g8, splitk4fix_16x128x128_w4s4g1, tma_16x128x128_w4s4g1
 # training table: datasets/profiles/gemm-h100.csv (sha256 dd1000f0d99f5704f071e1db8328b19a0bc4c3d96fabba6ef16deacf9f1b636d), 140 rows in 52 groups
-# trained: 2026-11-22T03:41:35+00:00
+# trained: 2026-11-22T03:51:00+00:00
 # command: seer train datasets/profiles/gemm-h100.csv
 # held-out fraction of oracle (gathering included, 5-fold grouped CV): 0.982 at 1 call, 0.982 at 100 calls
 # regenerate: rerun the command above on the table with this sha256 to retrain; seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model

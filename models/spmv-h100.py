@@ -1,8 +1,8 @@
 # seer selection rules for op 'spmv'
 # device: NVIDIA H100 80GB HBM3, compute capability 9.0
 # variants: scalar_r128, vector_g4, vector_g8, vector_g16, vector_g32, vector_g64, vector_g256, merge_c1024, merge_c4096, adaptive
-# training table: /work/main/datasets/profiles/spmv-h100.csv (sha256 481faf347879f2212b0e974fa99bd003af5cc56dc8871d2ac8a5b77ce7292b09), 426 rows in 32 groups
-# trained: 2026-11-22T03:41:22+00:00
+# training table: datasets/profiles/spmv-h100.csv (sha256 481faf347879f2212b0e974fa99bd003af5cc56dc8871d2ac8a5b77ce7292b09), 426 rows in 32 groups
+# trained: 2026-11-22T03:50:58+00:00
 # command: seer train
 # held-out fraction of oracle (gathering included, 5-fold grouped CV): 0.793 at 1 call, 0.891 at 100 calls
 # regenerate: rerun the command above on the table with this sha256 to retrain; seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model
