@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: install seer over the image's torch/triton, then run the named
 # stages in order; everything worth keeping lands under $OUT. Usage (from the repo root):
-#   bash benchmarks/device_run.sh env tests spmv-real spmv-large gemm dispatch
+#   bash benchmarks/device_run.sh env tests spmv-real spmv-large gemm dispatch    (one GPU)
+#   NPROC=2 bash benchmarks/device_run.sh overlap                                 (nvidia-h200-x2)
 # Real matrices are read from .carry/suitesparse (a git-ignored copy of ../shared/suitesparse).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -19,7 +20,11 @@ for stage in "$@"; do
     smoke) seer profile spmv --matrices .carry/suitesparse --limit 40 --out "$OUT/smoke.csv" 2>&1 | tail -30 ;;
     spmv-real) seer profile spmv --matrices .carry/suitesparse --out "$table" --deadline "$budget" 2>&1 | grep -v '^\s*$' | tail -25 ;;
     spmv-large) seer profile spmv --matrices .carry/suitesparse --synthetic large --out "$table" --deadline "$budget" 2>&1 | tail -25 ;;
-    gemm) python3 benchmarks/gemm_profile.py --out datasets/profiles --budget-s "$budget" 2>&1 | tail -25 ;;
+    gemm) python3 benchmarks/gemm_profile.py --out "benchmarks/results/gemm-$device" --budget-s "$budget" 2>&1 | tail -25
+          cp "benchmarks/results/gemm-$device/gemm.csv" "datasets/profiles/gemm-$device.csv"
+          cp "benchmarks/results/gemm-$device/gemm.meta.json" "datasets/profiles/gemm-$device.meta.json" ;;
+    overlap) torchrun --nproc-per-node "${NPROC:-2}" -m pytest -q tests/test_overlap_gpu.py 2>&1 | tail -20
+             torchrun --nproc-per-node "${NPROC:-2}" benchmarks/overlap.py --out benchmarks/results 2>&1 | tail -25 ;;
     dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" 2>&1 | tail -25 ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac

@@ -1,14 +1,15 @@
-"""SpMV selection quality on held-out matrices, from a GPU profile table.
+"""Selection quality on held-out inputs, from a GPU profile table of any op.
 
-Every number is out-of-fold: the table's rows are split by family (grouped K-fold: a matrix,
-its replicas and its SuiteSparse group never sit on both sides) and each row is scored with a
-model trained without its family. Kernel times come from the table (CUDA events through
+Every number is out-of-fold: the table's rows are split by family (grouped K-fold: for SpMV a
+matrix, its replicas and its SuiteSparse group never sit on both sides; for GEMM a model's layer
+family) and each row is scored with a model trained without its family. Kernel times come from the table (CUDA events through
 ``do_bench``, median, L2 flushed); end-to-end times from its ``call_us`` columns (host wall time
 of one call in a back-to-back loop) plus seer's dispatch bookkeeping measured by
 ``benchmarks/dispatch.py`` on the same GPU.
 
-    python benchmarks/spmv.py datasets/profiles/spmv-h100.csv --dispatch benchmarks/results/dispatch-h100.json
-writes benchmarks/results/spmv-<device>.json and .md.
+    python benchmarks/selection.py datasets/profiles/spmv-h100.csv --dispatch benchmarks/results/dispatch-h100.json
+    python benchmarks/selection.py datasets/profiles/gemm-h100.csv
+write benchmarks/results/<op>-<device>.json and .md.
 """
 from __future__ import annotations
 
@@ -22,11 +23,13 @@ import numpy as np
 from seer.table import read_table
 from seer.train import TwoStageSelector
 
-SUBSET_NAMES = {"all": "all", "real": "real SuiteSparse", "other": "large derived + synthetic"}
+SUBSET_NAMES = {"all": "all", "real": "real inputs (SuiteSparse matrices, LLM layer shapes)",
+                "other": "derived and synthetic inputs"}
 
 
 def end_to_end(table, held_out, bookkeeping_us: float) -> dict:
-    """Geometric-mean speed-up of one seer.dispatch call over one torch CSR call, per subset."""
+    """Geometric-mean speed-up of one seer.dispatch call over one torch CSR call, per subset
+    (SpMV tables, whose `call_us:cusparse` column holds the host time of the vendor call)."""
     frame = table.frame.set_index("id")
     if "call_us:cusparse" not in frame:
         return {}
@@ -53,12 +56,12 @@ def _subsets(held_out) -> dict:
 
 
 def markdown(result: dict) -> str:
-    lines = [f"# SpMV selection on {result['device']['name']}", "",
-             f"Table `{result['table']}` ({result['rows']} matrices: {result['sources']}), measured "
+    lines = [f"# {result['op']} selection on {result['device']['name']}", "",
+             f"Table `{result['table']}` ({result['rows']} inputs: {result['sources']}), measured "
              f"{result['measured']}; torch {result['versions'].get('torch')}, triton {result['versions'].get('triton')}.",
              f"Held-out: {result['folds']}-fold cross-validation grouped by family. Command: `{result['command']}`", ""]
     for subset, per_calls in result["scores"].items():
-        lines += [f"## {SUBSET_NAMES.get(subset, subset)} ({result['subset_rows'][subset]} matrices)", "",
+        lines += [f"## {SUBSET_NAMES.get(subset, subset)} ({result['subset_rows'][subset]} inputs)", "",
                   "| metric | 1 call | 100 calls |", "|---|---|---|"]
         for metric in per_calls["1"]:
             lines.append(f"| {metric} | {per_calls['1'][metric]:.3f} | {per_calls['100'][metric]:.3f} |")
@@ -88,16 +91,16 @@ def main() -> int:
     device = meta["device"]["name"]
     short = next((w.lower() for w in device.split() if w[:1] == "H" and w[1:].isdigit()), device.replace(" ", "_"))
     result = {
-        "benchmark": "spmv selection, held-out",
+        "benchmark": f"{table.op} selection, held-out",
         "device": meta["device"], "versions": meta.get("versions", {}), "measured": meta.get("date"),
         "table": str(args.table), "command": " ".join(["python", *sys.argv]),
         **report.to_dict(), "dispatch_bookkeeping_us": bookkeeping,
         "end_to_end": end_to_end(table, report.held_out, bookkeeping),
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"spmv-{short}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (args.out / f"{table.op}-{short}.json").write_text(json.dumps(result, indent=2) + "\n")
     text = markdown(result)
-    (args.out / f"spmv-{short}.md").write_text(text)
+    (args.out / f"{table.op}-{short}.md").write_text(text)
     print(text)
     return 0
 
