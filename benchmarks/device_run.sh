@@ -29,5 +29,6 @@ for stage in "$@"; do
     *) echo "unknown stage $stage"; exit 2 ;;
   esac
 done
-cp -f datasets/profiles/*.csv datasets/profiles/*.json benchmarks/results/*-"$device"* "$OUT"/ 2>/dev/null
+# One archive: $OUT returns at most 8 files. Unpack it over the repo here to keep the results.
+tar czf "$OUT/results.tgz" datasets/profiles benchmarks/results
 ls -la "$OUT"
