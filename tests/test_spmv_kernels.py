@@ -266,7 +266,8 @@ def test_preprocessing_runs_once_per_matrix(name, monkeypatch):
 
 
 def test_cache_entries_follow_the_preprocessing_they_hold():
-    """Merge variants with the same brackets share one entry; every adaptive variant has its own."""
+    """Merge variants with the same brackets share one entry; every adaptive variant has its own;
+    the row-mapped variants share one: the matrix's part of the launch specialisation."""
     rng = np.random.default_rng(6)
     csr, _ = to_seer(random_csr(rng, 100, 100, skewed_lengths(rng, 100, 100, 20)))
     x = random_vector(rng, 100, torch.float32)
@@ -275,7 +276,8 @@ def test_cache_entries_follow_the_preprocessing_they_hold():
     params = [v.params for v in spmv.VARIANTS.values()]
     brackets = {p["bracket"] for p in params if p["kind"] == "merge"}
     adaptive = [p for p in params if p["kind"] == "adaptive"]
-    assert len(csr.scratch) == len(brackets) + len(adaptive)
+    assert len(csr.scratch) == len(brackets) + len(adaptive) + 1
+    assert ("specialisation",) in csr.scratch
 
 
 # ------------------------------------------------------------------ real matrices
