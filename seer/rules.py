@@ -7,6 +7,8 @@ thresholds and agrees with :meth:`seer.tree.Tree.predict` everywhere.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -44,7 +46,7 @@ def to_text(model: SelectorModel, source: str | Path | None = None) -> str:
     lines = [*header_lines(model, source), ""]
     for title, tree in _sections(model):
         lines.append(f"{title}:")
-        lines.extend(_text_tree(tree, model.feature_info()))
+        lines.extend(_tree_lines(tree, model.feature_info(), _TEXT))
         lines.append("")
     return "\n".join(lines)
 
@@ -56,7 +58,7 @@ def to_markdown(model: SelectorModel, source: str | Path | None = None, level: i
     lines.extend(f"- {line}" for line in rest)
     for section, tree in _sections(model):
         lines.extend(["", f"{'#' * (level + 1)} {section}", ""])
-        lines.extend(_markdown_tree(tree, model.feature_info()))
+        lines.extend(_tree_lines(tree, model.feature_info(), _MARKDOWN))
     return "\n".join(lines) + "\n"
 
 
@@ -117,39 +119,36 @@ def _walk(tree: Tree, info: dict[str, Feature], ascii_only: bool, visit: Callabl
         _walk(tree, info, ascii_only, visit, child, depth + 1)
 
 
-def _text_tree(tree: Tree, info: dict[str, Feature]) -> list[str]:
+@dataclass(frozen=True)
+class _Style:
+    """How a rules listing prints: indentation, a leaf line, a branch line, ASCII operators or not."""
+
+    indent: str
+    first_depth: int
+    leaf: str
+    branch: str
+    ascii_only: bool
+
+
+_TEXT = _Style("    ", 1, "{pad}{condition} -> {choice}  ({detail})", "{pad}{condition}:", True)
+_MARKDOWN = _Style("  ", 0, "{pad}- {condition} → **{choice}** ({detail})", "{pad}- {condition}", False)
+
+
+def _tree_lines(tree: Tree, info: dict[str, Feature], style: _Style) -> list[str]:
     if tree.is_leaf(0):
         choice, detail = _leaf_text(tree, 0)
-        return [f"    always -> {choice}  ({detail})"]
+        return [style.leaf.format(pad=style.indent * style.first_depth, condition="always", choice=choice, detail=detail)]
     lines: list[str] = []
 
     def visit(depth: int, condition: str, child: int) -> None:
-        pad = "    " * (depth + 1)
+        pad = style.indent * (depth + style.first_depth)
         if tree.is_leaf(child):
             choice, detail = _leaf_text(tree, child)
-            lines.append(f"{pad}{condition} -> {choice}  ({detail})")
+            lines.append(style.leaf.format(pad=pad, condition=condition, choice=choice, detail=detail))
         else:
-            lines.append(f"{pad}{condition}:")
+            lines.append(style.branch.format(pad=pad, condition=condition))
 
-    _walk(tree, info, True, visit)
-    return lines
-
-
-def _markdown_tree(tree: Tree, info: dict[str, Feature]) -> list[str]:
-    if tree.is_leaf(0):
-        choice, detail = _leaf_text(tree, 0)
-        return [f"- always → **{choice}** ({detail})"]
-    lines: list[str] = []
-
-    def visit(depth: int, condition: str, child: int) -> None:
-        pad = "  " * depth
-        if tree.is_leaf(child):
-            choice, detail = _leaf_text(tree, child)
-            lines.append(f"{pad}- {condition} → **{choice}** ({detail})")
-        else:
-            lines.append(f"{pad}- {condition}")
-
-    _walk(tree, info, False, visit)
+    _walk(tree, info, style.ascii_only, visit)
     return lines
 
 

@@ -68,3 +68,23 @@ def test_relative_error_flags_nan():
     ref = torch.ones(3, dtype=torch.float64)
     assert profiling.relative_error(torch.tensor([1.0, float("nan"), 1.0]), ref) == float("inf")
     assert profiling.relative_error(torch.ones(3), ref) == 0.0
+
+
+def test_rank_shards_merge_into_one_table(tmp_path):
+    """Under torchrun each rank writes <stem>.rank<r>.csv; rank 0 merges them, later rows winning."""
+    out = tmp_path / "spmv-x.csv"
+    pd.DataFrame({"id": ["a", "b"], "time_ms:v": [1.0, 2.0]}).to_csv(out, index=False)
+    pd.DataFrame({"id": ["c"], "time_ms:v": [3.0]}).to_csv(tmp_path / "spmv-x.rank0.csv", index=False)
+    pd.DataFrame({"id": ["b", "d"], "time_ms:v": [2.5, 4.0]}).to_csv(tmp_path / "spmv-x.rank1.csv", index=False)
+    profiling._merge_shards(out, 2)
+    merged = pd.read_csv(out).set_index("id")["time_ms:v"].to_dict()
+    assert merged == {"a": 1.0, "b": 2.5, "c": 3.0, "d": 4.0}
+    assert not list(tmp_path.glob("*.rank*.csv"))
+
+
+def test_new_columns_widen_the_table(tmp_path):
+    out = tmp_path / "t.csv"
+    profiling._append_row(out, {"id": "a", "time_ms:v": 1.0})
+    profiling._append_row(out, {"id": "b", "time_ms:v": 2.0, "baseline_ms:lib": 3.0})
+    frame = pd.read_csv(out)
+    assert list(frame["id"]) == ["a", "b"] and frame["baseline_ms:lib"].isna().tolist() == [True, False]
