@@ -28,7 +28,7 @@ import torch
 import seer
 import seer.dispatch
 from seer.kernels import spmv as kernels
-from seer.profiling import environment
+from seer.profiling import device_tag, environment, write_result
 
 dispatch_module = sys.modules["seer.dispatch"]
 
@@ -136,15 +136,10 @@ def main() -> int:
     warnings.simplefilter("ignore", seer.SeerWarning)
     env = environment(torch.device("cuda", torch.cuda.current_device()))
     rows = [measure(nnz, args.calls, args.repeats) for nnz in SIZES]
-    device = env["device"]["name"].split()[1].lower() if " " in env["device"]["name"] else env["device"]["name"]
     result = {"benchmark": "dispatch host cost per call (us)", **env,
               "command": " ".join([Path(sys.executable).name, *sys.argv]), "calls_per_loop": args.calls,
               "repeats": args.repeats, "rows": rows}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"dispatch-{device}.json").write_text(json.dumps(result, indent=2) + "\n")
-    text = render(result)
-    (args.out / f"dispatch-{device}.md").write_text(text)
-    print(text)
+    write_result(args.out, f"dispatch-{device_tag(env['device']['name'])}", result, render(result))
     return 0
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from seer.profiling import device_tag, write_result
 from seer.table import read_table
 from seer.train import TwoStageSelector
 
@@ -89,7 +90,6 @@ def main() -> int:
         bookkeeping = float(np.median([r["hit_us"] - r["launcher_us"] for r in rows]))
     meta = table.meta
     device = meta["device"]["name"]
-    short = next((w.lower() for w in device.split() if w[:1] == "H" and w[1:].isdigit()), device.replace(" ", "_"))
     result = {
         "benchmark": f"{table.op} selection, held-out",
         "device": meta["device"], "versions": meta.get("versions", {}), "measured": meta.get("date"),
@@ -97,11 +97,7 @@ def main() -> int:
         **report.to_dict(), "dispatch_bookkeeping_us": bookkeeping,
         "end_to_end": end_to_end(table, report.held_out, bookkeeping),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{table.op}-{short}.json").write_text(json.dumps(result, indent=2) + "\n")
-    text = markdown(result)
-    (args.out / f"{table.op}-{short}.md").write_text(text)
-    print(text)
+    write_result(args.out, f"{table.op}-{device_tag(device)}", result, markdown(result))
     return 0
 
 

@@ -64,6 +64,21 @@ def environment(device: torch.device) -> dict:
     }
 
 
+def device_tag(name: str) -> str:
+    """Short name of a GPU for file names: "NVIDIA H100 80GB HBM3" -> "h100"."""
+    words = name.split()
+    return next((w.lower() for w in words if w[:1] in "HABL" and w[1:].isdigit()), "_".join(words).lower())
+
+
+def write_result(folder: Path, stem: str, result: dict, markdown: str) -> None:
+    """A benchmark's result as ``<stem>.json`` and ``<stem>.md`` in ``folder``, and the Markdown printed."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{stem}.json").write_text(json.dumps(result, indent=2) + "\n")
+    (folder / f"{stem}.md").write_text(markdown)
+    print(markdown)
+
+
 def time_ms(fn: Callable[[], object], *, warmup_ms: float = 5, rep_ms: float = 25) -> float:
     """Median device time of ``fn`` in ms (CUDA events; L2 flushed before each run)."""
     import triton.testing
