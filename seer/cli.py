@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import shlex
 import sys
 from pathlib import Path
 
 from seer.errors import SeerError
 
-PROFILES = Path(__file__).resolve().parent.parent / "datasets" / "profiles"
+# The installed subpackages, wherever pip put them (editable or not).
+PROFILES = Path(importlib.import_module("seer.datasets").__file__).parent / "profiles"
 DEFAULT_TABLE = PROFILES / "spmv-h100.csv"
 
 

@@ -7,6 +7,7 @@ identity and in-place version, so later calls on the same input go straight to t
 """
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 import warnings
@@ -21,7 +22,7 @@ from seer.errors import InputError, ModelError, SeerWarning
 from seer.registry import Op, get_op
 
 DEFAULT_CACHE_SIZE = 128
-SHIPPED_MODELS = Path(__file__).resolve().parent.parent / "models"
+SHIPPED_MODELS = Path(importlib.import_module("seer.models").__file__).parent
 
 
 @dataclass
