@@ -305,20 +305,30 @@ def _run_tiles(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torc
     return c
 
 
-def _run_splitk(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
-    splits, k_per_split = config.splits(problem)
-    if splits == 1:
-        return _run_tiles(config, problem, a, b, out)
-    c = _output(problem, out)
-    if _degenerate(problem, c):
+def _split_k(launch):
+    """run() of a split-K variant around ``launch(config, problem, a, b, c, splits, k_per_split, tiles)``:
+    one slice is the plain tile kernel, and an empty product needs no launch."""
+
+    def run(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
+        splits, k_per_split = config.splits(problem)
+        if splits == 1:
+            return _run_tiles(config, problem, a, b, out)
+        c = _output(problem, out)
+        if not _degenerate(problem, c):
+            tiles = triton.cdiv(problem.M, config.block_m) * triton.cdiv(problem.N, config.block_n)
+            launch(config, problem, a, b, c, splits, k_per_split, tiles)
         return c
+
+    return run
+
+
+@_split_k
+def _run_splitk(config, problem, a, b, c, splits, k_per_split, tiles) -> None:
     M, N = problem.M, problem.N
     partial = torch.empty((splits, M, N), dtype=torch.float32, device=problem.device)
-    tiles = triton.cdiv(M, config.block_m) * triton.cdiv(N, config.block_n)
     _gemm_splitk_kernel[(tiles, splits)](a, b, partial, M, N, problem.K, *a.stride(), *b.stride(), k_per_split,
                                          **config.meta())
     _sum_splits_kernel[(triton.cdiv(M * N, _SUM_BLOCK),)](partial, c, M * N, splits, BLOCK=_SUM_BLOCK)
-    return c
 
 
 _arrivals: dict[tuple, torch.Tensor] = {}
@@ -336,19 +346,12 @@ def _arrival_counters(device: torch.device, count: int) -> torch.Tensor:
     return counters
 
 
-def _run_splitk_fixup(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
-    splits, k_per_split = config.splits(problem)
-    if splits == 1:
-        return _run_tiles(config, problem, a, b, out)
-    c = _output(problem, out)
-    if _degenerate(problem, c):
-        return c
-    tiles = triton.cdiv(problem.M, config.block_m) * triton.cdiv(problem.N, config.block_n)
+@_split_k
+def _run_splitk_fixup(config, problem, a, b, c, splits, k_per_split, tiles) -> None:
     partial = torch.empty(tiles * splits * config.block_m * config.block_n, dtype=torch.float32, device=problem.device)
     _gemm_splitk_fixup_kernel[(tiles, splits)](
         a, b, c, partial, _arrival_counters(problem.device, tiles), problem.M, problem.N, problem.K,
         *a.stride(), *b.stride(), *c.stride(), k_per_split, splits, **config.meta())
-    return c
 
 
 _allocator_set = False

@@ -124,13 +124,14 @@ def _explain(args, command: str) -> int:
     from seer.datasets.suitesparse import read_matrix
     from seer.dispatch import model_files
 
+    import torch
+
     matrix = read_matrix(args.matrix).astype("float32")
-    models = [args.model] if args.model else model_files("spmv")
-    if not models:
-        print(seer.explain("spmv", (matrix, _ones(matrix.shape[1])), calls=args.calls))
-    for path in models:
-        print(f"== {Path(path).name}")
-        print(seer.explain("spmv", (matrix, _ones(matrix.shape[1])), calls=args.calls, model=path))
+    x = torch.ones(matrix.shape[1])
+    for path in [args.model] if args.model else model_files("spmv") or [None]:
+        if path is not None:
+            print(f"== {Path(path).name}")
+        print(seer.explain("spmv", (matrix, x), calls=args.calls, model=path))
     return 0
 
 
@@ -140,12 +141,6 @@ def _relative(path: Path) -> Path:
         return path.resolve().relative_to(Path.cwd())
     except ValueError:
         return path
-
-
-def _ones(n: int):
-    import torch
-
-    return torch.ones(n)
 
 
 if __name__ == "__main__":

@@ -122,7 +122,7 @@ def dispatch(op: str, inputs, *, calls: int | None = None, model=None, variant: 
     variant by name. Extra keyword arguments go to the op (e.g. ``group=`` for multi-GPU ops).
     """
     entry = get_op(op)
-    source, operands = entry.kernels.split(inputs, **op_kwargs) if op_kwargs else entry.kernels.split(inputs)
+    source, operands = entry.kernels.split(inputs, **op_kwargs)
     key = entry.kernels.cache_key(source)
     if key is not None:
         key = (op, key, _model_token(model), variant)
@@ -143,7 +143,7 @@ def explain(op: str, inputs, *, calls: int | None = None, model=None, **op_kwarg
     Nothing is run or cached. ``str(decision)`` reads as a short explanation.
     """
     entry = get_op(op)
-    source, operands = entry.kernels.split(inputs, **op_kwargs) if op_kwargs else entry.kernels.split(inputs)
+    source, operands = entry.kernels.split(inputs, **op_kwargs)
     return _decide(entry, source, operands, calls=calls, model=model, variant=None, will_run=False)
 
 

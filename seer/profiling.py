@@ -118,7 +118,7 @@ def profile_case(op_name: str, case: Case, *, call_overhead: bool, log=print) ->
     row = {"id": case.id, "group": case.group, "source": case.source, **case.extra}
     row.update(op.features.known(problem))
     if op.features.GATHERED:
-        row.update(op.features.gathered(problem))
+        row.update(op.features.gathered(problem))  # doubles as the warm-up of its timing
         row["gather_ms"] = _median_wall_ms(lambda: op.features.gathered(problem))
     reference = op.kernels.reference(problem, *operands)
     tolerance = TOLERANCE.get(getattr(problem, "dtype", torch.float32), 1e-2)
@@ -148,7 +148,7 @@ def _time_checked(name, fn, reference, tolerance, case_id, log) -> float:
 
 
 def _median_wall_ms(fn, repeats: int = 15) -> float:
-    fn()
+    """Median host wall time of ``fn`` in ms, the device drained before each run (no warm-up)."""
     samples = []
     for _ in range(repeats):
         _sync()

@@ -155,15 +155,10 @@ def _check_metadata(csr: CsrMatrix) -> None:
 
 def _check_structure(csr: CsrMatrix) -> None:
     """One pass over the index arrays; a single host read-back for all checks."""
-    p = csr.indptr
-    checks = [p[0] if p.numel() else p.new_zeros(()), p[-1] if p.numel() else p.new_zeros(())]
-    steps_ok = (p[1:] >= p[:-1]).all() if p.numel() > 1 else torch.ones((), dtype=torch.bool, device=p.device)
-    if csr.nnz:
-        lo, hi = torch.aminmax(csr.indices)
-    else:
-        lo = hi = p.new_zeros(())
+    p = csr.indptr  # rows + 1 >= 1 entries: the metadata checks ran first
+    lo, hi = torch.aminmax(csr.indices) if csr.nnz else (p.new_zeros(()), p.new_zeros(()))
     first, last, monotone, lo, hi = torch.stack(
-        [checks[0].long(), checks[1].long(), steps_ok.long(), lo.long(), hi.long()]
+        [p[0].long(), p[-1].long(), (p[1:] >= p[:-1]).all().long(), lo.long(), hi.long()]
     ).tolist()
     if first != 0:
         raise InputError(f"CSR indptr must start at 0, starts at {first}")
