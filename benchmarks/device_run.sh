@@ -2,7 +2,7 @@
 # One call on a lent GPU machine: install seer over the image's torch/triton, then run the named
 # stages in order; everything worth keeping lands under $OUT. Usage (from the repo root):
 #   bash benchmarks/device_run.sh env tests spmv-real spmv-large gemm dispatch    (one GPU)
-#   NPROC=2 bash benchmarks/device_run.sh overlap                                 (nvidia-h200-x2)
+#   NPROC=2 bash benchmarks/device_run.sh overlap spmv-real spmv-large            (nvidia-h200-x2)
 # Real matrices are read from .carry/suitesparse (a git-ignored copy of ../shared/suitesparse).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -11,6 +11,9 @@ python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$OUT/
 device=$(python3 -c "import torch; n=torch.cuda.get_device_name().lower(); print('h200' if 'h200' in n else 'h100' if 'h100' in n else n.split()[-1])")
 table=datasets/profiles/spmv-$device.csv
 budget=${STAGE_SECONDS:-240}
+nproc=${NPROC:-1}
+# SpMV profiling shards its inputs over the GPUs; rank 0 merges the shards into the one table.
+profile="seer profile"; [ "$nproc" -gt 1 ] && profile="torchrun --nproc-per-node $nproc -m seer.cli profile"
 for stage in "$@"; do
   echo "=== $stage ($(date -u +%T))"
   case $stage in
@@ -18,13 +21,15 @@ for stage in "$@"; do
          python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())" ;;
     tests) python3 -m pytest -q -m "gpu and not multigpu" ${TESTS:-tests} 2>&1 | tail -30 ;;
     smoke) seer profile spmv --matrices .carry/suitesparse --limit 40 --out "$OUT/smoke.csv" 2>&1 | tail -30 ;;
-    spmv-real) seer profile spmv --matrices .carry/suitesparse --out "$table" --deadline "$budget" 2>&1 | grep -v '^\s*$' | tail -25 ;;
-    spmv-large) seer profile spmv --matrices .carry/suitesparse --synthetic large --out "$table" --deadline "$budget" 2>&1 | tail -25 ;;
+    spmv-real) $profile spmv --matrices .carry/suitesparse --out "$table" --deadline "$budget" 2>&1 | grep -v '^\s*$' | tail -25 ;;
+    spmv-large) $profile spmv --matrices .carry/suitesparse --synthetic large --out "$table" --deadline "$budget" 2>&1 | tail -25 ;;
     gemm) python3 benchmarks/gemm_profile.py --out "benchmarks/results/gemm-$device" --budget-s "$budget" 2>&1 | tail -25
           cp "benchmarks/results/gemm-$device/gemm.csv" "datasets/profiles/gemm-$device.csv"
           cp "benchmarks/results/gemm-$device/gemm.meta.json" "datasets/profiles/gemm-$device.meta.json" ;;
-    overlap) torchrun --nproc-per-node "${NPROC:-2}" -m pytest -q tests/test_overlap_gpu.py 2>&1 | tail -20
-             torchrun --nproc-per-node "${NPROC:-2}" benchmarks/overlap.py --out benchmarks/results 2>&1 | tail -25 ;;
+    # A pattern that deadlocks outside its bounded waits must not take the later stages with it.
+    overlap) timeout 240 torchrun --nproc-per-node "$nproc" -m pytest -q tests/test_overlap_gpu.py 2>&1 | tail -20
+             timeout $((budget + 120)) torchrun --nproc-per-node "$nproc" benchmarks/overlap.py \
+               --out benchmarks/results --budget-s "$budget" 2>&1 | tail -40 ;;
     dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" 2>&1 | tail -25 ;;
     *) echo "unknown stage $stage"; exit 2 ;;
   esac

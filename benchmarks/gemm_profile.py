@@ -14,7 +14,8 @@ specialise on, on the smallest shape that has it), then each shape is timed with
 :meth:`Timer.screened_ms` for the shortcuts on hopeless configs and long kernels). Random non-zero
 data; every result is checked against torch.matmul before it is timed. Shapes are visited in a
 seeded random order and the tables are rewritten after each one, so stopping at ``--budget-s``
-leaves valid tables that span every shape family.
+leaves valid tables that span every shape family; a later run into the same folder times only the
+shapes still missing.
 
     python benchmarks/gemm_profile.py --recut DIR
 
@@ -284,6 +285,20 @@ def recut(folder: Path) -> dict:
     return write_tables(folder, frame, names, list(VARIANTS), meta)
 
 
+def earlier_rows(folder: Path, names: list[str]) -> tuple[list[dict], list[str]]:
+    """Rows and commands of an earlier sweep into ``folder`` with the same candidates (resuming it)."""
+    table, meta_file = folder / "gemm-candidates.csv", folder / "gemm-candidates.meta.json"
+    if not table.exists():
+        return [], []
+    frame = pd.read_csv(table)
+    timed = [c.removeprefix("time_ms:") for c in frame.columns if c.startswith("time_ms:")]
+    if timed != names:
+        sys.exit(f"{table} was swept over other candidates than seer.kernels.gemm.CANDIDATES: "
+                 f"move it away to start a fresh sweep")
+    meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
+    return frame.to_dict("records"), meta.get("commands", [meta["command"]] if "command" in meta else [])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="folder for the tables")
@@ -315,23 +330,26 @@ def main(argv=None) -> int:
     shapes = [shapes[i] for i in np.random.default_rng(args.seed).permutation(len(shapes))][: args.limit]
     names = list(gemm.CANDIDATES)  # torch_matmul comes first
     shipped = list(gemm.VARIANTS)
+    rows, earlier_commands = earlier_rows(args.out, names)
+    shapes = [s for s in shapes if s.id not in {row["id"] for row in rows}]
+    log(f"{len(rows)} shapes already timed in {args.out}; {len(shapes)} to go")
     compile_s = precompile(shapes, names, args.workers, started + 0.45 * args.budget_s, log)
-    meta = {"op": "gemm", **environment(device), "command": " ".join([sys.executable, *sys.argv]),
-            "compile_s": round(compile_s, 1), "shapes_planned": len(shapes)}
+    command = " ".join([sys.executable, *sys.argv])
+    meta = {"op": "gemm", **environment(device), "command": command, "commands": [*earlier_commands, command],
+            "compile_s": round(compile_s, 1), "shapes_planned": len(rows) + len(shapes)}
     args.out.mkdir(parents=True, exist_ok=True)
     timer = Timer()
-    rows: list[dict] = []
     cover: dict = {}
     warnings.simplefilter("ignore", SeerWarning)  # TMA configs on unaligned shapes: their fallback is what is timed
     for shape in tqdm(shapes, unit="shape", mininterval=5):
         if time.monotonic() > deadline:
-            log(f"budget of {args.budget_s:.0f} s reached after {len(rows)} of {len(shapes)} shapes")
+            log(f"budget of {args.budget_s:.0f} s reached: {len(rows)} of {meta['shapes_planned']} shapes timed")
             break
         rows.append(time_shape(shape, names, timer, log))
         torch.cuda.empty_cache()
         meta.update(shapes_timed=len(rows), elapsed_s=round(time.monotonic() - started, 1))
         cover = write_tables(args.out, pd.DataFrame(rows), names, shipped, meta)
-    log(f"{len(rows)} shapes in {time.monotonic() - started:.0f} s (compiling {compile_s:.0f} s); tables in {args.out}")
+    log(f"{len(rows)} shapes timed, {time.monotonic() - started:.0f} s this run (compiling {compile_s:.0f} s); tables in {args.out}")
     log(json.dumps(cover, indent=2))
     return 0
 

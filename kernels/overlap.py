@@ -543,7 +543,8 @@ def _ag_bulk_torch(p, a_shard, b):
 def _ag_torch_fused(p, a_shard, b):
     if p.device.type != "cuda":
         raise InputError("torch_fused runs PyTorch's fused_all_gather_matmul, which needs CUDA symmetric memory")
-    _, (c,) = torch.ops.symm_mem.fused_all_gather_matmul(a_shard, [b], 0, _group(p).group_name, return_A=False)
+    # return_A=True: without it PyTorch may take its NVLink-multicast path, which must stay off.
+    _, (c,) = torch.ops.symm_mem.fused_all_gather_matmul(a_shard, [b], 0, _group(p).group_name, return_A=True)
     return c
 
 

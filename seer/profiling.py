@@ -168,7 +168,8 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     out = Path(out)
     rank, world = _rank_and_world()
     shard = out if world == 1 else out.with_name(f"{out.stem}.rank{rank}{out.suffix}")
-    done = set(pd.read_csv(shard, usecols=["id"])["id"].astype(str)) if shard.exists() else set()
+    # Resuming: inputs already in the merged table or in this rank's shard of an interrupted run.
+    done = {str(i) for table in {out, shard} if table.exists() for i in pd.read_csv(table, usecols=["id"])["id"]}
     todo = [c for i, c in enumerate(cases) if i % world == rank and c.id not in done]
     started = time.monotonic()
     log = _logger(progress)

@@ -88,3 +88,15 @@ def test_new_columns_widen_the_table(tmp_path):
     profiling._append_row(out, {"id": "b", "time_ms:v": 2.0, "baseline_ms:lib": 3.0})
     frame = pd.read_csv(out)
     assert list(frame["id"]) == ["a", "b"] and frame["baseline_ms:lib"].isna().tolist() == [True, False]
+
+
+def test_a_rank_resumes_past_the_merged_table(tmp_path, suitesparse_dir, host_timer, few_variants, monkeypatch):
+    """A later torchrun run skips inputs merged by an earlier one (its shard files are gone by then)."""
+    cases = _cases(suitesparse_dir, 4)
+    out = tmp_path / "spmv-x.csv"
+    profiling.profile("spmv", cases[:2], out, command="first", progress=False)
+    monkeypatch.setattr(profiling, "_rank_and_world", lambda: (1, 2))
+    monkeypatch.setattr(torch.distributed, "barrier", lambda: None)
+    profiling.profile("spmv", cases, out, command="second", progress=False)
+    shard = pd.read_csv(tmp_path / "spmv-x.rank1.csv")
+    assert shard["id"].tolist() == [cases[3].id]  # rank 1's shard is cases 1 and 3; case 1 was merged
