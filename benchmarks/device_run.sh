@@ -14,25 +14,31 @@ budget=${STAGE_SECONDS:-240}
 nproc=${NPROC:-1}
 # SpMV profiling shards its inputs over the GPUs; rank 0 merges the shards into the one table.
 profile="seer profile"; [ "$nproc" -gt 1 ] && profile="torchrun --nproc-per-node $nproc -m seer.cli profile"
-for stage in "$@"; do
-  echo "=== $stage ($(date -u +%T))"
-  case $stage in
+run_stage() {
+  case $1 in
     env) nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
          python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())" ;;
-    tests) python3 -m pytest -q -m "gpu and not multigpu" ${TESTS:-tests} 2>&1 | tail -30 ;;
-    smoke) seer profile spmv --matrices .carry/suitesparse --limit 40 --out "$OUT/smoke.csv" 2>&1 | tail -30 ;;
-    spmv-real) $profile spmv --matrices .carry/suitesparse --out "$table" --deadline "$budget" 2>&1 | grep -v '^\s*$' | tail -25 ;;
-    spmv-large) $profile spmv --matrices .carry/suitesparse --synthetic large --out "$table" --deadline "$budget" 2>&1 | tail -25 ;;
-    gemm) python3 benchmarks/gemm_profile.py --out "benchmarks/results/gemm-$device" --budget-s "$budget" 2>&1 | tail -25
+    tests) python3 -m pytest -q -rfE -m "gpu and not multigpu" ${TESTS:-tests} ;;
+    smoke) seer profile spmv --matrices .carry/suitesparse --limit 40 --out "$OUT/smoke.csv" ;;
+    spmv-real) $profile spmv --matrices .carry/suitesparse --out "$table" --deadline "$budget" ;;
+    spmv-large) $profile spmv --matrices .carry/suitesparse --synthetic large --out "$table" --deadline "$budget" ;;
+    gemm) python3 benchmarks/gemm_profile.py --out "benchmarks/results/gemm-$device" --budget-s "$budget"
           cp "benchmarks/results/gemm-$device/gemm.csv" "datasets/profiles/gemm-$device.csv"
           cp "benchmarks/results/gemm-$device/gemm.meta.json" "datasets/profiles/gemm-$device.meta.json" ;;
     # A pattern that deadlocks outside its bounded waits must not take the later stages with it.
-    overlap) timeout 240 torchrun --nproc-per-node "$nproc" -m pytest -q tests/test_overlap_gpu.py 2>&1 | tail -20
+    overlap) timeout 240 torchrun --nproc-per-node "$nproc" -m pytest -q -rfE tests/test_overlap_gpu.py
              timeout $((budget + 120)) torchrun --nproc-per-node "$nproc" benchmarks/overlap.py \
-               --out benchmarks/results --budget-s "$budget" 2>&1 | tail -40 ;;
-    dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" 2>&1 | tail -25 ;;
-    *) echo "unknown stage $stage"; exit 2 ;;
+               --out benchmarks/results --budget-s "$budget" ;;
+    dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" ;;
+    *) echo "unknown stage $1"; exit 2 ;;
   esac
+}
+
+# Each stage's whole output goes to $OUT/<stage>.log; its end is printed here.
+for stage in "$@"; do
+  echo "=== $stage ($(date -u +%T))"
+  run_stage "$stage" >"$OUT/$stage.log" 2>&1
+  tr '\r' '\n' <"$OUT/$stage.log" | grep -v '^\s*$' | grep -v '%|' | tail -n "${TAIL:-30}"
 done
 # One archive: $OUT returns at most 8 files. Unpack it over the repo here to keep the results.
 tar czf "$OUT/results.tgz" datasets/profiles benchmarks/results

@@ -21,6 +21,11 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+# Defaults of constexpr parameters are constexpr objects, not bare strings: triton 3.6 passes a bare
+# default through unwrapped, and tl.atomic_* then fail to compile ("'str' object has no attribute 'type'").
+ACQ_REL = tl.constexpr("acq_rel")
+SYSTEM = tl.constexpr("sys")
+
 
 @triton.jit
 def translate(ptr, from_rank, to_rank, heap_bases):
@@ -57,28 +62,28 @@ def put(from_ptr, to_ptr, from_rank, to_rank, heap_bases, mask=None):
 
 
 @triton.jit
-def atomic_add(ptr, value, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = "acq_rel",
-               scope: tl.constexpr = "sys"):
+def atomic_add(ptr, value, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = ACQ_REL,
+               scope: tl.constexpr = SYSTEM):
     """``tl.atomic_add`` on ``to_rank``'s heap; returns the old value."""
     return tl.atomic_add(translate(ptr, from_rank, to_rank, heap_bases), value, mask=mask, sem=sem, scope=scope)
 
 
 @triton.jit
-def atomic_cas(ptr, compare, value, from_rank, to_rank, heap_bases, sem: tl.constexpr = "acq_rel",
-               scope: tl.constexpr = "sys"):
+def atomic_cas(ptr, compare, value, from_rank, to_rank, heap_bases, sem: tl.constexpr = ACQ_REL,
+               scope: tl.constexpr = SYSTEM):
     """``tl.atomic_cas`` on ``to_rank``'s heap; returns the old value."""
     return tl.atomic_cas(translate(ptr, from_rank, to_rank, heap_bases), compare, value, sem=sem, scope=scope)
 
 
 @triton.jit
-def atomic_xchg(ptr, value, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = "acq_rel",
-                scope: tl.constexpr = "sys"):
+def atomic_xchg(ptr, value, from_rank, to_rank, heap_bases, mask=None, sem: tl.constexpr = ACQ_REL,
+                scope: tl.constexpr = SYSTEM):
     """``tl.atomic_xchg`` on ``to_rank``'s heap; returns the old value."""
     return tl.atomic_xchg(translate(ptr, from_rank, to_rank, heap_bases), value, mask=mask, sem=sem, scope=scope)
 
 
 @triton.jit
-def signal(flag_ptr, value, from_rank, to_rank, heap_bases, scope: tl.constexpr = "sys"):
+def signal(flag_ptr, value, from_rank, to_rank, heap_bases, scope: tl.constexpr = SYSTEM):
     """Set the int32 flag to ``value`` with release ordering: the program's earlier stores land first."""
     tl.debug_barrier()  # every thread of the program has issued its stores before the release
     tl.atomic_xchg(translate(flag_ptr, from_rank, to_rank, heap_bases), value, sem="release", scope=scope)
@@ -86,7 +91,7 @@ def signal(flag_ptr, value, from_rank, to_rank, heap_bases, scope: tl.constexpr 
 
 @triton.jit
 def wait(flag_ptr, expected, from_rank, to_rank, heap_bases, errors_ptr, flag_index, max_spins,
-         scope: tl.constexpr = "sys"):
+         scope: tl.constexpr = SYSTEM):
     """Spin (acquire) until the int32 flag equals ``expected``; True once it does.
 
     After ``max_spins`` polls it gives up: the first timeout since the host's last check writes
