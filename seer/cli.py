@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -18,6 +19,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     command = "seer " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # started by torchrun: say so, or the command does not reproduce
+        command = f"torchrun --nproc-per-node {os.environ.get('LOCAL_WORLD_SIZE', os.environ['WORLD_SIZE'])} -m seer.cli" \
+                  + command.removeprefix("seer")
     try:
         return args.run(args, command) or 0
     except SeerError as error:
