@@ -42,12 +42,12 @@ def heap():
     dist.barrier()
 
 
-def _on_every_rank(heap, fn, *args) -> list[tuple[str, object]]:
-    """``fn(heap, *args)`` here, then every rank's ("ok", result) or ("error", exception text)."""
+def _on_every_rank(heap, fn, *args, **kwargs) -> list[tuple[str, object]]:
+    """``fn(heap, *args, **kwargs)`` here, then every rank's ("ok", result) or ("error", exception text)."""
     import torch.distributed as dist
 
     try:
-        outcome = ("ok", fn(heap, *args))
+        outcome = ("ok", fn(heap, *args, **kwargs))
     except Exception as exc:  # reported after the gather, so no rank is left in a collective
         outcome = ("error", f"{type(exc).__name__}: {exc}")
     torch.cuda.synchronize()
