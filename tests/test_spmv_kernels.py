@@ -67,8 +67,9 @@ def random_vector(rng, n: int, dtype) -> torch.Tensor:
 
 
 def assert_spmv_close(y: torch.Tensor, exact: sp.csr_matrix, x: torch.Tensor, dtype) -> None:
-    """Norm-wise relative error, and an element-wise bound scaled by |A| |x| so that one wrong
-    or unwritten row fails even in a long vector (NaN compares false and fails too)."""
+    """Error bounded by |A| |x| element by element: one wrong or unwritten row fails even in a
+    long vector (NaN compares false and fails too). Not relative to |A x|, which a long row whose
+    terms nearly cancel makes small while its rounding error grows with its length."""
     assert y.dtype == dtype and y.shape == (exact.shape[0],)
     x64 = x.double().numpy()
     ref = exact @ x64
@@ -80,8 +81,6 @@ def assert_spmv_close(y: torch.Tensor, exact: sp.csr_matrix, x: torch.Tensor, dt
     tol = TOLERANCE[dtype]
     bad = ~(err <= tol * scale)
     assert not bad.any(), f"{bad.sum()} rows off, e.g. row {np.flatnonzero(bad)[0]}: {got[bad][0]} vs {ref[bad][0]}"
-    if ref.any():
-        assert np.linalg.norm(got - ref) <= tol * np.linalg.norm(ref)
 
 
 def run_and_check(name: str, matrix: sp.csr_matrix, rng, dtype=torch.float32, index_dtype=torch.int32):
