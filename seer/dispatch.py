@@ -169,6 +169,10 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
         name = entry.features.hand_rule(known)
         path = [f"hand rule ({entry.features.hand_rule.__doc__ or 'documented fallback'}".rstrip() + ")"]
         return _decision(entry, name, "hand rule", path, known, description, problem, source)
+    trained_sizes = selector.training.get("world_sizes")
+    if trained_sizes and known.get("world_size") not in trained_sizes:
+        _warn_once(f"{description} was trained at world sizes {trained_sizes}, running at {known.get('world_size')}: "
+                   f"its choices are extrapolated; profile at this size (benchmarks/overlap.py) and train")
     features = dict(known)
 
     def gather():

@@ -221,6 +221,8 @@ class TwoStageSelector:
             "hyperparameters": self.hyperparameters_,
             "scores": scores,
         }
+        if "world_size" in table.frame:  # multi-GPU ops: the world sizes the trees have seen
+            training["world_sizes"] = sorted(int(w) for w in table.frame["world_size"].dropna().unique())
         return SelectorModel(
             op=table.op,
             variants=self.variants_,
