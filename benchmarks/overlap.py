@@ -11,10 +11,19 @@
    output. Every variant is checked against torch.matmul + NCCL (bulk_torch) and timed with CUDA
    events (median after warm-up; the slowest rank's median, as a collective ends with it).
 
-Writes (rank 0) under ``--out``: ``<op>-<device>.csv`` per op (columns id, group, source, the
-feature columns, ``time_ms:<variant>``, ``baseline_ms:torch_nccl``) with its ``.meta.json``, and
-``overlap-<device>.json`` (bandwidths, GEMM rate, machine constants, per-op summary). Tables are
-rewritten after every shape, so stopping at ``--budget-s`` leaves valid tables.
+3. Selection (CPU, also run at the end of the GPU run): per op, grouped cross-validation by model
+   layer (a layer's token counts never sit on both sides) scores seer's held-out choice on every
+   shape against the pattern oracle, torch.matmul + NCCL and PyTorch's fused_all_gather_matmul.
+
+Writes (rank 0): ``<op>-<device>.csv`` per op under ``--tables`` (columns id, group, source, the
+feature columns, ``time_ms:<variant>``, ``baseline_ms:torch_nccl``) with its ``.meta.json``; and
+``overlap-<device>.json`` / ``.md`` under ``--out`` (bandwidths, GEMM rate, machine constants,
+every shape's times and seer's choice, summaries). Tables are rewritten after every shape, so
+stopping at ``--budget-s`` leaves valid tables.
+
+    python benchmarks/overlap.py --select h200x2
+
+redoes step 3 from the committed tables and the measured constants in ``overlap-h200x2.json``.
 """
 from __future__ import annotations
 
@@ -196,41 +205,134 @@ def device_tag(world_size: int) -> str:
     return f"{chip}x{world_size}"
 
 
-def write_outputs(out: Path, tag: str, rows: list[dict], meta: dict, summary: dict) -> None:
-    out.mkdir(parents=True, exist_ok=True)
+def write_tables(tables: Path, tag: str, rows: list[dict], meta: dict) -> None:
+    tables.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame(rows)
     for op, table in frame.groupby(frame["id"].str.split("/").str[0]):
         table = table.dropna(axis=1, how="all")
-        table.to_csv(out / f"{op}-{tag}.csv", index=False)
-        (out / f"{op}-{tag}.meta.json").write_text(json.dumps(
+        table.to_csv(tables / f"{op}-{tag}.csv", index=False)
+        (tables / f"{op}-{tag}.meta.json").write_text(json.dumps(
             {**meta, "op": op, "rows": len(table),
              "notes": "time_ms:<variant> and baseline_ms:torch_nccl (= bulk_torch): the slowest rank's median "
                       "of CUDA-event times after warm-up; NaN where a variant failed or was wrong"},
             indent=2) + "\n")
-    (out / f"overlap-{tag}.json").write_text(json.dumps({**summary, "environment": meta}, indent=2) + "\n")
 
 
-def summarise(rows: list[dict]) -> dict:
-    """Per op: geometric-mean speed-up of every variant over torch + NCCL, and how often each is fastest."""
-    frame = pd.DataFrame(rows)
-    result = {}
-    for op, table in frame.groupby(frame["id"].str.split("/").str[0]):
-        times = table.filter(like="time_ms:").dropna(axis=1, how="all").rename(columns=lambda c: c.split(":", 1)[1])
-        speedup = (1 / times).mul(table["baseline_ms:torch_nccl"], axis=0)
-        result[op] = {
-            "shapes": len(table),
-            "geomean_speedup_vs_torch_nccl": {v: float(np.exp(np.log(s.dropna()).mean())) for v, s in speedup.items()},
-            "fastest_count": times.idxmin(axis=1).value_counts().to_dict(),
-        }
+# ---------------------------------------------------------------- selection (no GPU needed)
+COMM_SHARE = 0.2  # the issue's bar: shapes whose communication is at least a fifth of the bulk time
+
+
+def select(tables: Path, out: Path, tag: str, machine: dict, command: str) -> dict:
+    """Held-out selection on every op table of ``tag``; writes ``overlap-<tag>.json`` and ``.md``."""
+    from seer.profiling import write_result
+    from seer.table import read_table
+    from seer.train import TwoStageSelector
+
+    ops, shapes, environment_meta = {}, [], {}
+    for path in sorted(tables.glob(f"*-{tag}.csv")):
+        table = read_table(path)
+        environment_meta = {k: table.meta.get(k) for k in ("device", "versions", "date", "world_size", "command")}
+        report = TwoStageSelector().evaluate(table, calls=(1,))
+        rows = _shape_rows(table, report.held_out, machine["bandwidth_gbps"]["nccl_all_gather"])
+        shapes += rows
+        ops[table.op] = _op_summary(table, report, rows)
+    result = {"benchmark": "GEMM + communication overlap, held-out selection", **machine,
+              "environment": environment_meta, "command": command, "ops": ops, "shapes": shapes}
+    write_result(out, f"overlap-{tag}", result, _markdown(result))
     return result
+
+
+def _shape_rows(table, held_out, nccl_gbps: float) -> list[dict]:
+    frame = table.frame.set_index("id")
+    rows = []
+    for shape in held_out.to_dict("records"):
+        line = frame.loc[shape["id"]]
+        times = {v: float(line[f"time_ms:{v}"]) for v in table.variants}
+        torch_nccl = float(line["baseline_ms:torch_nccl"])
+        comm_ms = line["send_mb"] * 1e6 / (nccl_gbps * 1e9) * 1e3  # at NCCL's measured rate
+        rows.append({"op": table.op, "id": shape["id"], "group": shape["group"], "times_ms": times,
+                     "seer_choice": shape["choice@1"], "oracle": shape["oracle"],
+                     "seer_ms": times[shape["choice@1"]], "oracle_ms": float(shape["oracle_ms"]),
+                     "torch_nccl_ms": torch_nccl, "torch_fused_ms": times.get("torch_fused"),
+                     "estimated_comm_share": round(min(comm_ms / torch_nccl, 1.0), 4)})
+    return rows
+
+
+def _op_summary(table, report, rows: list[dict]) -> dict:
+    def geomean(values):
+        values = [v for v in values if v is not None and math.isfinite(v)]
+        return float(np.exp(np.mean(np.log(values)))) if values else None
+
+    heavy = [r for r in rows if r["estimated_comm_share"] >= COMM_SHARE]
+    worst = min(rows, key=lambda r: r["torch_nccl_ms"] / r["seer_ms"])
+    summary = {
+        "shapes": len(rows), "groups": report.groups, "folds": report.folds,
+        "fraction_of_oracle": geomean([r["oracle_ms"] / r["seer_ms"] for r in rows]),
+        "speedup_vs_torch_nccl": geomean([r["torch_nccl_ms"] / r["seer_ms"] for r in rows]),
+        "comm_heavy_shapes": len(heavy),
+        "speedup_vs_torch_nccl_comm_heavy": geomean([r["torch_nccl_ms"] / r["seer_ms"] for r in heavy]),
+        "oracle_speedup_vs_torch_nccl": geomean([r["torch_nccl_ms"] / r["oracle_ms"] for r in rows]),
+        "worst_shape": {"id": worst["id"], "seer_choice": worst["seer_choice"],
+                        "speedup_vs_torch_nccl": worst["torch_nccl_ms"] / worst["seer_ms"]},
+        "pattern_speedup_vs_torch_nccl": {v: geomean([r["torch_nccl_ms"] / r["times_ms"][v] for r in rows])
+                                          for v in table.variants},
+        "fastest_count": pd.Series([r["oracle"] for r in rows]).value_counts().to_dict(),
+        "seer_choice_count": pd.Series([r["seer_choice"] for r in rows]).value_counts().to_dict(),
+    }
+    if "torch_fused" in table.variants:
+        summary["speedup_vs_torch_fused"] = geomean([r["torch_fused_ms"] / r["seer_ms"] for r in rows])
+    return summary
+
+
+def _markdown(result: dict) -> str:
+    env = result["environment"]
+    bandwidth = result["bandwidth_gbps"]
+    lines = [f"# GEMM + communication on {env['world_size']} x {env['device']['name']}", "",
+             f"torch {env['versions'].get('torch')}, triton {env['versions'].get('triton')}, measured {env['date']}.  ",
+             f"Timing run: `{env['command']}`; selection: `{result['command']}`.", "",
+             "## Machine", "", "| measure | GB/s |", "|---|---|"]
+    lines += [f"| {name} | {rate:.0f} |" for name, rate in bandwidth.items()]
+    lines += ["", f"torch.matmul bf16 8192^3: {result['gemm_tflops']:.0f} TFLOP/s. Machine constants for "
+              f"`seer.features.overlap`: {result['machine_constants']}.", "",
+              "## Seer on held-out shapes (grouped by model layer)", "",
+              "| op | shapes | fraction of oracle | vs torch+NCCL | comm-heavy shapes | vs torch+NCCL there "
+              "| oracle vs torch+NCCL | vs fused_all_gather_matmul | worst shape |", "|---|---|---|---|---|---|---|---|---|"]
+    for op, s in result["ops"].items():
+        fused = s.get("speedup_vs_torch_fused")
+        heavy = s["speedup_vs_torch_nccl_comm_heavy"]
+        worst = s["worst_shape"]
+        lines.append(f"| {op} | {s['shapes']} | {s['fraction_of_oracle']:.3f} | {s['speedup_vs_torch_nccl']:.3f}x "
+                     f"| {s['comm_heavy_shapes']} | {'-' if heavy is None else f'{heavy:.3f}x'} "
+                     f"| {s['oracle_speedup_vs_torch_nccl']:.3f}x | {'-' if fused is None else f'{fused:.3f}x'} "
+                     f"| {worst['id'].split('/', 1)[1]} ({worst['seer_choice']}): {worst['speedup_vs_torch_nccl']:.2f}x |")
+    lines += ["", "Comm-heavy: communication estimated (bytes sent / the NCCL rate above) at 1/5 or more of the "
+              "torch.matmul + NCCL time.", "", "## Every shape (ms)", ""]
+    for op, s in result["ops"].items():
+        variants = list(s["pattern_speedup_vs_torch_nccl"])
+        lines += [f"### {op}", "", "| shape | " + " | ".join(variants) + " | seer's choice | comm share |",
+                  "|---|" + "---|" * (len(variants) + 2)]
+        for r in (r for r in result["shapes"] if r["op"] == op):
+            cells = [f"**{r['times_ms'][v]:.3f}**" if v == r["oracle"] else f"{r['times_ms'][v]:.3f}" for v in variants]
+            lines.append(f"| {r['id'].split('/', 1)[1]} | " + " | ".join(cells) +
+                         f" | {r['seer_choice']} | {r['estimated_comm_share']:.2f} |")
+        lines.append("")
+    lines.append("Bold: the fastest pattern. bulk_torch is torch.matmul + NCCL.")
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="folder of the results file")
+    parser.add_argument("--tables", type=Path, default=Path("datasets/profiles"), help="folder of the op tables")
+    parser.add_argument("--select", metavar="TAG", help="only redo the selection from the tables of TAG (no GPU)")
     parser.add_argument("--budget-s", type=float, default=170, help="stop timing shapes after this long")
     parser.add_argument("--heap-gib", type=float, default=8)
     args = parser.parse_args(argv)
+    if args.select:
+        machine = json.loads((args.out / f"overlap-{args.select}.json").read_text())
+        machine = {k: machine[k] for k in ("bandwidth_gbps", "gemm_tflops", "machine_constants")}
+        select(args.tables, args.out, args.select, machine, " ".join(["python", *sys.argv]))
+        return
     started = time.monotonic()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local_rank)
@@ -247,7 +349,8 @@ def main(argv=None) -> None:
     log(f"  torch.matmul bf16 8192^3: {tflops:.0f} TFLOP/s")
     constants = {"gemm_tflops": round(tflops), "link_gbps": round(rates["triton_put_allsm"])}
     log(f"machine constants for seer.features.overlap: {constants}")
-    meta = {**environment(heap.device), "command": " ".join(["torchrun", *sys.argv]), "world_size": world_size}
+    meta = {**environment(heap.device), "command": " ".join(["torchrun", f"--nproc-per-node {world_size}", *sys.argv]),
+            "world_size": world_size}
     rows: list[dict] = []
     todo = cases(world_size)
     for i, case in enumerate(todo):
@@ -261,11 +364,10 @@ def main(argv=None) -> None:
         log(f"[{i + 1}/{len(todo)}] {case['id']}: torch+nccl {row['baseline_ms:torch_nccl']:.3f} ms, "
             f"best {best[1]} {best[0]:.3f} ms  ({time.monotonic() - started:.0f} s)")
         if dist.get_rank() == 0:
-            summary = {"bandwidth_gbps": rates, "gemm_tflops": tflops, "machine_constants": constants,
-                       "summary": summarise(rows)}
-            write_outputs(args.out, tag, rows, {**meta, "shapes_timed": len(rows)}, summary)
+            write_tables(args.tables, tag, rows, {**meta, "shapes_timed": len(rows)})
     if dist.get_rank() == 0 and rows:
-        log(json.dumps(summarise(rows), indent=1))
+        machine = {"bandwidth_gbps": rates, "gemm_tflops": tflops, "machine_constants": constants}
+        select(args.tables, args.out, tag, machine, meta["command"])
     dist.barrier()
     dist.destroy_process_group()
 

@@ -7,8 +7,8 @@ forever). Nothing is worth gathering, so ``GATHERED`` is empty.
 ``compute_comm_ratio`` estimates one rank's GEMM time over its transfer time from two machine
 constants: the dense GEMM rate and the rate one rank sends to its peers over the links. The
 defaults were measured by ``benchmarks/overlap.py`` on two H200s joined by NVLink
-(``benchmarks/results/overlap-h200x2.json``): torch.matmul bf16 at 8192^3, 780 TFLOP/s, and
-Triton remote stores from every SM, 336 GB/s. Override them with :func:`set_machine` or
+(``benchmarks/results/overlap-h200x2.json``): torch.matmul bf16 at 8192^3, 783 TFLOP/s, and
+Triton remote stores from every SM, 337 GB/s. Override them with :func:`set_machine` or
 ``$SEER_GEMM_TFLOPS`` / ``$SEER_LINK_GBPS``, identically on every rank.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ class Machine:
     link_gbps: float
 
 
-DEFAULT_MACHINE = Machine(gemm_tflops=780.0, link_gbps=336.0)
+DEFAULT_MACHINE = Machine(gemm_tflops=783.0, link_gbps=337.0)
 RATIO_CAP = 1e6  # a single rank sends nothing: keep the ratio finite for the trees
 
 _override: Machine | None = None

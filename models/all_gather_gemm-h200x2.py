@@ -1,8 +1,8 @@
 # seer selection rules for op 'all_gather_gemm'
 # device: NVIDIA H200, compute capability 9.0
 # variants: bulk_torch, bulk_triton, fused_sequential, producer_consumer, workgroup_specialised, torch_fused
-# training table: datasets/profiles/all_gather_gemm-h200x2.csv (sha256 97b43e57598ede19b59fce2ebce52f226d43428dfd5120854d3f202759662b89), 48 rows in 6 groups
-# trained: 2026-11-22T05:25:09+00:00
+# training table: datasets/profiles/all_gather_gemm-h200x2.csv (sha256 43bde4c6fdf52646c3f13c17f5379f866ff96512b82d3f1fdf67ad95e4cee313), 48 rows in 6 groups
+# trained: 2026-11-22T05:26:35+00:00
 # command: seer train datasets/profiles/all_gather_gemm-h200x2.csv
 # held-out fraction of oracle (gathering included, 5-fold grouped CV): 0.991 at 1 call, 0.991 at 100 calls
 # regenerate: rerun the command above on the table with this sha256 to retrain; seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model

@@ -1,0 +1,33 @@
+"""benchmarks/overlap.py's selection step on the committed two-H200 tables (CPU only)."""
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TAG = "h200x2"
+
+
+@pytest.fixture(scope="module")
+def overlap_benchmark():
+    spec = importlib.util.spec_from_file_location("overlap_benchmark", ROOT / "benchmarks" / "overlap.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_selection_scores_every_shape_held_out(overlap_benchmark, tmp_path):
+    machine = json.loads((ROOT / "benchmarks" / "results" / f"overlap-{TAG}.json").read_text())
+    machine = {k: machine[k] for k in ("bandwidth_gbps", "gemm_tflops", "machine_constants")}
+    result = overlap_benchmark.select(ROOT / "datasets" / "profiles", tmp_path, TAG, machine, "test")
+    written = json.loads((tmp_path / f"overlap-{TAG}.json").read_text())
+    assert written["ops"].keys() == {"all_gather_gemm", "gemm_all_scatter", "gemm_reduce_scatter"}
+    assert len(written["shapes"]) == sum(s["shapes"] for s in written["ops"].values()) > 0
+    for shape in result["shapes"]:
+        assert shape["seer_ms"] == shape["times_ms"][shape["seer_choice"]] >= shape["oracle_ms"]
+        assert shape["oracle_ms"] == min(shape["times_ms"].values())
+    for summary in result["ops"].values():
+        assert 0 < summary["fraction_of_oracle"] <= 1
+    assert "speedup_vs_torch_fused" in result["ops"]["all_gather_gemm"]
+    assert "| all_gather_gemm | 48 |" in (tmp_path / f"overlap-{TAG}.md").read_text()
