@@ -4,8 +4,10 @@ Most real matrices are tiny, so the host path decides who wins. For each matrix 
 back-to-back loops (synchronised at the end; the GPU work of these sizes is shorter than the
 host work, so the loop time is host time) of:
   raw       the chosen kernel's own ``kernel[grid](...)`` launch, output preallocated
-  launcher  seer's thin launcher of the chosen variant (``VARIANTS[v].run``)
-  hit       ``seer.dispatch`` on the same matrix object again (decision cached)
+  launcher  seer's thin launcher of the chosen variant (``VARIANTS[v].run``), output preallocated
+  hit_out   ``seer.dispatch(..., out=y)`` on the same matrix object again (decision cached): the
+            same work as raw, so ``hit - raw`` is what seer adds to a launch
+  hit       the same without ``out=``: a new y per call
   cold      ``seer.dispatch`` after ``seer.clear_cache()`` (validate + features + tree + launch)
   torch     ``torch`` sparse CSR ``A @ x`` (cuSPARSE)
 Writes benchmarks/results/dispatch-<device>.json and .md.
@@ -92,6 +94,7 @@ def measure(nnz: int, calls: int, repeats: int) -> dict:
         "bookkeeping": bookkeeping,
         "raw": raw_launch(csr, x, y, variant),
         "launcher": lambda: kernels.VARIANTS[variant].run(csr, x, y),
+        "hit_out": lambda: seer.dispatch("spmv", (parts, x), out=y, variant=variant),
         "hit": lambda: seer.dispatch("spmv", (parts, x), variant=variant),
         "hit_model_choice": lambda: seer.dispatch("spmv", (parts, x)),
         "cold": cold,
@@ -104,23 +107,27 @@ def measure(nnz: int, calls: int, repeats: int) -> dict:
         samples = [per_call_us(fn, n) for _ in range(repeats)]
         result[f"{name}_us"] = float(np.median(samples))
         result[f"{name}_us_spread"] = float(np.max(samples) - np.min(samples))
-    result["hit_minus_raw_us"] = result["hit_us"] - result["raw_us"]
+    result["hit_minus_raw_us"] = result["hit_out_us"] - result["raw_us"]
     return result
 
 
 def render(result: dict) -> str:
     """Markdown of a result: medians of the repeats, with the spread (max - min) of each path."""
-    header = ("| nnz | seer choice | raw | launcher | hit | bookkeeping | cold | torch CSR | hit - raw |\n"
-              "|---|---|---|---|---|---|---|---|---|\n")
+    has_out = all("hit_out_us" in r for r in result["rows"])  # results from before out= have no such column
+    header = ("| nnz | seer choice | raw | launcher | " + ("hit, out= | " if has_out else "") +
+              "hit, new y | bookkeeping | cold | torch CSR | hit - raw |\n|---|---|---|---|"
+              + ("---|" if has_out else "") + "---|---|---|---|---|\n")
     cell = lambda r, k: f"{r[k + '_us']:.1f} ± {r[k + '_us_spread'] / 2:.1f}"
-    lines = [f"| {r['nnz']:,} | {r['seer_choice']} | {cell(r, 'raw')} | {cell(r, 'launcher')} | {cell(r, 'hit')} | "
-             f"{cell(r, 'bookkeeping')} | {cell(r, 'cold')} | {cell(r, 'torch')} | {r['hit_minus_raw_us']:+.1f} |"
-             for r in result["rows"]]
+    lines = [f"| {r['nnz']:,} | {r['seer_choice']} | {cell(r, 'raw')} | {cell(r, 'launcher')} | "
+             + (f"{cell(r, 'hit_out')} | " if has_out else "") +
+             f"{cell(r, 'hit')} | {cell(r, 'bookkeeping')} | {cell(r, 'cold')} | {cell(r, 'torch')} | "
+             f"{r['hit_minus_raw_us']:+.1f} |" for r in result["rows"]]
     return (f"# Dispatch host cost per call (us), {result['device']['name']}\n\n{result['date']}; torch "
             f"{result['versions']['torch']}, triton {result['versions']['triton']}; `{result['command']}`; "
             f"median of {result['repeats']} loops of {result['calls_per_loop']} calls (± half the spread)\n\n"
             + header + "\n".join(lines) + "\n\nbookkeeping: what a cache hit adds to seer's own launcher "
-            "(split, cache key, LRU lookup, operand checks), timed alone.\n")
+            "(split, cache key, LRU lookup, operand checks), timed alone. hit - raw: "
+            + ("with out=, the same work as the raw launch.\n" if has_out else "the hit allocates y, raw does not.\n"))
 
 
 def main() -> int:

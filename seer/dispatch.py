@@ -8,6 +8,7 @@ identity and in-place version, so later calls on the same input go straight to t
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import threading
 import warnings
@@ -113,28 +114,45 @@ def cache_info() -> dict:
     return {"size": len(_cache), "maxsize": _cache.maxsize, "hits": _cache.hits, "misses": _cache.misses}
 
 
-def dispatch(op: str, inputs, *, calls: int | None = None, model=None, variant: str | None = None, **op_kwargs):
+def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None, variant: str | None = None,
+             **op_kwargs):
     """Run ``op`` on ``inputs`` with the variant seer's model picks for them.
 
-    ``calls`` hints how many times the same input will be used (repeated calls reuse the
-    cached decision; the hint tells stage 1 whether gathering more features will pay).
+    ``out`` receives the result (SpMV, GEMM), sparing an allocation per call: checked for shape,
+    dtype and device. ``calls`` hints how many times the same input will be used (repeated calls
+    reuse the cached decision; the hint tells stage 1 whether gathering more features will pay).
     ``model`` is a path or a loaded model, overriding the shipped one; ``variant`` forces a
     variant by name. Extra keyword arguments go to the op (e.g. ``group=`` for multi-GPU ops).
     """
     entry = get_op(op)
     source, operands = entry.kernels.split(inputs, **op_kwargs)
+    run_kwargs = {} if out is None else {"out": out}
+    if out is not None and not _takes_out(entry):
+        raise InputError(f"{op} does not take out=: its result is allocated by the op")
     key = entry.kernels.cache_key(source)
     if key is not None:
         key = (op, key, _model_token(model), variant)
         decision = _cache.get(key)
         if decision is not None:
             entry.kernels.check_operands(decision.problem, operands)
-            return decision.run(decision.problem, *operands)
+            return decision.run(decision.problem, *operands, **run_kwargs)
     decision = _decide(entry, source, operands, calls=calls, model=model, variant=variant)
-    result = decision.run(decision.problem, *operands)
+    result = decision.run(decision.problem, *operands, **run_kwargs)
     if key is not None:
         _cache.put(key, decision)
     return result
+
+
+_takes_out_by_op: dict[str, bool] = {}
+
+
+def _takes_out(entry: Op) -> bool:
+    """Whether every variant of ``entry`` writes into an ``out=`` tensor (checked once per op)."""
+    takes = _takes_out_by_op.get(entry.name)
+    if takes is None:
+        takes = all("out" in inspect.signature(v.run).parameters for v in entry.variants.values())
+        _takes_out_by_op[entry.name] = takes
+    return takes
 
 
 def explain(op: str, inputs, *, calls: int | None = None, model=None, **op_kwargs) -> Decision:

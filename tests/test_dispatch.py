@@ -106,6 +106,24 @@ def test_hot_path_still_validates_the_vector():
         seer.dispatch("spmv", (parts, torch.randn(m.shape[1] + 1)))
 
 
+def test_out_receives_the_result_on_cold_and_cached_calls():
+    m = _matrix()
+    parts = _parts(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeerWarning)
+        for _ in range(2):  # the first call decides, the second hits the cache
+            x = torch.randn(m.shape[1])
+            out = torch.full((m.shape[0],), float("nan"))
+            assert seer.dispatch("spmv", (parts, x), out=out) is out
+            _check(out, m, x)
+        with pytest.raises(InputError, match="shape"):
+            seer.dispatch("spmv", (parts, x), out=torch.empty(m.shape[0] + 1))
+        with pytest.raises(InputError, match="dtype"):
+            seer.dispatch("spmv", (parts, x), out=torch.empty(m.shape[0], dtype=torch.float64))
+    with pytest.raises(InputError, match="does not take out="):
+        seer.dispatch("all_gather_gemm", (torch.ones(2, 2), torch.ones(2, 2)), out=torch.empty(2, 2))
+
+
 def test_cache_is_bounded():
     seer.set_cache_size(3)
     try:
