@@ -44,7 +44,7 @@ import triton.language as tl
 
 from seer.kernels import remote
 from seer.kernels.gemm import LLM_LAYERS
-from seer.profiling import environment
+from seer.profiling import device_tag, environment, write_result
 from seer.registry import get_op
 from seer.symmetric_heap import SymmetricHeap
 
@@ -199,12 +199,6 @@ def _slowest(value: float) -> float:
 
 
 # ---------------------------------------------------------------- output
-def device_tag(world_size: int) -> str:
-    name = torch.cuda.get_device_name().lower()
-    chip = next((c for c in ("h200", "h100", "a100", "b200") if c in name), name.split()[-1])
-    return f"{chip}x{world_size}"
-
-
 def write_tables(tables: Path, tag: str, rows: list[dict], meta: dict) -> None:
     tables.mkdir(parents=True, exist_ok=True)
     frame = pd.DataFrame(rows)
@@ -224,7 +218,6 @@ COMM_SHARE = 0.2  # the issue's bar: shapes whose communication is at least a fi
 
 def select(tables: Path, out: Path, tag: str, machine: dict, command: str) -> dict:
     """Held-out selection on every op table of ``tag``; writes ``overlap-<tag>.json`` and ``.md``."""
-    from seer.profiling import write_result
     from seer.table import read_table
     from seer.train import TwoStageSelector
 
@@ -259,8 +252,7 @@ def _shape_rows(table, held_out, nccl_gbps: float) -> list[dict]:
 
 
 def _op_summary(table, report, rows: list[dict]) -> dict:
-    def geomean(values):
-        values = [v for v in values if v is not None and math.isfinite(v)]
+    def geomean(values):  # None for no values (no comm-heavy shapes); read_table keeps only finite times
         return float(np.exp(np.mean(np.log(values)))) if values else None
 
     heavy = [r for r in rows if r["estimated_comm_share"] >= COMM_SHARE]
@@ -341,7 +333,7 @@ def main(argv=None) -> None:
     heap = SymmetricHeap(int(args.heap_gib * 2**30))
     heap.check_waits = False  # no synchronisation per call while timing; checked after every variant
     heap.max_spins = 1 << 22  # a few seconds: a pattern that deadlocks costs little of the budget
-    tag = device_tag(world_size)
+    tag = f"{device_tag(torch.cuda.get_device_name())}x{world_size}"
     log(f"overlap benchmark on {world_size} x {torch.cuda.get_device_name()} ({tag})")
     log("bandwidth, one rank to its peers:")
     rates = bandwidth(heap)
