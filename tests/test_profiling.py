@@ -3,7 +3,6 @@
 GPU timing is replaced by a host timer here; the GPU campaign itself runs through the device.
 """
 import json
-import warnings
 
 import pandas as pd
 import pytest
