@@ -5,7 +5,7 @@ Minimum bytes of y = A x (fp32 values, int32 indices): values and column indices
 counted, so irregular matrices (R-MAT) cannot reach the ceiling under this model.
 
     python benchmarks/spmv_bandwidth.py datasets/profiles/spmv-h200.csv --measure-copy   (on the table's GPU)
-    python benchmarks/spmv_bandwidth.py datasets/profiles/spmv-h100.csv --copy-gbps 3003.7  (a ceiling measured so before)
+    python benchmarks/spmv_bandwidth.py datasets/profiles/spmv-h100.csv --copy-gbps 3001  (a ceiling measured before)
 writes benchmarks/results/spmv-bandwidth-<table stem>.md. The ceiling is a 1 GiB
 device-to-device copy timed with do_bench on the same GPU (bytes read + written).
 """
