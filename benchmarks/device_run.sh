@@ -28,7 +28,8 @@ run_stage() {
     # A pattern that deadlocks outside its bounded waits must not take the later stages with it.
     overlap) timeout 240 torchrun --nproc-per-node "$nproc" -m pytest -q -rfE tests/test_overlap_gpu.py
              timeout $((budget + 120)) torchrun --nproc-per-node "$nproc" benchmarks/overlap.py \
-               --out benchmarks/results --budget-s "$budget" ;;
+               --out benchmarks/results --budget-s "$budget" --chunk-sweep ;;
+    overlap-costs) timeout 300 torchrun --nproc-per-node "$nproc" benchmarks/overlap_costs.py --out benchmarks/results ;;
     dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" ;;
     *) echo "unknown stage $1"; exit 2 ;;
   esac

@@ -3,13 +3,15 @@
     torchrun --nproc-per-node 2 benchmarks/overlap.py [--out benchmarks/results] [--budget-s 170]
 
 1. Bandwidth one rank sends to its peers: Triton remote stores (put) and loads (get) through the
-   symmetric heap on several program counts, against an NCCL all-gather moving the same bytes;
-   and the bf16 rate of torch.matmul. These are the machine constants of ``seer.features.overlap``.
+   symmetric heap on several program counts, the copy engines (``copy_`` between the heaps), and
+   an NCCL all-gather moving the same bytes; and the bf16 rate of torch.matmul. These are the
+   machine constants of ``seer.features.overlap``.
 2. Tensor-parallel shapes of real LLM layers (Megatron-style with sequence parallelism):
    all_gather_gemm for the column-parallel layers (qkv, mlp_up), gemm_reduce_scatter for the
    row-parallel ones (o, mlp_down), gemm_all_scatter for the column-parallel ones with a gathered
-   output. Every variant is checked against torch.matmul + NCCL (bulk_torch) and timed with CUDA
-   events (median after warm-up; the slowest rank's median, as a collective ends with it).
+   output. Every variant is checked against torch.matmul + NCCL (bulk_torch), then all are timed
+   with CUDA events in turn, for several rounds (the median over rounds of the slowest rank's
+   median after warm-up, as a collective ends with its slowest rank).
 
 3. Selection (CPU, also run at the end of the GPU run): per op, grouped cross-validation by model
    layer (a layer's token counts never sit on both sides) scores seer's held-out choice on every
@@ -24,6 +26,8 @@ stopping at ``--budget-s`` leaves valid tables.
     python benchmarks/overlap.py --select h200x2
 
 redoes step 3 from the committed tables and the measured constants in ``overlap-h200x2.json``.
+``--chunk-sweep`` then times pipelined_torch at several chunk counts on the shapes that send the
+most (``overlap-chunks-<device>.json`` / ``.md``): how its default chunk count was chosen.
 """
 from __future__ import annotations
 
@@ -50,12 +54,13 @@ from seer.symmetric_heap import SymmetricHeap
 
 TOLERANCE = 2e-2  # relative 2-norm difference from bulk_torch's result
 MODELS = ("llama-8b", "qwen-14b", "llama-70b")
-TOKENS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+TOKENS = (128, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
 MAX_RANK_FLOP = 8e12  # leaves out shapes whose GEMM alone takes over ~10 ms per rank
 LAYERS_OF = {"all_gather_gemm": ("qkv", "mlp_up"), "gemm_all_scatter": ("qkv", "mlp_up"),
              "gemm_reduce_scatter": ("o", "mlp_down")}
 BANDWIDTH_BYTES = 256 << 20
 COPY_PROGRAMS = (8, 16, 32, 0)  # 0: one program per SM
+ROUNDS = 5
 
 
 # ---------------------------------------------------------------- collective timing
@@ -72,7 +77,7 @@ def time_ms(fn, *, warmup: int = 3, reps: int = 10) -> float:
         fn()
         end.record()
     torch.cuda.synchronize()
-    return _slowest(np.median([s.elapsed_time(e) for s, e in zip(starts, ends)]))
+    return slowest(np.median([s.elapsed_time(e) for s, e in zip(starts, ends)]))
 
 
 def log(*parts) -> None:
@@ -115,6 +120,18 @@ def bandwidth(heap) -> dict:
             name = f"triton_{'put' if push else 'get'}_{programs or 'all'}sm"
             rates[name] = sent / time_ms(copy) / 1e6
             log(f"  {name:22s} {rates[name]:8.1f} GB/s")
+    for push in (True, False):  # the copy engines (cudaMemcpy between the heaps), as pipelined_torch moves data
+        peers = [(heap.rank + step) % heap.world_size for step in range(1, heap.world_size)]
+        pairs = [(heap.peer_view(dst, peer), src) if push else (dst, heap.peer_view(src, peer)) for peer in peers]
+
+        def copy():
+            heap.barrier()
+            for to, source in pairs:
+                to.copy_(source)
+
+        name = f"copy_engine_{'put' if push else 'get'}"
+        rates[name] = sent / time_ms(copy) / 1e6
+        log(f"  {name:22s} {rates[name]:8.1f} GB/s")
     gathered = torch.empty((heap.world_size * numel,), dtype=torch.bfloat16, device=heap.device)
     rates["nccl_all_gather"] = sent / time_ms(lambda: dist.all_gather_into_tensor(gathered, src)) / 1e6
     log(f"  {'nccl_all_gather':22s} {rates['nccl_all_gather']:8.1f} GB/s")
@@ -164,38 +181,95 @@ def measure(heap, case: dict) -> dict:
     problem = op.kernels.problem(spec)
     row = {"id": case["id"], "group": case["group"], "source": "real", **op.features.known(problem)}
     expected = op.variants["bulk_torch"].run(problem, *operands).float()
-    for name, variant in op.variants.items():
-        row[f"time_ms:{name}"] = _checked_time(name, lambda v=variant: v.run(problem, *operands), expected, heap)
+    runs = {name: (lambda v=variant: v.run(problem, *operands)) for name, variant in op.variants.items()}
+    correct = {name: fn for name, fn in runs.items() if _correct(name, fn, expected, heap)}
+    times = _interleaved_ms(correct, heap, reps=6 if expected.numel() < 1 << 26 else 2)
+    for name in runs:
+        row[f"time_ms:{name}"] = times.get(name, float("nan"))
     row["baseline_ms:torch_nccl"] = row["time_ms:bulk_torch"]
     return row
 
 
-def _checked_time(name, fn, expected, heap) -> float:
-    """fn's time, or NaN if it failed or was wrong on any rank (every rank agrees, so all stay in step)."""
+def _correct(name, fn, expected, heap) -> bool:
+    """Whether fn ran and matched on every rank (every rank agrees, so all stay in step)."""
     try:
         error = ((fn().float() - expected).norm() / expected.norm()).item()
         heap.raise_wait_errors(name)
     except Exception as exc:  # a failing variant is recorded (NaN), not fatal to the campaign
         print(f"  rank {heap.rank} FAILED {name}: {type(exc).__name__}: {exc}", flush=True)
         error = float("inf")
-    worst = _slowest(error if math.isfinite(error) else float("inf"))
+    worst = slowest(error if math.isfinite(error) else float("inf"))
     if not worst <= TOLERANCE:
         log(f"  WRONG {name}: relative error {worst:.2e}")
-        return float("nan")
-    ms = time_ms(fn, reps=10 if expected.numel() < 1 << 26 else 5)
-    timed_out = heap.wait_errors[0].item()
-    heap.wait_errors.zero_()
-    if _slowest(timed_out):
-        log(f"  TIMED OUT {name}: a flag wait gave up while timing")
-        return float("nan")
-    return ms
+        return False
+    return True
 
 
-def _slowest(value: float) -> float:
+def _interleaved_ms(runs: dict, heap, reps: int) -> dict:
+    """Median over ROUNDS rounds, each timing every variant in turn: a slow spell of the host (it
+    decides the time of small shapes) then hits every variant alike instead of whichever ran in it."""
+    samples = {name: [] for name in runs}
+    for _ in range(ROUNDS):
+        for name, fn in runs.items():
+            if samples[name] is None:
+                continue
+            ms = time_ms(fn, warmup=2, reps=reps)
+            timed_out = heap.wait_errors[0].item()
+            heap.wait_errors.zero_()
+            if slowest(timed_out):
+                log(f"  TIMED OUT {name}: a flag wait gave up while timing")
+                samples[name] = None
+            else:
+                samples[name].append(ms)
+    return {name: float(np.median(values)) for name, values in samples.items() if values}
+
+
+def slowest(value: float) -> float:
     """The largest ``value`` over the ranks."""
     value = torch.tensor(float(value), device="cuda")
     dist.all_reduce(value, op=dist.ReduceOp.MAX)
     return value.item()
+
+
+CHUNK_COUNTS = (1, 2, 4, 8)
+
+
+def chunk_sweep(heap, todo: list[dict], shapes_per_op: int = 3) -> list[dict]:
+    """pipelined_torch at several chunk counts on each op's shapes that send the most bytes."""
+    rows = []
+    for op_name in LAYERS_OF:
+        op = get_op(op_name)
+        ranked = sorted((c for c in todo if c["op"] == op_name), key=lambda c: -sent_elements(c, heap.world_size))
+        for case in ranked[:shapes_per_op]:
+            heap.free_all()
+            a = torch.randn(case["a"], device="cuda").to(torch.bfloat16)
+            b = (torch.randn(case["b"], device="cuda") / math.sqrt(case["b"][0])).to(torch.bfloat16)
+            spec, operands = op.kernels.split((a, b), heap=heap)
+            problem = op.kernels.problem(spec)
+            run = op.variants["pipelined_torch"].run
+            times = {chunks: time_ms(lambda: run(problem, *operands, chunks=chunks)) for chunks in CHUNK_COUNTS}
+            times["bulk_torch"] = time_ms(lambda: op.variants["bulk_torch"].run(problem, *operands))
+            log(f"  {case['id']}: " + ", ".join(f"{k}: {v:.3f} ms" for k, v in times.items()))
+            rows.append({"id": case["id"], "times_ms": {str(k): v for k, v in times.items()}})
+    return rows
+
+
+def sent_elements(case: dict, world_size: int) -> int:
+    (a_rows, a_cols), (_, b_cols) = case["a"], case["b"]
+    if case["op"] == "all_gather_gemm":
+        return a_rows * a_cols
+    return a_rows * b_cols if case["op"] == "gemm_all_scatter" else a_rows * b_cols // world_size
+
+
+def _chunk_markdown(rows: list[dict], meta: dict) -> str:
+    lines = [f"# pipelined_torch: row chunks per block on {meta['world_size']} x {meta['device']['name']}", "",
+             f"torch {meta['versions'].get('torch')}, triton {meta['versions'].get('triton')}, measured "
+             f"{meta['date']}; `{meta['command']}`. Median ms (CUDA events, slowest rank).", "",
+             "| shape | " + " | ".join(f"{c} chunks" for c in CHUNK_COUNTS) + " | bulk_torch |",
+             "|---|" + "---|" * (len(CHUNK_COUNTS) + 1)]
+    for row in rows:
+        lines.append(f"| {row['id']} | " + " | ".join(f"{v:.3f}" for v in row["times_ms"].values()) + " |")
+    return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------- output
@@ -319,6 +393,7 @@ def main(argv=None) -> None:
     parser.add_argument("--select", metavar="TAG", help="only redo the selection from the tables of TAG (no GPU)")
     parser.add_argument("--budget-s", type=float, default=170, help="stop timing shapes after this long")
     parser.add_argument("--heap-gib", type=float, default=8)
+    parser.add_argument("--chunk-sweep", action="store_true", help="then time pipelined_torch at several chunk counts")
     args = parser.parse_args(argv)
     if args.select:
         machine = json.loads((args.out / f"overlap-{args.select}.json").read_text())
@@ -360,6 +435,12 @@ def main(argv=None) -> None:
     if dist.get_rank() == 0 and rows:
         machine = {"bandwidth_gbps": rates, "gemm_tflops": tflops, "machine_constants": constants}
         select(args.tables, args.out, tag, machine, meta["command"])
+    if args.chunk_sweep:
+        log("pipelined_torch chunk counts:")
+        sweep = chunk_sweep(heap, todo)
+        if dist.get_rank() == 0:
+            write_result(args.out, f"overlap-chunks-{tag}", {**meta, "chunk_counts": list(CHUNK_COUNTS),
+                                                             "shapes": sweep}, _chunk_markdown(sweep, meta))
     dist.barrier()
     dist.destroy_process_group()
 

@@ -112,7 +112,11 @@ def gathered(problem) -> dict[str, float]:
     return {}
 
 
+# Where pipelined_torch overtakes torch.matmul + NCCL on 2 x H200 (benchmarks/results/overlap-h200x2.md):
+# about 0.2 ms of GEMM per rank, enough to hide the transfers and the pattern's ~0.15 ms of host time.
+PIPELINE_GFLOP = 150
+
+
 def hand_rule(features: dict) -> str:
-    """overlap (producer_consumer) when GEMM and transfer times are within 8x of each other, else bulk_torch"""
-    ratio = features["compute_comm_ratio"]
-    return "producer_consumer" if 1 / 8 <= ratio <= 8 else "bulk_torch"
+    """pipelined_torch when a rank's GEMM is >= 150 GFLOP (long enough to hide transfers and host cost), else bulk_torch"""
+    return "pipelined_torch" if features["rank_gflop"] >= PIPELINE_GFLOP else "bulk_torch"

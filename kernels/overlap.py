@@ -17,6 +17,9 @@ Patterns, one :class:`seer.registry.Variant` each:
 * ``producer_consumer``: a GEMM kernel and a communication kernel on two streams, synchronised by
   per-tile flags; communication runs on ``comm_programs`` programs (SMs), the GEMM on the rest.
 * ``workgroup_specialised``: one persistent kernel whose programs split into the two roles.
+* ``pipelined_torch``: producer-consumer at chunk granularity with vendor parts: torch.matmul
+  (cuBLAS) computes C (or gathers A) in row chunks while the copy engines move the previous chunk
+  between the heaps on a side stream, so communication takes no SMs from the GEMM.
 * ``torch_fused`` (all_gather_gemm, GPU only): ``torch.ops.symm_mem.fused_all_gather_matmul``.
 
 Every Triton pattern builds C tiles with the one tile loop of :mod:`seer.kernels.gemm`
@@ -51,6 +54,17 @@ from seer.symmetric_heap import Heap, heap_for_group
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 DEFAULT_COMM_PROGRAMS = 16
+# Row chunks of pipelined_torch per row block. The all-gather and reduce-scatter GEMMs already form a
+# pipeline over the ranks' row blocks (own block computed while the peers' move), so thinner chunks
+# only make cuBLAS slower there; the all-scatter GEMM has nothing to hide its first transfer behind.
+# Measured: benchmarks/results/overlap-chunks-h200x2.md.
+DEFAULT_CHUNKS = {"ag": 1, "as": 4, "rs": 1}
+# A chunk is worth its cost only above both minimums: thinner chunks make cuBLAS slower, and each
+# chunk costs ~35 us of host time (a GEMM, a copy, a stream switch and an event; measured in
+# benchmarks/results/overlap-costs-h200x2.md), which a chunk's GEMM must outlast (~32 GFLOP at
+# ~800 TFLOP/s) or the host, not the GPU, sets the pace.
+MIN_CHUNK_ROWS = 256
+MIN_CHUNK_FLOP = 32e9
 CPU_PROGRAMS = 4  # "SMs" of the simulated GPU: enough for both roles to stride over several tiles
 
 # Where the all-gather GEMM reads A tiles from.
@@ -458,10 +472,7 @@ def _pair(device: torch.device, producer, consumer, comm_is_producer: bool) -> N
         producer()
         consumer()
         return
-    main = torch.cuda.current_stream(device)
-    side = _side_streams.get(device)
-    if side is None:
-        side = _side_streams[device] = torch.cuda.Stream(device)
+    main, side = torch.cuda.current_stream(device), _side_stream(device)
     side.wait_stream(main)
     for launch, is_comm in ((producer, comm_is_producer), (consumer, not comm_is_producer)):
         if is_comm:
@@ -470,6 +481,54 @@ def _pair(device: torch.device, producer, consumer, comm_is_producer: bool) -> N
         else:
             launch()
     main.wait_stream(side)
+
+
+def _side_stream(device: torch.device):
+    side = _side_streams.get(device)
+    if side is None:
+        side = _side_streams[device] = torch.cuda.Stream(device)
+    return side
+
+
+def _pipeline(device: torch.device, steps, *, produce_on_side: bool) -> None:
+    """Run ``(produce, consume)`` steps so step i is consumed while step i+1 is produced.
+
+    The copies run on the side stream, the GEMMs on the current one (no stream switch: it costs host
+    time); consume i waits only for produce i. ``None`` skips a role for a step. Off the GPU the
+    steps run one after the other.
+    """
+    if device.type != "cuda":
+        for produce, consume in steps:
+            for work in (produce, consume):
+                if work is not None:
+                    work()
+        return
+    main, side = torch.cuda.current_stream(device), _side_stream(device)
+    side.wait_stream(main)
+    producer, consumer = (side, main) if produce_on_side else (main, side)
+    for produce, consume in steps:
+        if produce is not None:
+            _on(producer, main, produce)
+        if consume is not None:
+            consumer.wait_stream(producer)
+            _on(consumer, main, consume)
+    main.wait_stream(side)
+
+
+def _on(stream, main, work) -> None:
+    if stream is main:
+        work()
+    else:
+        with torch.cuda.stream(stream):
+            work()
+
+
+def _row_chunks(first: int, rows: int, chunks: int, row_flop: int) -> list[slice]:
+    """Up to ``chunks`` slices splitting rows ``first .. first + rows`` (``row_flop`` GEMM flops each),
+    none under MIN_CHUNK_ROWS or MIN_CHUNK_FLOP but the last."""
+    count = max(1, min(chunks, rows // MIN_CHUNK_ROWS, int(rows * row_flop // MIN_CHUNK_FLOP)))
+    step = _cdiv(rows, count)
+    return [slice(first + start, first + min(start + step, rows)) for start in range(0, rows, step)]
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -533,6 +592,27 @@ def _ag_workgroup_specialised(p, a_shard, b, *, comm_programs):
     epoch = _begin(p)
     _ag_launch(p, copiers + computers, copiers, shard, gathered, b, c, flags, epoch, signal=True, a_from=A_FLAGGED)
     _end(p, "workgroup_specialised")
+    return c
+
+
+def _ag_pipelined_torch(p, a_shard, b, *, chunks):
+    """Own shard's rows first; meanwhile the copy engines pull the peers' shards chunk by chunk."""
+    shard = p.heap.scratch("all_gather_gemm.a", a_shard.shape, p.dtype)
+    shard.copy_(a_shard)
+    m_loc = a_shard.shape[0]
+    gathered, c = a_shard.new_empty((p.m, p.k)), a_shard.new_empty((p.m, p.n))
+    own = slice(p.rank * m_loc, (p.rank + 1) * m_loc)
+    steps = [(None, lambda: torch.matmul(a_shard, b, out=c[own]))]
+    for step in range(1, p.world_size):
+        src = (p.rank + step) % p.world_size
+        peer_shard = p.heap.peer_view(shard, src)
+        for rows in _row_chunks(src * m_loc, m_loc, chunks, 2 * p.n * p.k):
+            remote_rows = slice(rows.start - src * m_loc, rows.stop - src * m_loc)
+            steps.append((functools.partial(gathered[rows].copy_, peer_shard[remote_rows]),
+                          functools.partial(torch.matmul, gathered[rows], b, out=c[rows])))
+    _begin(p)
+    _pipeline(p.device, steps, produce_on_side=True)
+    p.heap.barrier()  # nobody restages its shard while a peer still pulls it
     return c
 
 
@@ -608,6 +688,27 @@ def _as_workgroup_specialised(p, a, b_shard, *, comm_programs):
     return _as_finish(p, c, "workgroup_specialised")
 
 
+def _as_pipelined_torch(p, a, b_shard, *, chunks):
+    """Row chunks of this rank's column block; the copy engines push each finished one to every peer."""
+    blocks = p.heap.scratch("gemm_all_scatter.blocks", (p.world_size, p.m, b_shard.shape[1]), p.dtype)
+    mine = blocks[p.rank]
+    peers = [p.heap.peer_view(blocks, (p.rank + step) % p.world_size)[p.rank] for step in range(1, p.world_size)]
+    steps = [(functools.partial(torch.matmul, a[rows], b_shard, out=mine[rows]),
+              functools.partial(_copy_to_peers, mine[rows], [peer[rows] for peer in peers]))
+             for rows in _row_chunks(0, p.m, chunks, 2 * b_shard.shape[1] * p.k)]
+    _begin(p)
+    _pipeline(p.device, steps, produce_on_side=False)
+    p.heap.barrier()  # every peer's block has landed here
+    c = blocks.new_empty((p.m, p.n))  # not a view of the heap, which the next call overwrites
+    c.view(p.m, p.world_size, -1).copy_(blocks.transpose(0, 1))
+    return c
+
+
+def _copy_to_peers(local: torch.Tensor, twins) -> None:
+    for twin in twins:
+        twin.copy_(local)
+
+
 def _as_bulk_torch(p, a, b_shard):
     return _join_columns(_all_gather(torch.matmul(a, b_shard), _group(p)))
 
@@ -677,6 +778,28 @@ def _rs_workgroup_specialised(p, a_part, b_part, *, comm_programs):
     return out
 
 
+def _rs_pipelined_torch(p, a_part, b_part, *, chunks):
+    """Partials of the peers' rows first, each chunk pushed by the copy engines; own rows last; then the sum."""
+    m_loc = p.m // p.world_size
+    parts = p.heap.scratch("gemm_reduce_scatter.parts", (p.world_size, m_loc, p.n), p.dtype)
+    out = a_part.new_empty((m_loc, p.n))
+    outgoing = a_part.new_empty((p.m, p.n))  # partials of the peers' rows, before they are pushed
+    steps = []
+    for step in range(1, p.world_size):
+        owner = (p.rank + step) % p.world_size
+        slot = p.heap.peer_view(parts, owner)[p.rank]
+        for rows in _row_chunks(owner * m_loc, m_loc, chunks, 2 * p.n * a_part.shape[1]):
+            slot_rows = slice(rows.start - owner * m_loc, rows.stop - owner * m_loc)
+            steps.append((functools.partial(torch.matmul, a_part[rows], b_part, out=outgoing[rows]),
+                          functools.partial(slot[slot_rows].copy_, outgoing[rows])))
+    own = slice(p.rank * m_loc, (p.rank + 1) * m_loc)
+    steps.append((functools.partial(torch.matmul, a_part[own], b_part, out=parts[p.rank]), None))
+    _begin(p)
+    _pipeline(p.device, steps, produce_on_side=False)
+    p.heap.barrier()  # every peer's partial has landed here
+    return torch.sum(parts, dim=0, out=out)  # one launch; 16-bit sums accumulate in fp32
+
+
 def _rs_bulk_torch(p, a_part, b_part):
     import torch.distributed as dist
 
@@ -688,23 +811,32 @@ def _rs_bulk_torch(p, a_part, b_part):
 
 
 # ================================================================ variants and registry views
-PATTERNS = ("bulk_torch", "bulk_triton", "fused_sequential", "producer_consumer", "workgroup_specialised")
+PATTERNS = ("bulk_torch", "bulk_triton", "fused_sequential", "producer_consumer", "workgroup_specialised",
+            "pipelined_torch")
 _PATTERN_DOCS = {
     "bulk_torch": "torch.matmul, then the torch collective (NCCL)",
     "bulk_triton": "Triton GEMM, then a Triton kernel moving the data through the symmetric heap",
     "fused_sequential": "communication inside the GEMM kernel, tile by tile",
     "producer_consumer": "GEMM and communication kernels on two streams, synchronised by per-tile flags",
     "workgroup_specialised": "one persistent kernel, programs split between GEMM and communication",
+    "pipelined_torch": "torch.matmul in row chunks; the copy engines move finished chunks on a side stream",
     "torch_fused": "PyTorch's torch.ops.symm_mem.fused_all_gather_matmul (GPU only)",
 }
-_TAKES_COMM_PROGRAMS = ("producer_consumer", "workgroup_specialised")
+
+
+def _default_params(prefix: str, pattern: str) -> dict:
+    if pattern in ("producer_consumer", "workgroup_specialised"):
+        return {"comm_programs": DEFAULT_COMM_PROGRAMS}
+    if pattern == "pipelined_torch":
+        return {"chunks": DEFAULT_CHUNKS[prefix]}
+    return {}
 
 
 def _variants(prefix: str, patterns) -> dict[str, Variant]:
     variants = {}
     for pattern in patterns:
         run = globals()[f"_{prefix}_{pattern}"]
-        params = {"comm_programs": DEFAULT_COMM_PROGRAMS} if pattern in _TAKES_COMM_PROGRAMS else {}
+        params = _default_params(prefix, pattern)
         variants[pattern] = Variant(pattern, functools.partial(run, **params) if params else run, params,
                                     _PATTERN_DOCS[pattern])
     return variants

@@ -122,7 +122,7 @@ class Heap:
         return self._epoch
 
     def peer_view(self, tensor: torch.Tensor, rank: int) -> torch.Tensor:
-        """Host view of ``tensor``'s twin in ``rank``'s heap (tests, debugging)."""
+        """``tensor``'s twin in ``rank``'s heap, as a tensor of this device (copies to and from it cross the links)."""
         offset = tensor.data_ptr() - self._local.data_ptr()
         nbytes = tensor.numel() * tensor.element_size()
         if not tensor.is_contiguous() or offset < 0 or offset + nbytes > self.size_bytes:
@@ -181,13 +181,17 @@ class SymmetricHeap(Heap):
         super().__init__(buffer, bases, rank, world_size, group, max_spins=max_spins)
         self._handle = handle
         self._offset = offset
+        self._peers: dict[int, torch.Tensor] = {}
 
     def barrier(self) -> None:
         """Device-side barrier of all ranks, in stream order (no host synchronisation)."""
         self._handle.barrier()
 
     def _peer_bytes(self, rank: int) -> torch.Tensor:
-        return self._handle.get_buffer(rank, (self.size_bytes,), torch.uint8, self._offset)
+        heap = self._peers.get(rank)
+        if heap is None:  # made once: get_buffer costs host time on every call
+            heap = self._peers[rank] = self._handle.get_buffer(rank, (self.size_bytes,), torch.uint8, self._offset)
+        return heap
 
 
 _heaps: dict[str, SymmetricHeap] = {}

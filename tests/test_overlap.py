@@ -77,14 +77,15 @@ def _poison_heap(heap) -> None:
 
 
 # ---------------------------------------------------------------- rank functions
-def _pattern_errors(heap, op, patterns, dtype_name, scale=1):
+def _pattern_errors(heap, op, patterns, dtype_name, scale=1, **params):
     a, b, expected = _inputs(op, heap.rank, heap.world_size, getattr(torch, dtype_name), heap.device, scale)
     errors = {}
     with _empty_fills_nan():
         for pattern in patterns:
             _poison_heap(heap)
             problem, operands = _problem(heap, op, a, b)
-            errors[pattern] = _relative_error(get_op(op).variants[pattern].run(problem, *operands), expected)
+            result = get_op(op).variants[pattern].run(problem, *operands, **params)
+            errors[pattern] = _relative_error(result, expected)
     return errors
 
 
@@ -114,6 +115,16 @@ def _features_and_dispatch(heap, op, **dispatch_kwargs):
     decision = seer.explain(op, (a, b), **dispatch_kwargs)
     result = seer.dispatch(op, (a, b), **dispatch_kwargs)
     return features, decision.variant, _relative_error(result, expected)
+
+
+def _pipelined_errors_in_thin_chunks(heap, op, dtype_name, scale=1):
+    """pipelined_torch in 4 chunks per row block of a few rows each (several, ragged, even where 1 is the default)."""
+    defaults = overlap.MIN_CHUNK_ROWS, overlap.MIN_CHUNK_FLOP
+    overlap.MIN_CHUNK_ROWS, overlap.MIN_CHUNK_FLOP = 3, 1
+    try:
+        return _pattern_errors(heap, op, ("pipelined_torch",), dtype_name, scale, chunks=4)
+    finally:
+        overlap.MIN_CHUNK_ROWS, overlap.MIN_CHUNK_FLOP = defaults
 
 
 def _reduce_scatter_with_silent_peer(heap):
@@ -149,6 +160,25 @@ def test_16_bit_patterns_match_float64(dtype_name):
 
 
 @pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_pipelined_pattern_in_several_chunks_matches_float64(op, world_size):
+    errors = shared_world(world_size).run(_pipelined_errors_in_thin_chunks, op, "float32")
+    _assert_small(errors, TOLERANCE["float32"])
+
+
+def test_row_chunks_cover_the_rows_once_and_respect_the_minimums(monkeypatch):
+    monkeypatch.setattr(overlap, "MIN_CHUNK_ROWS", 3)
+    monkeypatch.setattr(overlap, "MIN_CHUNK_FLOP", 1000)
+    for first, rows, chunks, row_flop, expected in [(0, 20, 4, 1000, 4), (40, 10, 4, 1000, 3), (7, 2, 4, 1000, 1),
+                                                    (0, 1000, 1, 1000, 1), (0, 20, 4, 100, 2), (0, 20, 4, 10, 1)]:
+        slices = overlap._row_chunks(first, rows, chunks, row_flop)
+        covered = [i for part in slices for i in range(part.start, part.stop)]
+        assert covered == list(range(first, first + rows))
+        assert len(slices) == expected
+        assert all(part.stop - part.start >= 3 for part in slices[:-1])  # only the last may be thinner
+
+
+@pytest.mark.parametrize("op", OPS)
 def test_reference_gathers_the_whole_product(op):
     assert max(shared_world(2).run(_reference_error, op)) < 1e-12
 
@@ -170,6 +200,16 @@ def test_features_follow_the_traffic_of_each_op():
     assert sent["all_gather_gemm"] == (3 * 8 * 16 * 2, 2 * 32 * 24 * 16)  # my [8, 16] shard to 3 peers
     assert sent["gemm_all_scatter"] == (3 * 8 * 24 * 2, 2 * 8 * 24 * 16)  # my [8, 24] block of C to 3 peers
     assert sent["gemm_reduce_scatter"] == (3 * 2 * 24 * 2, 2 * 8 * 24 * 16)  # my [2, 24] partial of 3 peers' rows
+
+
+def test_hand_rule_pipelines_only_long_gemms():
+    features = _features_module()
+    for op in OPS:
+        variants = get_op(op).variants
+        small = features.known(_local_problem(_fake_heap(world_size=2), op))
+        assert features.hand_rule(small) == "bulk_torch"
+        large = {**small, "rank_gflop": 2 * features.PIPELINE_GFLOP}
+        assert features.hand_rule(large) == "pipelined_torch" and "pipelined_torch" in variants
 
 
 def test_machine_constants_can_be_overridden(monkeypatch):

@@ -83,6 +83,12 @@ def test_every_pattern_matches_float64(heap, op, dtype_name, scale):
 
 
 @pytest.mark.parametrize("op", overlap_checks.OPS)
+def test_pipelined_pattern_in_several_chunks_on_two_streams(heap, op):
+    errors = _results(_on_every_rank(heap, overlap_checks._pipelined_errors_in_thin_chunks, op, "bfloat16", SCALE))
+    overlap_checks._assert_small(errors, TOLERANCE["bfloat16"])
+
+
+@pytest.mark.parametrize("op", overlap_checks.OPS)
 def test_dispatch_with_a_process_group(heap, op):
     import torch.distributed as dist
 
