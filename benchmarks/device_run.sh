@@ -30,6 +30,8 @@ run_stage() {
              timeout $((budget + 120)) torchrun --nproc-per-node "$nproc" benchmarks/overlap.py \
                --out benchmarks/results --budget-s "$budget" --chunk-sweep ;;
     overlap-costs) timeout 300 torchrun --nproc-per-node "$nproc" benchmarks/overlap_costs.py --out benchmarks/results ;;
+    gemm-results) python3 benchmarks/gemm.py --out "benchmarks/results/gemm-$device" --model "models/gemm-$device.json" \
+                    --budget-s "$budget" ;;
     dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" ;;
     *) echo "unknown stage $1"; exit 2 ;;
   esac

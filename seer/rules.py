@@ -63,7 +63,8 @@ def to_markdown(model: SelectorModel, source: str | Path | None = None, level: i
 
 
 def to_python(model: SelectorModel, source: str | Path | None = None) -> str:
-    """A standalone module: ``choose_stage1_calls_<c>(f)`` per call count and ``choose_stage2(f)``."""
+    """A standalone module: ``choose_stage1_calls_<c>(f)`` per stage-1 tree (named after the first call
+    count it serves), ``choose_stage2(f)``, and ``STAGE1``: every call count -> its function."""
     info = model.feature_info()
     lines = [f"# {line}" for line in header_lines(model, source)]
     lines += [
@@ -72,11 +73,13 @@ def to_python(model: SelectorModel, source: str | Path | None = None) -> str:
         f"GATHER = {GATHER!r}",
         f"VARIANTS = {tuple(model.variants)!r}",
     ]
-    for calls, tree in sorted(model.stage1.items()):
-        lines += ["", ""] + _python_function(f"choose_stage1_calls_{calls}", tree, info)
+    served = {}
+    for counts, tree in _stage1_trees(model):
+        lines += ["", ""] + _python_function(f"choose_stage1_calls_{counts[0]}", tree, info)
+        served.update({calls: counts[0] for calls in counts})
     if model.stage2 is not None:
         lines += ["", ""] + _python_function("choose_stage2", model.stage2, info)
-    table = ", ".join(f"{calls}: choose_stage1_calls_{calls}" for calls in sorted(model.stage1))
+    table = ", ".join(f"{calls}: choose_stage1_calls_{first}" for calls, first in served.items())
     lines += ["", "", f"STAGE1 = {{{table}}}"]
     return "\n".join(lines) + "\n"
 
@@ -84,22 +87,36 @@ def to_python(model: SelectorModel, source: str | Path | None = None) -> str:
 # ---------------------------------------------------------------------- rendering
 
 
+def _stage1_trees(model: SelectorModel) -> list[tuple[list[int], Tree]]:
+    """Stage-1 trees with the call counts each serves; neighbouring counts with equal trees share one."""
+    merged: list[tuple[list[int], Tree]] = []
+    for calls in sorted(model.stage1):
+        tree = model.stage1[calls]
+        if merged and merged[-1][1] == tree:
+            merged[-1][0].append(calls)
+        else:
+            merged.append(([calls], tree))
+    return merged
+
+
 def _sections(model: SelectorModel) -> Iterator[tuple[str, Tree]]:
-    counts = sorted(model.stage1)
-    for i, calls in enumerate(counts):
-        yield f"Stage 1, {_calls_range(counts, i)} (known features only)", model.stage1[calls]
+    groups = _stage1_trees(model)
+    for i, (counts, tree) in enumerate(groups):
+        following = groups[i + 1][0][0] if i + 1 < len(groups) else None
+        yield f"Stage 1, {_calls_range(counts[0] if i else None, following)} (known features only)", tree
     if model.stage2 is not None:
         yield "Stage 2, after gathering (known and gathered features)", model.stage2
 
 
-def _calls_range(counts: list[int], i: int) -> str:
-    if len(counts) == 1:
+def _calls_range(first: int | None, following: int | None) -> str:
+    """The calls a tree serves: from ``first`` (None: from one call) up to before ``following`` (None: no end)."""
+    if first is None and following is None:
         return "any number of calls"
-    if i == 0:
-        return f"fewer than {counts[1]:,} calls"
-    if i == len(counts) - 1:
-        return f"{counts[i]:,} or more calls"
-    return f"{counts[i]:,} to {counts[i + 1] - 1:,} calls"
+    if first is None:
+        return f"fewer than {following:,} calls"
+    if following is None:
+        return f"{first:,} or more calls"
+    return f"{first:,} to {following - 1:,} calls"
 
 
 def _leaf_text(tree: Tree, node: int) -> tuple[str, str]:

@@ -6,12 +6,18 @@ cheapest of ``c * t_v`` for every variant ``v`` and ``gather_ms + c * t_(stage-2
 gathering; the stage-2 picks there are out-of-fold, so stage 1 sees how good stage 2 really
 is on inputs it was not trained on.
 
-Both stages weight every row by what a wrong choice costs it (mean log-slowdown of the other
-choices, plus a small floor), and label each leaf with the choice of least total log-regret
-(see :mod:`seer.tree`), so the trees optimise the fraction of oracle rather than accuracy.
+Both stages are regret trees: scikit-learn grows a multi-output regression tree on each row's
+log-slowdown of every choice (log(t_v / t_best)), clipped at ``regret_cap``, and each leaf takes
+the choice of least total log-regret (see :mod:`seer.tree`). Splits thus separate inputs by which
+choices are near-best for them, which is what the fraction-of-oracle score measures; a
+classifier of the single fastest variant (the first design) splits on which variant wins by
+however little, and scored 0.65-0.70 of the oracle on large SpMV inputs at one call against
+0.77-0.79 for regret trees (``benchmarks/NOTES.md``). The cap keeps inputs where a choice is
+hopeless from dominating the squared error: beyond it, how slow a wrong choice is does not
+change which choices a split should group.
 
-Tree size (``max_depth``, ``min_samples_leaf``) is chosen per tree by grouped K-fold CV on
-the table's ``group`` column: a family of inputs is never on both sides of a split. Among
+Tree size (``max_depth``, ``min_samples_leaf``) and the cap are chosen per tree by grouped K-fold
+CV on the table's ``group`` column: a family of inputs is never on both sides of a split. Among
 candidates within ``SIMPLER_WITHIN`` of the best held-out fraction of oracle the simplest
 wins, which keeps the exported rules short. :meth:`TwoStageSelector.evaluate` repeats the
 whole procedure inside an outer grouped CV (nested CV), so its scores are on groups that
@@ -38,7 +44,7 @@ import pandas as pd
 import sklearn
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GroupKFold
-from sklearn.tree import DecisionTreeClassifier
+from sklearn.tree import DecisionTreeRegressor
 
 from seer.errors import ProfileTableError, SeerWarning
 from seer.model import GATHER, SelectorModel, nearest_calls, op_feature_module
@@ -47,9 +53,9 @@ from seer.tree import Tree, log_regret, node_choices
 
 DEFAULT_DEPTHS = (1, 2, 3, 4, 5, 6, 8, None)
 DEFAULT_LEAVES = (1, 2, 4, 8)
+DEFAULT_REGRET_CAPS = (0.1, 0.25, 0.5, 1.0)  # log-slowdowns: 10%, 28%, 65%, 2.7x
 DEFAULT_CALLS = (1, 10, 100, 1000)
 # Rows where every choice is equally fast still count a little, so ties do not vanish.
-WEIGHT_FLOOR = 1e-3
 # Prefer a simpler tree when it is this close (in fraction of oracle) to the best one.
 SIMPLER_WITHIN = 0.002
 
@@ -104,14 +110,17 @@ class _Fitted:
 class TwoStageSelector:
     """Trains stage-1 trees (one per call count) and a stage-2 tree from a profile table.
 
-    ``max_depth`` and ``min_samples_leaf`` are each a value, a list of candidates, or None for
-    the defaults (``DEFAULT_DEPTHS``, ``DEFAULT_LEAVES``); candidates are compared by grouped
-    CV. ``(None,)`` as ``max_depth`` means "unlimited depth, no search".
+    ``max_depth``, ``min_samples_leaf`` and ``regret_cap`` are each a value, a list of candidates,
+    or None for the defaults (``DEFAULT_DEPTHS``, ``DEFAULT_LEAVES``, ``DEFAULT_REGRET_CAPS``);
+    candidates are compared by grouped CV. ``(None,)`` as ``max_depth`` means "unlimited depth,
+    no search".
     """
 
-    def __init__(self, max_depth=None, min_samples_leaf=None, calls: Sequence[int] = DEFAULT_CALLS, folds: int = 5, random_state: int = 0):
+    def __init__(self, max_depth=None, min_samples_leaf=None, calls: Sequence[int] = DEFAULT_CALLS, folds: int = 5,
+                 random_state: int = 0, regret_cap=None):
         self.max_depth = max_depth
         self.min_samples_leaf = min_samples_leaf
+        self.regret_cap = regret_cap
         self.calls = tuple(calls)
         self.folds = folds
         self.random_state = random_state
@@ -133,9 +142,10 @@ class TwoStageSelector:
         splits = grouped_folds(data.groups, folds)
         depths = _candidates(self.max_depth, DEFAULT_DEPTHS)
         leaves = _candidates(self.min_samples_leaf, DEFAULT_LEAVES)
+        caps = _candidates(self.regret_cap, DEFAULT_REGRET_CAPS)
 
         def tune(X: np.ndarray, costs: np.ndarray, features: Sequence[str], labels: Sequence[str]) -> _Fitted:
-            return _tune_tree(X, costs, features, labels, splits, depths, leaves, self.random_state)
+            return _tune_tree(X, costs, features, labels, splits, depths, leaves, caps, self.random_state)
 
         stage2 = None
         if data.full is not None:
@@ -193,7 +203,8 @@ class TwoStageSelector:
         single = np.zeros(n, dtype=int)
         fold_of = np.zeros(n, dtype=int)
         for k, (train, test) in enumerate(grouped_folds(data.groups, folds)):
-            inner = TwoStageSelector(self.max_depth, self.min_samples_leaf, self.calls, self.folds, self.random_state)
+            inner = TwoStageSelector(self.max_depth, self.min_samples_leaf, self.calls, self.folds, self.random_state,
+                                     self.regret_cap)
             part = data.take(train)
             inner._fit(part, table, _fold_count(part.groups, self.folds, minimum=2, warn=False, where=f"outer fold {k}"))
             held_out = data.take(test)
@@ -255,38 +266,38 @@ def train_table(
 
 def _tune_tree(
     X: np.ndarray, costs: np.ndarray, features: Sequence[str], labels: Sequence[str],
-    splits: list[tuple[np.ndarray, np.ndarray]], depths: tuple, leaves: tuple, random_state: int,
+    splits: list[tuple[np.ndarray, np.ndarray]], depths: tuple, leaves: tuple, caps: tuple, random_state: int,
 ) -> _Fitted:
-    """Pick (max_depth, min_samples_leaf) by grouped CV, then fit on all rows.
+    """Pick (max_depth, min_samples_leaf, regret_cap) by grouped CV, then fit on all rows.
 
     scikit-learn grows trees depth first and a node's split does not depend on max_depth, so a
     depth-d tree is the unlimited tree cut at depth d (up to random tie-breaks): one fit per
-    fold and leaf size scores every depth, reading each held-out row's node at depth d.
+    fold, leaf size and cap scores every depth, reading each held-out row's node at depth d.
     """
-    y = costs.argmin(axis=1)
-    weights = _regret_weights(costs)
     regret = log_regret(costs)
     deepest = None if None in depths else max(depths)
-    predicted = {(d, m): np.zeros(len(X), dtype=int) for d in depths for m in leaves}
+    predicted = {(d, m, c): np.zeros(len(X), dtype=int) for d in depths for m in leaves for c in caps}
     for train, test in splits:
         for m in leaves:
-            estimator = _classifier(deepest, m, random_state).fit(X[train], y[train], sample_weight=weights[train])
-            node_label, _, _ = node_choices(estimator, X[train], costs[train])
-            path = estimator.decision_path(X[test])
-            path.sort_indices()  # node ids grow with depth along a path
-            last = np.diff(path.indptr) - 1
-            for d in depths:
-                step = last if d is None else np.minimum(d, last)
-                predicted[(d, m)][test] = node_label[path.indices[path.indptr[:-1] + step]]
+            for c in caps:
+                estimator = _regret_tree(deepest, m, random_state).fit(X[train], np.minimum(regret[train], c))
+                node_label, _, _ = node_choices(estimator, X[train], costs[train])
+                path = estimator.decision_path(X[test])
+                path.sort_indices()  # node ids grow with depth along a path
+                last = np.diff(path.indptr) - 1
+                for d in depths:
+                    step = last if d is None else np.minimum(d, last)
+                    predicted[(d, m, c)][test] = node_label[path.indices[path.indptr[:-1] + step]]
     scores = {key: _fraction_of_oracle(regret, labels_) for key, labels_ in predicted.items()}
-    depth, leaf = _simplest_near_best(scores)
-    estimator = _classifier(depth, leaf, random_state).fit(X, y, sample_weight=weights)
-    params = {"max_depth": depth, "min_samples_leaf": leaf, "cv_fraction_of_oracle": round(scores[(depth, leaf)], 6)}
-    return _Fitted(Tree.from_sklearn(estimator, features, labels, X, costs), params, predicted[(depth, leaf)])
+    depth, leaf, cap = _simplest_near_best(scores)
+    estimator = _regret_tree(depth, leaf, random_state).fit(X, np.minimum(regret, cap))
+    params = {"max_depth": depth, "min_samples_leaf": leaf, "regret_cap": cap,
+              "cv_fraction_of_oracle": round(scores[(depth, leaf, cap)], 6)}
+    return _Fitted(Tree.from_sklearn(estimator, features, labels, X, costs), params, predicted[(depth, leaf, cap)])
 
 
-def _classifier(max_depth: int | None, min_samples_leaf: int, random_state: int) -> DecisionTreeClassifier:
-    return DecisionTreeClassifier(max_depth=max_depth, min_samples_leaf=min_samples_leaf, random_state=random_state)
+def _regret_tree(max_depth: int | None, min_samples_leaf: int, random_state: int) -> DecisionTreeRegressor:
+    return DecisionTreeRegressor(max_depth=max_depth, min_samples_leaf=min_samples_leaf, random_state=random_state)
 
 
 def _candidates(setting, default: tuple) -> tuple:
@@ -304,11 +315,6 @@ def _simplest_near_best(scores: dict[tuple, float]) -> tuple:
     best = max(scores.values())
     near = [key for key, score in scores.items() if score >= best - SIMPLER_WITHIN]
     return min(near, key=lambda key: (math.inf if key[0] is None else key[0], -key[1]))
-
-
-def _regret_weights(costs: np.ndarray) -> np.ndarray:
-    """Mean log-slowdown of the other choices: how much getting this row wrong costs."""
-    return log_regret(costs).sum(axis=1) / (costs.shape[1] - 1) + WEIGHT_FLOOR
 
 
 def _fraction_of_oracle(regret: np.ndarray, labels: np.ndarray) -> float:

@@ -112,7 +112,7 @@ class Tree:
     def from_sklearn(
         cls, estimator: Any, features: Sequence[str], labels: Sequence[str], X: np.ndarray, costs: np.ndarray
     ) -> Tree:
-        """Convert a fitted ``DecisionTreeClassifier`` grown on ``X`` (columns = ``features``).
+        """Convert a fitted scikit-learn decision tree grown on ``X`` (columns = ``features``).
 
         ``costs[i, l]`` is the cost (time) of choosing ``labels[l]`` for row ``i`` of ``X``;
         it decides each node's label and its mean regret.

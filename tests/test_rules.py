@@ -54,6 +54,20 @@ def test_single_leaf_trees_say_always():
     assert rules.to_python(model).count("def choose_") == 1
 
 
+def test_equal_neighbouring_stage1_trees_are_written_once():
+    a = Tree(("nnz",), ("a", "b"), (-1,), (None,), (-1,), (-1,), (0,), (5,), (0.1,))
+    b = Tree(("nnz",), ("a", "b"), (-1,), (None,), (-1,), (-1,), (1,), (5,), (0.1,))
+    model = SelectorModel("mystery", ("a", "b"), ("nnz",), (), {1: a, 10: a, 100: b, 1000: a}, None)
+    text = rules.to_text(model)
+    assert "Stage 1, fewer than 100 calls" in text and "Stage 1, 100 to 999 calls" in text
+    assert "Stage 1, 1,000 or more calls" in text and text.count("Stage 1,") == 3
+    namespace = {}
+    exec(compile(rules.to_python(model), "generated_rules.py", "exec"), namespace)
+    assert set(namespace["STAGE1"]) == {1, 10, 100, 1000}
+    assert [namespace["STAGE1"][c]({"nnz": 5}) for c in (1, 10, 100, 1000)] == ["a", "a", "b", "a"]
+    assert namespace["STAGE1"][1] is namespace["STAGE1"][10] is namespace["choose_stage1_calls_1"]
+
+
 def random_inputs(model, n, rng):
     """Feature dicts around every threshold, including values exactly on them."""
     trees = [*model.stage1.values(), model.stage2]
@@ -88,7 +102,7 @@ def test_generated_module_agrees_with_the_trees(trained):
     on_threshold = 0
     for f in inputs:
         for calls, tree in model.stage1.items():
-            assert namespace[f"choose_stage1_calls_{calls}"](f) == tree.predict([f[n] for n in tree.features])
+            assert namespace["STAGE1"][calls](f) == tree.predict([f[n] for n in tree.features])
         assert namespace["choose_stage2"](f) == model.stage2.predict([f[n] for n in model.stage2.features])
         on_threshold += f["nnz"] in model.stage2.threshold
     assert on_threshold > 10  # the "<=" edge really was exercised

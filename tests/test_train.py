@@ -146,6 +146,15 @@ def test_predict_agrees_with_the_model(cheap):
         TwoStageSelector().predict(table)
 
 
+def test_regret_cap_is_tuned_from_its_candidates_or_fixed(cheap):
+    table = read_table(cheap[0])
+    tuned = TwoStageSelector(max_depth=(2, 3), min_samples_leaf=4, calls=(1,), regret_cap=(0.1, 1.0)).fit(table)
+    chosen = [tuned.hyperparameters_["stage2"], tuned.hyperparameters_["stage1"]["1"]]
+    assert all(params["regret_cap"] in (0.1, 1.0) for params in chosen)
+    fixed = TwoStageSelector(max_depth=3, min_samples_leaf=4, calls=(1,), regret_cap=0.25).fit(table)
+    assert fixed.hyperparameters_["stage2"]["regret_cap"] == 0.25
+
+
 def test_without_gathered_features_there_is_no_stage2():
     frame = planted_frame(groups=12, per_group=3).drop(columns=["row_cv", "row_max", "gather_ms"])
     table = ProfileTable.from_frame(frame, "toy", planted_meta())
