@@ -1,12 +1,14 @@
 """Tile shapes of the row-mapped SpMV kernel on large regular matrices: which [ROWS, G] tile and
-warp count moves the most bytes on this GPU.
+warp count moves the most bytes on this GPU, and whether prefetching the next step helps.
 
     python benchmarks/spmv_tiles.py [--out benchmarks/results] [--budget-s 150]
 
 Matrices: the banded and 3-D stencil matrices of 10M+ nonzeros of the large synthetic suite, where
 the shipped vector variants reach the least of the copy ceiling (``spmv-bandwidth-<device>.md``).
 Each gets the shipped row-mapped variants, a grid of tiles (G lanes per row, ROWS rows per
-program, warps) and cuSPARSE, every result checked against the float64 reference; throughput is
+program, warps), the shipped tiles with prefetching (``prefetch_g<G>``: the next step's indices
+and values are loaded before this step's x gather, so two loads are in flight instead of a
+dependent chain) and cuSPARSE, every result checked against the float64 reference; throughput is
 the minimum bytes of ``spmv_bandwidth.py`` over the copy ceiling measured in the same run. Writes
 ``spmv-tiles-<device>.json`` / ``.md``.
 """
@@ -19,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import triton
+import triton.language as tl
 
 from seer.datasets.cases import spmv_cases
 from seer.kernels import spmv
@@ -30,6 +34,40 @@ GROUPS = (4, 8, 16, 32)
 TILE_ELEMENTS = (512, 1024, 2048)  # ROWS * G
 WARPS = (4, 8)
 SHIPPED = ("scalar_r128", "vector_g4", "vector_g8", "vector_g16", "vector_g32")
+SHIPPED_ROWS = {4: 128, 8: 64, 16: 32, 32: 16}  # rows per program of the shipped vector variants
+
+
+@triton.jit
+def _prefetch_rows_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows,
+                          ROWS: tl.constexpr, G: tl.constexpr):
+    """The vector kernel with step i + 1's indices and values loaded before step i's x gather."""
+    row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    ok = row < rows
+    start = tl.load(indptr + row, mask=ok, other=0)
+    end = tl.load(indptr + row + 1, mask=ok, other=0)
+    k = start[:, None] + tl.arange(0, G)[None, :]
+    stop = end[:, None]
+    inside = k < stop
+    col = tl.load(indices + k, mask=inside, other=0)
+    a = tl.load(values + k, mask=inside, other=0.0)
+    acc = tl.zeros(k.shape, dtype=tl.float32)
+    for _ in range(0, tl.max(end - start, axis=0), G):
+        k_next = k + G
+        inside_next = k_next < stop
+        col_next = tl.load(indices + k_next, mask=inside_next, other=0)
+        a_next = tl.load(values + k_next, mask=inside_next, other=0.0)
+        xv = tl.load(x + col * x_stride, mask=inside, other=0.0)
+        acc += a.to(tl.float32) * xv.to(tl.float32)
+        k, inside, col, a = k_next, inside_next, col_next, a_next
+    tl.store(y + row * y_stride, tl.sum(acc, axis=1).to(y.dtype.element_ty), mask=ok)
+
+
+def prefetch_spmv(csr, x: torch.Tensor, group: int) -> torch.Tensor:
+    y = torch.empty(csr.rows, dtype=csr.values.dtype, device=x.device)
+    rows = SHIPPED_ROWS[group]
+    _prefetch_rows_kernel[(triton.cdiv(csr.rows, rows),)](
+        csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), csr.rows, ROWS=rows, G=group, num_warps=4)
+    return y
 
 
 def copy_gbps() -> float:
@@ -51,6 +89,8 @@ def measure(case, ceiling: float) -> dict:
     runs = {name: (lambda v=spmv.VARIANTS[name]: v.run(csr, x)) for name in SHIPPED}
     for g, rows, warps in tiles():
         runs[f"g{g}_r{rows}_w{warps}"] = (lambda run=spmv._rows_run(rows, g, warps): run(csr, x))
+    for g in SHIPPED_ROWS:
+        runs[f"prefetch_g{g}"] = (lambda g=g: prefetch_spmv(csr, x, g))
     runs["cusparse"] = lambda: case.baselines["cusparse"](csr, x)
     fractions = {}
     for name, fn in runs.items():
@@ -60,26 +100,31 @@ def measure(case, ceiling: float) -> dict:
     return {"id": case.id, "nnz": csr.nnz, "mean_row": csr.nnz / csr.rows, "fraction_of_copy": fractions}
 
 
+def _best(fractions: dict, kind: str) -> tuple[str, float]:
+    """The best configuration of one kind: "shipped", "tile" or "prefetch"."""
+    def kind_of(name):
+        return "shipped" if name in SHIPPED else "prefetch" if name.startswith("prefetch") else "tile"
+    return max(((n, v) for n, v in fractions.items() if n != "cusparse" and kind_of(n) == kind), key=lambda i: i[1])
+
+
 def markdown(result: dict) -> str:
     rows = result["matrices"]
     names = list(rows[0]["fraction_of_copy"])
     median = {n: float(np.median([r["fraction_of_copy"][n] for r in rows])) for n in names}
-    best_tile = max((n for n in names if n not in SHIPPED and n != "cusparse"), key=median.get)
-    shipped_best = [max(r["fraction_of_copy"][n] for n in SHIPPED) for r in rows]
+    best = {kind: [_best(r["fraction_of_copy"], kind) for r in rows] for kind in ("shipped", "tile", "prefetch")}
     lines = [f"# SpMV tile shapes on large regular matrices, {result['device']['name']}", "",
              f"torch {result['versions'].get('torch')}, triton {result['versions'].get('triton')}, measured "
              f"{result['date']}; `{result['command']}`. Copy ceiling {result['copy_gbps']:.0f} GB/s (same run). "
              "Fractions of it from the minimum bytes; do_bench medians, L2 flushed.", "",
-             f"Median over {len(rows)} matrices: best shipped variant per matrix "
-             f"{np.median(shipped_best):.0%}; best single tile {best_tile} {median[best_tile]:.0%}; "
-             f"best tile per matrix {np.median([max(r['fraction_of_copy'].values()) for r in rows]):.0%}; "
-             f"cuSPARSE {median['cusparse']:.0%}.", "",
-             "| matrix | mean row | best shipped | best tile | cuSPARSE |", "|---|---|---|---|---|"]
-    for r, shipped in zip(rows, shipped_best):
-        tiles_only = {n: v for n, v in r["fraction_of_copy"].items() if n not in SHIPPED and n != "cusparse"}
-        tile = max(tiles_only, key=tiles_only.get)
-        lines.append(f"| {r['id']} | {r['mean_row']:.0f} | {shipped:.0%} | {tile} {tiles_only[tile]:.0%} "
-                     f"| {r['fraction_of_copy']['cusparse']:.0%} |")
+             f"Median over {len(rows)} matrices of the best configuration per matrix: shipped variants "
+             f"{np.median([v for _, v in best['shipped']]):.0%}, other tiles {np.median([v for _, v in best['tile']]):.0%}, "
+             f"prefetching {np.median([v for _, v in best['prefetch']]):.0%}; cuSPARSE {median['cusparse']:.0%}.", "",
+             "| matrix | mean row | best shipped | best other tile | best prefetching | cuSPARSE |",
+             "|---|---|---|---|---|---|"]
+    for i, r in enumerate(rows):
+        cells = [f"{name} {value:.0%}" for name, value in (best[k][i] for k in ("shipped", "tile", "prefetch"))]
+        lines.append(f"| {r['id']} | {r['mean_row']:.0f} | " + " | ".join(cells) +
+                     f" | {r['fraction_of_copy']['cusparse']:.0%} |")
     lines += ["", "Median fraction of copy per configuration:", "", "| configuration | median |", "|---|---|"]
     lines += [f"| {n} | {median[n]:.0%} |" for n in sorted(names, key=median.get, reverse=True)]
     return "\n".join(lines) + "\n"
