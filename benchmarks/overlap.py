@@ -28,6 +28,8 @@ stopping at ``--budget-s`` leaves valid tables.
 redoes step 3 from the committed tables and the measured constants in ``overlap-h200x2.json``.
 ``--chunk-sweep`` then times pipelined_torch at several chunk counts on the shapes that send the
 most (``overlap-chunks-<device>.json`` / ``.md``): how its default chunk count was chosen.
+``--copy-sweep`` only times Triton remote copies over block sizes and programs per SM against the
+copy engines (``overlap-copy-<device>.json`` / ``.md``).
 """
 from __future__ import annotations
 
@@ -137,6 +139,53 @@ def bandwidth(heap) -> dict:
     log(f"  {'nccl_all_gather':22s} {rates['nccl_all_gather']:8.1f} GB/s")
     heap.free_all()
     return rates
+
+
+COPY_BLOCKS = (4096, 8192, 16384)  # elements a program moves per step
+COPY_PROGRAMS_PER_SM = (1, 2, 4)
+
+
+def copy_sweep(heap) -> dict:
+    """Triton put and get from every SM over block sizes and programs per SM, next to the copy engines."""
+    heap.free_all()
+    numel = BANDWIDTH_BYTES // 2
+    src, dst = heap.empty((numel,), torch.bfloat16).normal_(), heap.empty((numel,), torch.bfloat16)
+    sent = (heap.world_size - 1) * BANDWIDTH_BYTES
+    sms = torch.cuda.get_device_properties(heap.device).multi_processor_count
+    rates = {}
+    for push in (True, False):
+        for block in COPY_BLOCKS:
+            for per_sm in COPY_PROGRAMS_PER_SM:
+                def copy():
+                    heap.barrier()
+                    _copy_kernel[(per_sm * sms,)](src, dst, numel, heap.rank, heap.world_size, heap.heap_bases,
+                                                 BLOCK=block, PUSH=push, num_warps=8)
+
+                name = f"triton_{'put' if push else 'get'}_block{block}_x{per_sm}"
+                rates[name] = sent / time_ms(copy) / 1e6
+                log(f"  {name:28s} {rates[name]:8.1f} GB/s")
+        peer = heap.peer_view(dst if push else src, (heap.rank + 1) % heap.world_size)
+        to, source = (peer, src) if push else (dst, peer)
+
+        def engine():
+            heap.barrier()
+            to.copy_(source)
+
+        rates[f"copy_engine_{'put' if push else 'get'}"] = sent / time_ms(engine) / 1e6
+    heap.free_all()
+    return rates
+
+
+def _copy_markdown(rates: dict, meta: dict) -> str:
+    lines = [f"# Remote copies on {meta['world_size']} x {meta['device']['name']}", "",
+             f"torch {meta['versions'].get('torch')}, triton {meta['versions'].get('triton')}, measured "
+             f"{meta['date']}; `{meta['command']}`. {BANDWIDTH_BYTES >> 20} MiB bf16 per peer, a barrier "
+             "inside each timed call; median of CUDA-event times, slowest rank.", "",
+             "| method | GB/s | of the copy engine's |", "|---|---|---|"]
+    for name, rate in rates.items():
+        engine = rates["copy_engine_put" if "put" in name else "copy_engine_get"]
+        lines.append(f"| {name} | {rate:.0f} | {rate / engine:.0%} |")
+    return "\n".join(lines) + "\n"
 
 
 def gemm_tflops(size: int = 8192) -> float:
@@ -394,6 +443,8 @@ def main(argv=None) -> None:
     parser.add_argument("--budget-s", type=float, default=170, help="stop timing shapes after this long")
     parser.add_argument("--heap-gib", type=float, default=8)
     parser.add_argument("--chunk-sweep", action="store_true", help="then time pipelined_torch at several chunk counts")
+    parser.add_argument("--copy-sweep", action="store_true",
+                        help="only time remote copies over block sizes and programs per SM (overlap-copy-<device>)")
     args = parser.parse_args(argv)
     if args.select:
         machine = json.loads((args.out / f"overlap-{args.select}.json").read_text())
@@ -410,14 +461,21 @@ def main(argv=None) -> None:
     heap.max_spins = 1 << 22  # a few seconds: a pattern that deadlocks costs little of the budget
     tag = f"{device_tag(torch.cuda.get_device_name())}x{world_size}"
     log(f"overlap benchmark on {world_size} x {torch.cuda.get_device_name()} ({tag})")
+    meta = {**environment(heap.device), "command": " ".join(["torchrun", f"--nproc-per-node {world_size}", *sys.argv]),
+            "world_size": world_size}
+    if args.copy_sweep:
+        rates = copy_sweep(heap)
+        if dist.get_rank() == 0:
+            write_result(args.out, f"overlap-copy-{tag}", {**meta, "bandwidth_gbps": rates}, _copy_markdown(rates, meta))
+        dist.barrier()
+        dist.destroy_process_group()
+        return
     log("bandwidth, one rank to its peers:")
     rates = bandwidth(heap)
     tflops = gemm_tflops()
     log(f"  torch.matmul bf16 8192^3: {tflops:.0f} TFLOP/s")
     constants = {"gemm_tflops": round(tflops), "link_gbps": round(rates["triton_put_allsm"])}
     log(f"machine constants for seer.features.overlap: {constants}")
-    meta = {**environment(heap.device), "command": " ".join(["torchrun", f"--nproc-per-node {world_size}", *sys.argv]),
-            "world_size": world_size}
     rows: list[dict] = []
     todo = cases(world_size)
     for i, case in enumerate(todo):
