@@ -1,4 +1,5 @@
 """Run Triton kernels under the interpreter when no GPU is present (CI and laptops)."""
+import importlib.util
 import os
 from pathlib import Path
 
@@ -9,6 +10,7 @@ HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+ROOT = Path(__file__).resolve().parents[1]
 SUITESPARSE = Path(os.environ.get("SEER_SUITESPARSE", Path(__file__).resolve().parents[2] / "shared" / "suitesparse"))
 
 
@@ -32,3 +34,11 @@ def suitesparse_dir():
 @pytest.fixture
 def device():
     return torch.device("cuda" if HAS_CUDA else "cpu")
+
+
+def load_benchmark(name: str):
+    """A script of ``benchmarks/`` imported as a module (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(f"benchmark_{name}", ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

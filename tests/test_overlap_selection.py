@@ -1,20 +1,15 @@
 """benchmarks/overlap.py's selection step on the committed two-H200 tables (CPU only)."""
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
+from conftest import ROOT, load_benchmark
 
-ROOT = Path(__file__).resolve().parents[1]
 TAG = "h200x2"
 
 
 @pytest.fixture(scope="module")
 def overlap_benchmark():
-    spec = importlib.util.spec_from_file_location("overlap_benchmark", ROOT / "benchmarks" / "overlap.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("overlap")
 
 
 def test_selection_scores_every_shape_held_out(overlap_benchmark, tmp_path):

@@ -1,26 +1,20 @@
 """benchmarks/spmv_tiles.py on the CPU: its prefetching kernel against scipy, and its report from the
 committed H200 results."""
-import importlib.util
 import json
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from conftest import ROOT, load_benchmark
 
 from seer.kernels import spmv
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def tiles_benchmark():
-    spec = importlib.util.spec_from_file_location("spmv_tiles", ROOT / "benchmarks" / "spmv_tiles.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("spmv_tiles")
 
 
 @pytest.mark.parametrize("group", [4, 8, 16, 32])
