@@ -20,6 +20,8 @@ Patterns, one :class:`seer.registry.Variant` each:
 * ``pipelined_torch``: producer-consumer at chunk granularity with vendor parts: torch.matmul
   (cuBLAS) computes C (or gathers A) in row chunks while the copy engines move the previous chunk
   between the heaps on a side stream, so communication takes no SMs from the GEMM.
+* ``fused_torch`` (gemm_reduce_scatter): fused sequential with cuBLAS: torch.matmul writes each
+  peer's partial straight into that peer's heap (the GEMM's stores cross the links), then its own.
 * ``torch_fused`` (all_gather_gemm, GPU only): ``torch.ops.symm_mem.fused_all_gather_matmul``.
 
 Every Triton pattern builds C tiles with the one tile loop of :mod:`seer.kernels.gemm`
@@ -800,6 +802,20 @@ def _rs_pipelined_torch(p, a_part, b_part, *, chunks):
     return torch.sum(parts, dim=0, out=out)  # one launch; 16-bit sums accumulate in fp32
 
 
+def _rs_fused_torch(p, a_part, b_part):
+    """The peers' partials computed straight into their heaps (cuBLAS stores across the links), own rows last."""
+    m_loc = p.m // p.world_size
+    parts = p.heap.scratch("gemm_reduce_scatter.parts", (p.world_size, m_loc, p.n), p.dtype)
+    out = a_part.new_empty((m_loc, p.n))
+    _begin(p)
+    for step in range(1, p.world_size):
+        owner = (p.rank + step) % p.world_size
+        torch.matmul(a_part[owner * m_loc:(owner + 1) * m_loc], b_part, out=p.heap.peer_view(parts, owner)[p.rank])
+    torch.matmul(a_part[p.rank * m_loc:(p.rank + 1) * m_loc], b_part, out=parts[p.rank])
+    p.heap.barrier()  # every peer's partial has landed here
+    return torch.sum(parts, dim=0, out=out)
+
+
 def _rs_bulk_torch(p, a_part, b_part):
     import torch.distributed as dist
 
@@ -820,6 +836,7 @@ _PATTERN_DOCS = {
     "producer_consumer": "GEMM and communication kernels on two streams, synchronised by per-tile flags",
     "workgroup_specialised": "one persistent kernel, programs split between GEMM and communication",
     "pipelined_torch": "torch.matmul in row chunks; the copy engines move finished chunks on a side stream",
+    "fused_torch": "torch.matmul writing each peer's partial straight into its heap (cuBLAS stores cross the links)",
     "torch_fused": "PyTorch's torch.ops.symm_mem.fused_all_gather_matmul (GPU only)",
 }
 
@@ -856,5 +873,5 @@ gemm_all_scatter = _op_module(
     "gemm_all_scatter", _variants("as", PATTERNS),
     "Each rank computes a column block of C = A B; every rank ends with all of C.")
 gemm_reduce_scatter = _op_module(
-    "gemm_reduce_scatter", _variants("rs", PATTERNS),
+    "gemm_reduce_scatter", _variants("rs", (*PATTERNS, "fused_torch")),
     "K split across ranks: C = sum of partial products, reduced and scattered by rows.")
