@@ -104,37 +104,19 @@ def _copy_kernel(src_ptr, dst_ptr, numel, rank, world_size, heap_bases, BLOCK: t
 
 def bandwidth(heap) -> dict:
     """GB/s one rank sends (or receives) to (from) its peers together, per method."""
-    heap.free_all()
-    numel = BANDWIDTH_BYTES // 2
-    src, dst = heap.empty((numel,), torch.bfloat16).normal_(), heap.empty((numel,), torch.bfloat16)
-    sent = (heap.world_size - 1) * BANDWIDTH_BYTES
+    src, dst, sent = _copy_buffers(heap)
     sms = torch.cuda.get_device_properties(heap.device).multi_processor_count
     rates = {}
     for push in (True, False):
         for programs in COPY_PROGRAMS:
-            grid = programs or sms
-
-            def copy():
-                heap.barrier()
-                _copy_kernel[(grid,)](src, dst, numel, heap.rank, heap.world_size, heap.heap_bases,
-                                      BLOCK=4096, PUSH=push, num_warps=8)
-
             name = f"triton_{'put' if push else 'get'}_{programs or 'all'}sm"
-            rates[name] = sent / time_ms(copy) / 1e6
+            rates[name] = _triton_gbps(heap, src, dst, sent, push=push, programs=programs or sms, block=4096)
             log(f"  {name:22s} {rates[name]:8.1f} GB/s")
     for push in (True, False):  # the copy engines (cudaMemcpy between the heaps), as pipelined_torch moves data
-        peers = [(heap.rank + step) % heap.world_size for step in range(1, heap.world_size)]
-        pairs = [(heap.peer_view(dst, peer), src) if push else (dst, heap.peer_view(src, peer)) for peer in peers]
-
-        def copy():
-            heap.barrier()
-            for to, source in pairs:
-                to.copy_(source)
-
         name = f"copy_engine_{'put' if push else 'get'}"
-        rates[name] = sent / time_ms(copy) / 1e6
+        rates[name] = _engine_gbps(heap, src, dst, sent, push=push)
         log(f"  {name:22s} {rates[name]:8.1f} GB/s")
-    gathered = torch.empty((heap.world_size * numel,), dtype=torch.bfloat16, device=heap.device)
+    gathered = torch.empty((heap.world_size * src.numel(),), dtype=torch.bfloat16, device=heap.device)
     rates["nccl_all_gather"] = sent / time_ms(lambda: dist.all_gather_into_tensor(gathered, src)) / 1e6
     log(f"  {'nccl_all_gather':22s} {rates['nccl_all_gather']:8.1f} GB/s")
     heap.free_all()
@@ -147,33 +129,49 @@ COPY_PROGRAMS_PER_SM = (1, 2, 4)
 
 def copy_sweep(heap) -> dict:
     """Triton put and get from every SM over block sizes and programs per SM, next to the copy engines."""
-    heap.free_all()
-    numel = BANDWIDTH_BYTES // 2
-    src, dst = heap.empty((numel,), torch.bfloat16).normal_(), heap.empty((numel,), torch.bfloat16)
-    sent = (heap.world_size - 1) * BANDWIDTH_BYTES
+    src, dst, sent = _copy_buffers(heap)
     sms = torch.cuda.get_device_properties(heap.device).multi_processor_count
     rates = {}
     for push in (True, False):
         for block in COPY_BLOCKS:
             for per_sm in COPY_PROGRAMS_PER_SM:
-                def copy():
-                    heap.barrier()
-                    _copy_kernel[(per_sm * sms,)](src, dst, numel, heap.rank, heap.world_size, heap.heap_bases,
-                                                 BLOCK=block, PUSH=push, num_warps=8)
-
                 name = f"triton_{'put' if push else 'get'}_block{block}_x{per_sm}"
-                rates[name] = sent / time_ms(copy) / 1e6
+                rates[name] = _triton_gbps(heap, src, dst, sent, push=push, programs=per_sm * sms, block=block)
                 log(f"  {name:28s} {rates[name]:8.1f} GB/s")
-        peer = heap.peer_view(dst if push else src, (heap.rank + 1) % heap.world_size)
-        to, source = (peer, src) if push else (dst, peer)
-
-        def engine():
-            heap.barrier()
-            to.copy_(source)
-
-        rates[f"copy_engine_{'put' if push else 'get'}"] = sent / time_ms(engine) / 1e6
+        rates[f"copy_engine_{'put' if push else 'get'}"] = _engine_gbps(heap, src, dst, sent, push=push)
     heap.free_all()
     return rates
+
+
+def _copy_buffers(heap):
+    """(src, dst): BANDWIDTH_BYTES each in a fresh heap; and the bytes one rank moves to or from its peers."""
+    heap.free_all()
+    numel = BANDWIDTH_BYTES // 2
+    src, dst = heap.empty((numel,), torch.bfloat16).normal_(), heap.empty((numel,), torch.bfloat16)
+    return src, dst, (heap.world_size - 1) * BANDWIDTH_BYTES
+
+
+def _triton_gbps(heap, src, dst, sent: int, *, push: bool, programs: int, block: int) -> float:
+    """Every peer's dst gets this rank's src (push), or this rank pulls every peer's src, by a Triton kernel."""
+    def copy():
+        heap.barrier()
+        _copy_kernel[(programs,)](src, dst, src.numel(), heap.rank, heap.world_size, heap.heap_bases,
+                                  BLOCK=block, PUSH=push, num_warps=8)
+
+    return sent / time_ms(copy) / 1e6
+
+
+def _engine_gbps(heap, src, dst, sent: int, *, push: bool) -> float:
+    """The same transfers by the copy engines (``copy_`` between the heaps)."""
+    peers = [(heap.rank + step) % heap.world_size for step in range(1, heap.world_size)]
+    pairs = [(heap.peer_view(dst, peer), src) if push else (dst, heap.peer_view(src, peer)) for peer in peers]
+
+    def copy():
+        heap.barrier()
+        for to, source in pairs:
+            to.copy_(source)
+
+    return sent / time_ms(copy) / 1e6
 
 
 def _copy_markdown(rates: dict, meta: dict) -> str:

@@ -525,12 +525,17 @@ def _on(stream, main, work) -> None:
             work()
 
 
-def _row_chunks(first: int, rows: int, chunks: int, row_flop: int) -> list[slice]:
-    """Up to ``chunks`` slices splitting rows ``first .. first + rows`` (``row_flop`` GEMM flops each),
-    none under MIN_CHUNK_ROWS or MIN_CHUNK_FLOP but the last."""
+def _row_chunks(rows: int, chunks: int, row_flop: int) -> list[slice]:
+    """Up to ``chunks`` slices splitting ``rows`` rows (``row_flop`` GEMM flops each), none under
+    MIN_CHUNK_ROWS or MIN_CHUNK_FLOP but the last."""
     count = max(1, min(chunks, rows // MIN_CHUNK_ROWS, int(rows * row_flop // MIN_CHUNK_FLOP)))
     step = _cdiv(rows, count)
-    return [slice(first + start, first + min(start + step, rows)) for start in range(0, rows, step)]
+    return [slice(start, min(start + step, rows)) for start in range(0, rows, step)]
+
+
+def _row_block(rank: int, rows: int) -> slice:
+    """The rows of ``rank``'s block when every rank owns ``rows`` consecutive rows."""
+    return slice(rank * rows, (rank + 1) * rows)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -547,14 +552,18 @@ def _ag_launch(p, programs, producers, shard, gathered, b, c, flags, epoch, *, s
         SIGNAL=signal, A_FROM=a_from.value, num_warps=t.num_warps, num_stages=t.num_stages)
 
 
-def _ag_setup(p, a_shard):
-    """(heap copy of the shard, gathered A, C, flags, units of copy work, GEMM tiles)."""
+def _ag_buffers(p, a_shard):
+    """(the shard staged in the heap for the peers to read, gathered A, C)."""
     shard = p.heap.scratch("all_gather_gemm.a", a_shard.shape, p.dtype)
     shard.copy_(a_shard)
+    return shard, a_shard.new_empty((p.m, p.k)), a_shard.new_empty((p.m, p.n))
+
+
+def _ag_setup(p, a_shard):
+    """(heap copy of the shard, gathered A, C, flags, units of copy work, GEMM tiles)."""
+    shard, gathered, c = _ag_buffers(p, a_shard)
     chunks = p.world_size * _cdiv(shard.shape[0], p.tiles.block_m)
     tiles = chunks * _cdiv(p.n, p.tiles.block_n)
-    gathered = a_shard.new_empty((p.m, p.k))
-    c = a_shard.new_empty((p.m, p.n))
     return shard, gathered, c, _flags(p, chunks), chunks, tiles
 
 
@@ -599,19 +608,16 @@ def _ag_workgroup_specialised(p, a_shard, b, *, comm_programs):
 
 def _ag_pipelined_torch(p, a_shard, b, *, chunks):
     """Own shard's rows first; meanwhile the copy engines pull the peers' shards chunk by chunk."""
-    shard = p.heap.scratch("all_gather_gemm.a", a_shard.shape, p.dtype)
-    shard.copy_(a_shard)
+    shard, gathered, c = _ag_buffers(p, a_shard)
     m_loc = a_shard.shape[0]
-    gathered, c = a_shard.new_empty((p.m, p.k)), a_shard.new_empty((p.m, p.n))
-    own = slice(p.rank * m_loc, (p.rank + 1) * m_loc)
-    steps = [(None, lambda: torch.matmul(a_shard, b, out=c[own]))]
+    steps = [(None, functools.partial(torch.matmul, a_shard, b, out=c[_row_block(p.rank, m_loc)]))]
     for step in range(1, p.world_size):
         src = (p.rank + step) % p.world_size
-        peer_shard = p.heap.peer_view(shard, src)
-        for rows in _row_chunks(src * m_loc, m_loc, chunks, 2 * p.n * p.k):
-            remote_rows = slice(rows.start - src * m_loc, rows.stop - src * m_loc)
-            steps.append((functools.partial(gathered[rows].copy_, peer_shard[remote_rows]),
-                          functools.partial(torch.matmul, gathered[rows], b, out=c[rows])))
+        peer_shard, gathered_block, c_block = (p.heap.peer_view(shard, src), gathered[_row_block(src, m_loc)],
+                                               c[_row_block(src, m_loc)])
+        for rows in _row_chunks(m_loc, chunks, 2 * p.n * p.k):
+            steps.append((functools.partial(gathered_block[rows].copy_, peer_shard[rows]),
+                          functools.partial(torch.matmul, gathered_block[rows], b, out=c_block[rows])))
     _begin(p)
     _pipeline(p.device, steps, produce_on_side=True)
     p.heap.barrier()  # nobody restages its shard while a peer still pulls it
@@ -697,7 +703,7 @@ def _as_pipelined_torch(p, a, b_shard, *, chunks):
     peers = [p.heap.peer_view(blocks, (p.rank + step) % p.world_size)[p.rank] for step in range(1, p.world_size)]
     steps = [(functools.partial(torch.matmul, a[rows], b_shard, out=mine[rows]),
               functools.partial(_copy_to_peers, mine[rows], [peer[rows] for peer in peers]))
-             for rows in _row_chunks(0, p.m, chunks, 2 * b_shard.shape[1] * p.k)]
+             for rows in _row_chunks(p.m, chunks, 2 * b_shard.shape[1] * p.k)]
     _begin(p)
     _pipeline(p.device, steps, produce_on_side=False)
     p.heap.barrier()  # every peer's block has landed here
@@ -727,12 +733,17 @@ def _rs_launch(p, programs, producers, a, b, parts, out, flags, epoch, *, push=F
         num_warps=t.num_warps, num_stages=t.num_stages)
 
 
-def _rs_setup(p, a_part):
-    """(partials in the heap, this rank's output rows, flags, output tiles per row block)."""
+def _rs_buffers(p, a_part):
+    """(the partials of this rank's rows, [W, rows, N] in the heap; this rank's output rows)."""
     m_loc = p.m // p.world_size
     parts = p.heap.scratch("gemm_reduce_scatter.parts", (p.world_size, m_loc, p.n), p.dtype)
-    out = a_part.new_empty((m_loc, p.n))
-    per_block = _cdiv(m_loc, p.tiles.block_m) * _cdiv(p.n, p.tiles.block_n)
+    return parts, a_part.new_empty((m_loc, p.n))
+
+
+def _rs_setup(p, a_part):
+    """(partials in the heap, this rank's output rows, flags, output tiles per row block)."""
+    parts, out = _rs_buffers(p, a_part)
+    per_block = _cdiv(out.shape[0], p.tiles.block_m) * _cdiv(p.n, p.tiles.block_n)
     return parts, out, _flags(p, p.world_size * per_block), per_block
 
 
@@ -782,20 +793,18 @@ def _rs_workgroup_specialised(p, a_part, b_part, *, comm_programs):
 
 def _rs_pipelined_torch(p, a_part, b_part, *, chunks):
     """Partials of the peers' rows first, each chunk pushed by the copy engines; own rows last; then the sum."""
-    m_loc = p.m // p.world_size
-    parts = p.heap.scratch("gemm_reduce_scatter.parts", (p.world_size, m_loc, p.n), p.dtype)
-    out = a_part.new_empty((m_loc, p.n))
+    parts, out = _rs_buffers(p, a_part)
+    m_loc = out.shape[0]
     outgoing = a_part.new_empty((p.m, p.n))  # partials of the peers' rows, before they are pushed
     steps = []
     for step in range(1, p.world_size):
         owner = (p.rank + step) % p.world_size
-        slot = p.heap.peer_view(parts, owner)[p.rank]
-        for rows in _row_chunks(owner * m_loc, m_loc, chunks, 2 * p.n * a_part.shape[1]):
-            slot_rows = slice(rows.start - owner * m_loc, rows.stop - owner * m_loc)
-            steps.append((functools.partial(torch.matmul, a_part[rows], b_part, out=outgoing[rows]),
-                          functools.partial(slot[slot_rows].copy_, outgoing[rows])))
-    own = slice(p.rank * m_loc, (p.rank + 1) * m_loc)
-    steps.append((functools.partial(torch.matmul, a_part[own], b_part, out=parts[p.rank]), None))
+        slot, a_block, outgoing_block = (p.heap.peer_view(parts, owner)[p.rank], a_part[_row_block(owner, m_loc)],
+                                         outgoing[_row_block(owner, m_loc)])
+        for rows in _row_chunks(m_loc, chunks, 2 * p.n * a_part.shape[1]):
+            steps.append((functools.partial(torch.matmul, a_block[rows], b_part, out=outgoing_block[rows]),
+                          functools.partial(slot[rows].copy_, outgoing_block[rows])))
+    steps.append((functools.partial(torch.matmul, a_part[_row_block(p.rank, m_loc)], b_part, out=parts[p.rank]), None))
     _begin(p)
     _pipeline(p.device, steps, produce_on_side=False)
     p.heap.barrier()  # every peer's partial has landed here
@@ -804,14 +813,13 @@ def _rs_pipelined_torch(p, a_part, b_part, *, chunks):
 
 def _rs_fused_torch(p, a_part, b_part):
     """The peers' partials computed straight into their heaps (cuBLAS stores across the links), own rows last."""
-    m_loc = p.m // p.world_size
-    parts = p.heap.scratch("gemm_reduce_scatter.parts", (p.world_size, m_loc, p.n), p.dtype)
-    out = a_part.new_empty((m_loc, p.n))
+    parts, out = _rs_buffers(p, a_part)
+    m_loc = out.shape[0]
     _begin(p)
     for step in range(1, p.world_size):
         owner = (p.rank + step) % p.world_size
-        torch.matmul(a_part[owner * m_loc:(owner + 1) * m_loc], b_part, out=p.heap.peer_view(parts, owner)[p.rank])
-    torch.matmul(a_part[p.rank * m_loc:(p.rank + 1) * m_loc], b_part, out=parts[p.rank])
+        torch.matmul(a_part[_row_block(owner, m_loc)], b_part, out=p.heap.peer_view(parts, owner)[p.rank])
+    torch.matmul(a_part[_row_block(p.rank, m_loc)], b_part, out=parts[p.rank])
     p.heap.barrier()  # every peer's partial has landed here
     return torch.sum(parts, dim=0, out=out)
 

@@ -8,7 +8,6 @@ thresholds and agrees with :meth:`seer.tree.Tree.predict` everywhere.
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from pathlib import Path
 from typing import Callable, Iterator
 

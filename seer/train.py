@@ -55,7 +55,6 @@ DEFAULT_DEPTHS = (1, 2, 3, 4, 5, 6, 8, None)
 DEFAULT_LEAVES = (1, 2, 4, 8)
 DEFAULT_REGRET_CAPS = (0.1, 0.25, 0.5, 1.0)  # log-slowdowns: 10%, 28%, 65%, 2.7x
 DEFAULT_CALLS = (1, 10, 100, 1000)
-# Rows where every choice is equally fast still count a little, so ties do not vanish.
 # Prefer a simpler tree when it is this close (in fraction of oracle) to the best one.
 SIMPLER_WITHIN = 0.002
 

@@ -7,8 +7,8 @@ into ``labels``; inner nodes have ``label == -1``.
 
 Trees are grown by scikit-learn and converted with :meth:`Tree.from_sklearn`, which labels
 every node with the choice of least total log-regret over its training samples (the quantity
-the fraction-of-oracle score measures) rather than a majority vote, and merges splits whose
-two sides end up choosing the same label, so exported rules have no dead branches.
+the fraction-of-oracle score measures) rather than the estimator's own prediction, and merges
+splits whose two sides end up choosing the same label, so exported rules have no dead branches.
 
 Children always come after their parent (pre-order), which rules out cycles.
 
