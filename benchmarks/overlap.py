@@ -230,7 +230,8 @@ def measure(heap, case: dict) -> dict:
     expected = op.variants["bulk_torch"].run(problem, *operands).float()
     runs = {name: (lambda v=variant: v.run(problem, *operands)) for name, variant in op.variants.items()}
     correct = {name: fn for name, fn in runs.items() if _correct(name, fn, expected, heap)}
-    times = _interleaved_ms(correct, heap, reps=6 if expected.numel() < 1 << 26 else 2)
+    # Small shapes are bound by the host, whose pace wavers: more calls give a steadier median.
+    times = _interleaved_ms(correct, heap, reps=20 if expected.numel() < 1 << 26 else 3)
     for name in runs:
         row[f"time_ms:{name}"] = times.get(name, float("nan"))
     row["baseline_ms:torch_nccl"] = row["time_ms:bulk_torch"]
@@ -281,13 +282,17 @@ def slowest(value: float) -> float:
 CHUNK_COUNTS = (1, 2, 4, 8)
 
 
-def chunk_sweep(heap, todo: list[dict], shapes_per_op: int = 3) -> list[dict]:
-    """pipelined_torch at several chunk counts on each op's shapes that send the most bytes."""
+SWEEP_RANKS = (0, 1 / 8, 1 / 4, 1 / 2)  # shapes at these fractions down each op's list, most bytes sent first
+
+
+def chunk_sweep(heap, todo: list[dict]) -> list[dict]:
+    """pipelined_torch at several chunk counts on each op's shapes, from the one that sends the most bytes
+    to a middling one."""
     rows = []
     for op_name in LAYERS_OF:
         op = get_op(op_name)
         ranked = sorted((c for c in todo if c["op"] == op_name), key=lambda c: -sent_elements(c, heap.world_size))
-        for case in ranked[:shapes_per_op]:
+        for case in [ranked[i] for i in sorted({int(f * (len(ranked) - 1)) for f in SWEEP_RANKS})]:
             heap.free_all()
             a = torch.randn(case["a"], device="cuda").to(torch.bfloat16)
             b = (torch.randn(case["b"], device="cuda") / math.sqrt(case["b"][0])).to(torch.bfloat16)

@@ -2,16 +2,23 @@
 
     torchrun --nproc-per-node 2 benchmarks/overlap_costs.py [--out benchmarks/results]
 
+    torchrun --nproc-per-node 2 benchmarks/overlap_costs.py --profile [--out DIR]
+
 Per shape (bf16), every rank: the whole pattern and bulk_torch (CUDA events, the slowest rank's
 median), the host time to issue one call of each (no synchronisation inside the loop: where it
 reaches the event time, the host is the bound), and the parts: one symmetric-heap barrier, the
 local GEMM (torch.matmul of everything this rank computes) and the copy engines moving the bytes
-this rank sends. Writes ``overlap-costs-<device>.json`` / ``.md``.
+this rank sends. Writes ``overlap-costs-<device>.json`` / ``.md``. With ``--profile``, instead: where
+the host time of the torch patterns goes, as cProfile's table for each op's smallest listed shape
+(``overlap-host-<device>.txt``).
 """
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import math
+import pstats
 import os
 import sys
 import time
@@ -45,13 +52,18 @@ def host_us(fn) -> float:
     return slowest(issued)
 
 
-def costs(heap, case: dict) -> dict:
+def _case_problem(heap, case: dict):
+    """(op, problem, operands, a, b) of ``case`` in bf16 on a freshly emptied heap."""
     op = get_op(case["op"])
     heap.free_all()
     a = torch.randn(case["a"], device="cuda").to(torch.bfloat16)
     b = (torch.randn(case["b"], device="cuda") / math.sqrt(case["b"][0])).to(torch.bfloat16)
     spec, operands = op.kernels.split((a, b), heap=heap)
-    problem = op.kernels.problem(spec)
+    return op, op.kernels.problem(spec), operands, a, b
+
+
+def costs(heap, case: dict) -> dict:
+    op, problem, operands, a, b = _case_problem(heap, case)
     pipelined, bulk = (op.variants[name].run for name in ("pipelined_torch", "bulk_torch"))
     gemm_a = torch.randn((problem.m if case["op"] == "all_gather_gemm" else a.shape[0], a.shape[1]),
                          device="cuda").to(torch.bfloat16)
@@ -81,22 +93,53 @@ def markdown(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def host_profile(heap, case: dict, patterns=("pipelined_torch", "fused_torch", "bulk_torch"), calls=50) -> str:
+    """cProfile's table (by own time) of ``calls`` calls of each pattern, no synchronisation inside."""
+    op, problem, operands, _, _ = _case_problem(heap, case)
+    text = []
+    for name in (p for p in patterns if p in op.variants):
+        run = op.variants[name].run
+        host_us(lambda: run(problem, *operands))  # warm: compiled kernels, cached views
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(calls):
+            run(problem, *operands)
+        profiler.disable()
+        torch.cuda.synchronize()
+        table = io.StringIO()
+        pstats.Stats(profiler, stream=table).sort_stats("tottime").print_stats(22)
+        text.append(f"==== {case['id']} {name}: {calls} calls, host {host_us(lambda: run(problem, *operands)):.0f} us "
+                    f"per call without the profiler\n{table.getvalue()}")
+    return "\n".join(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--profile", action="store_true", help="profile the host side of the torch patterns instead")
     args = parser.parse_args()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.cuda.set_device(local_rank)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local_rank))
     heap = SymmetricHeap(4 << 30)
-    heap.check_waits = False
+    heap.check_waits = False  # no synchronisation per call: the host time of the pattern alone
     world_size = dist.get_world_size()
     meta = {**environment(heap.device), "world_size": world_size,
             "command": " ".join(["torchrun", f"--nproc-per-node {world_size}", *sys.argv])}
     chosen = [case for case in cases(world_size) if case["id"] in SHAPES]
+    tag = f"{device_tag(torch.cuda.get_device_name())}x{world_size}"
+    if args.profile:
+        smallest = [min((c for c in chosen if c["op"] == op), key=lambda c: sent_elements(c, world_size))
+                    for op in dict.fromkeys(c["op"] for c in chosen)]
+        text = "\n".join(host_profile(heap, case) for case in smallest)
+        if dist.get_rank() == 0:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / f"overlap-host-{tag}.txt").write_text(f"{meta['command']}\n{text}")
+        dist.barrier()
+        dist.destroy_process_group()
+        return
     rows = [costs(heap, case) for case in sorted(chosen, key=lambda c: SHAPES.index(c["id"]))]
     if dist.get_rank() == 0:
-        tag = f"{device_tag(torch.cuda.get_device_name())}x{world_size}"
         write_result(args.out, f"overlap-costs-{tag}", {**meta, "shapes": rows}, markdown(rows, meta))
     dist.barrier()
     dist.destroy_process_group()

@@ -19,9 +19,13 @@ Patterns, one :class:`seer.registry.Variant` each:
 * ``workgroup_specialised``: one persistent kernel whose programs split into the two roles.
 * ``pipelined_torch``: producer-consumer at chunk granularity with vendor parts: torch.matmul
   (cuBLAS) computes C (or gathers A) in row chunks while the copy engines move the previous chunk
-  between the heaps on a side stream, so communication takes no SMs from the GEMM.
+  between the heaps on a side stream, so communication takes no SMs from the GEMM. All-scatter
+  pulls each chunk straight into the column block of C it belongs to (2-D copies,
+  :mod:`seer.copy_engine`); reduce-scatter adds the peers' partials in its own rows' GEMM epilogue
+  (``addmm``) where it has several chunks.
 * ``fused_torch`` (gemm_reduce_scatter): fused sequential with cuBLAS: torch.matmul writes each
-  peer's partial straight into that peer's heap (the GEMM's stores cross the links), then its own.
+  peer's partial straight into that peer's heap (the GEMM's stores cross the links), then its own
+  rows' GEMM adds the partials it received.
 * ``torch_fused`` (all_gather_gemm, GPU only): ``torch.ops.symm_mem.fused_all_gather_matmul``.
 
 Every Triton pattern builds C tiles with the one tile loop of :mod:`seer.kernels.gemm`
@@ -31,7 +35,10 @@ patterns differ in how they launch it. Producers take the low ids because the CP
 programs (and kernels) one after another: whatever is waited for must come first.
 
 Per call, a Triton pattern stages its inputs in the heap, passes a barrier, works, passes a barrier
-(nobody reuses a buffer a peer still reads) and checks the bounded flag waits. Flags carry a
+(nobody reuses a buffer a peer still reads) and checks the bounded flag waits. The all-scatter and
+reduce-scatter torch patterns pass one barrier (at the start: the last call's readers are done) and
+announce each finished chunk with a flag instead: a one-program kernel sets it in stream order, and
+the stream that needs the chunk polls it across the link (bounded, like every wait). Flags carry a
 per-call epoch, so they never need resetting.
 
 Dispatch: ``seer.dispatch(op, inputs, heap=...)`` with a :class:`seer.symmetric_heap.Heap` (real
@@ -48,25 +55,28 @@ import torch
 import triton
 import triton.language as tl
 
+from seer.copy_engine import copy_rows
 from seer.errors import InputError
 from seer.kernels import remote
 from seer.kernels.gemm import matmul_tile, tile_coords
+from seer.launch import LaunchCache, specialisation
 from seer.registry import Variant
 from seer.symmetric_heap import Heap, heap_for_group
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 DEFAULT_COMM_PROGRAMS = 16
-# Row chunks of pipelined_torch per row block. The all-gather and reduce-scatter GEMMs already form a
-# pipeline over the ranks' row blocks (own block computed while the peers' move), so thinner chunks
-# only make cuBLAS slower there; the all-scatter GEMM has nothing to hide its first transfer behind.
-# Measured: benchmarks/results/overlap-chunks-h200x2.md.
-DEFAULT_CHUNKS = {"ag": 1, "as": 4, "rs": 1}
+# Row chunks of pipelined_torch per row block. The all-gather GEMM already forms a pipeline over the
+# ranks' row blocks (own block computed while the peers' move), so thinner chunks only make cuBLAS
+# slower there; the all-scatter GEMM has nothing to hide its first transfer behind; reduce-scatter
+# needs two chunks to add the peers' partials in its own rows' GEMM epilogue without waiting for
+# them. Measured: benchmarks/results/overlap-chunks-h200x2.md.
+DEFAULT_CHUNKS = {"ag": 1, "as": 4, "rs": 2}
 # A chunk is worth its cost only above both minimums: thinner chunks make cuBLAS slower, and each
-# chunk costs ~35 us of host time (a GEMM, a copy, a stream switch and an event; measured in
-# benchmarks/results/overlap-costs-h200x2.md), which a chunk's GEMM must outlast (~32 GFLOP at
-# ~800 TFLOP/s) or the host, not the GPU, sets the pace.
+# chunk costs 60-90 us of host time (a GEMM, copies, flag kernels, stream switches; 0.17-0.26 ms per
+# call on small shapes in benchmarks/results/overlap-costs-h200x2.md), which a chunk's GEMM must
+# outlast (~100 GFLOP at ~800 TFLOP/s) or the host, not the GPU, sets the pace.
 MIN_CHUNK_ROWS = 256
-MIN_CHUNK_FLOP = 32e9
+MIN_CHUNK_FLOP = 100e9
 CPU_PROGRAMS = 4  # "SMs" of the simulated GPU: enough for both roles to stride over several tiles
 
 # Where the all-gather GEMM reads A tiles from.
@@ -273,6 +283,23 @@ def _rs_kernel(a_ptr, b_ptr, parts_ptr, out_ptr, flags_ptr, epoch, errors_ptr, m
                    FROM_PEERS, WAIT)
 
 
+# ---------------------------------------------------------------- stream-ordered flags (the torch patterns)
+@triton.jit
+def _notify_kernel(flags_ptr, index, epoch, rank, heap_bases):
+    """Set this rank's flag ``index`` to ``epoch`` (release): the stream's earlier work is done."""
+    remote.signal(flags_ptr + index, epoch, rank, rank, heap_bases)
+
+
+@triton.jit
+def _await_kernel(flags_ptr, index, epoch, errors_ptr, max_spins, rank, owner, heap_bases):
+    """Poll ``owner``'s flag ``index`` across the link until it reads ``epoch`` (acquire), boundedly."""
+    remote.wait(flags_ptr + index, epoch, rank, owner, heap_bases, errors_ptr, index, max_spins)
+
+
+_notify_launch = LaunchCache(_notify_kernel)
+_await_launch = LaunchCache(_await_kernel)
+
+
 # ================================================================ problems
 @dataclass(frozen=True)
 class Tiles:
@@ -448,8 +475,25 @@ def _begin(p: OverlapProblem) -> int:
 
 def _end(p: OverlapProblem, pattern: str) -> None:
     p.heap.barrier()
+    _check_waits(p, pattern)
+
+
+def _check_waits(p: OverlapProblem, pattern: str) -> None:
     if p.heap.check_waits:
         p.heap.raise_wait_errors(f"{p.op} {pattern}")
+
+
+def _notify(p: OverlapProblem, flags: torch.Tensor, index: int, epoch: int) -> None:
+    """In stream order: this rank's flag ``index`` becomes ``epoch`` once the stream's earlier work is done."""
+    args = (flags, index, epoch, p.heap.rank, p.heap.heap_bases)
+    _notify_launch.launch(specialisation(*args), (1,), args, num_warps=1)
+
+
+def _await(p: OverlapProblem, flags: torch.Tensor, index: int, epoch: int, owner: int) -> None:
+    """In stream order: the stream goes on once rank ``owner`` has set its flag ``index`` to ``epoch``."""
+    h = p.heap
+    args = (flags, index, epoch, h.wait_errors, h.max_spins, h.rank, owner, h.heap_bases)
+    _await_launch.launch(specialisation(*args), (1,), args, num_warps=1)
 
 
 def _flags(p: OverlapProblem, count: int) -> torch.Tensor:
@@ -463,6 +507,7 @@ def _roles(p: OverlapProblem, comm_programs: int, comm_units: int, gemm_units: i
 
 
 _side_streams: dict = {}
+_handoff_events: dict = {}
 
 
 def _pair(device: torch.device, producer, consumer, comm_is_producer: bool) -> None:
@@ -475,14 +520,13 @@ def _pair(device: torch.device, producer, consumer, comm_is_producer: bool) -> N
         consumer()
         return
     main, side = torch.cuda.current_stream(device), _side_stream(device)
-    side.wait_stream(main)
+    _handoff(main, side)
     for launch, is_comm in ((producer, comm_is_producer), (consumer, not comm_is_producer)):
         if is_comm:
-            with torch.cuda.stream(side):
-                launch()
+            _on(side, main, launch)
         else:
             launch()
-    main.wait_stream(side)
+    _handoff(side, main)
 
 
 def _side_stream(device: torch.device):
@@ -492,12 +536,24 @@ def _side_stream(device: torch.device):
     return side
 
 
+def _handoff(earlier, later) -> None:
+    """``later`` waits for the work queued on ``earlier`` so far.
+
+    One reused event per pair of streams (a wait binds to the record before it, so re-recording is
+    safe), not the fresh event per wait of ``Stream.wait_stream``: host time counts on small shapes.
+    """
+    event = _handoff_events.get((earlier, later))
+    if event is None:
+        event = _handoff_events[(earlier, later)] = torch.cuda.Event()
+    event.record(earlier)
+    later.wait_event(event)
+
+
 def _pipeline(device: torch.device, steps, *, produce_on_side: bool) -> None:
     """Run ``(produce, consume)`` steps so step i is consumed while step i+1 is produced.
 
-    The copies run on the side stream, the GEMMs on the current one (no stream switch: it costs host
-    time); consume i waits only for produce i. ``None`` skips a role for a step. Off the GPU the
-    steps run one after the other.
+    The copies run on the side stream, the GEMMs on the current one; consume i waits only for
+    produce i. ``None`` skips a role for a step. Off the GPU the steps run one after the other.
     """
     if device.type != "cuda":
         for produce, consume in steps:
@@ -506,23 +562,27 @@ def _pipeline(device: torch.device, steps, *, produce_on_side: bool) -> None:
                     work()
         return
     main, side = torch.cuda.current_stream(device), _side_stream(device)
-    side.wait_stream(main)
+    _handoff(main, side)
     producer, consumer = (side, main) if produce_on_side else (main, side)
     for produce, consume in steps:
         if produce is not None:
             _on(producer, main, produce)
         if consume is not None:
-            consumer.wait_stream(producer)
+            _handoff(producer, consumer)
             _on(consumer, main, consume)
-    main.wait_stream(side)
+    _handoff(side, main)
 
 
 def _on(stream, main, work) -> None:
+    """``work()`` with ``stream`` current (set directly: the context manager costs more host time)."""
     if stream is main:
         work()
-    else:
-        with torch.cuda.stream(stream):
-            work()
+        return
+    torch.cuda.set_stream(stream)
+    try:
+        work()
+    finally:
+        torch.cuda.set_stream(main)
 
 
 def _row_chunks(rows: int, chunks: int, row_flop: int) -> list[slice]:
@@ -536,6 +596,11 @@ def _row_chunks(rows: int, chunks: int, row_flop: int) -> list[slice]:
 def _row_block(rank: int, rows: int) -> slice:
     """The rows of ``rank``'s block when every rank owns ``rows`` consecutive rows."""
     return slice(rank * rows, (rank + 1) * rows)
+
+
+def _peers(p: OverlapProblem) -> list[int]:
+    """The other ranks, from the next one on (so the ranks' traffic spreads over the links)."""
+    return [(p.rank + step) % p.world_size for step in range(1, p.world_size)]
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -552,9 +617,9 @@ def _ag_launch(p, programs, producers, shard, gathered, b, c, flags, epoch, *, s
         SIGNAL=signal, A_FROM=a_from.value, num_warps=t.num_warps, num_stages=t.num_stages)
 
 
-def _ag_buffers(p, a_shard):
+def _ag_buffers(p, a_shard, staging: str = "a"):
     """(the shard staged in the heap for the peers to read, gathered A, C)."""
-    shard = p.heap.scratch("all_gather_gemm.a", a_shard.shape, p.dtype)
+    shard = p.heap.scratch(f"all_gather_gemm.{staging}", a_shard.shape, p.dtype)
     shard.copy_(a_shard)
     return shard, a_shard.new_empty((p.m, p.k)), a_shard.new_empty((p.m, p.n))
 
@@ -607,8 +672,12 @@ def _ag_workgroup_specialised(p, a_shard, b, *, comm_programs):
 
 
 def _ag_pipelined_torch(p, a_shard, b, *, chunks):
-    """Own shard's rows first; meanwhile the copy engines pull the peers' shards chunk by chunk."""
-    shard, gathered, c = _ag_buffers(p, a_shard)
+    """Own shard's rows first; meanwhile the copy engines pull the peers' shards chunk by chunk.
+
+    Calls stage their shard in two heap buffers by turns, so one barrier per call suffices: a rank
+    restages a buffer two calls later, after a barrier its peers pass only once done pulling it.
+    """
+    shard, gathered, c = _ag_buffers(p, a_shard, staging=f"a{p.heap.upcoming_epoch() % 2}")
     m_loc = a_shard.shape[0]
     steps = [(None, functools.partial(torch.matmul, a_shard, b, out=c[_row_block(p.rank, m_loc)]))]
     for step in range(1, p.world_size):
@@ -618,9 +687,8 @@ def _ag_pipelined_torch(p, a_shard, b, *, chunks):
         for rows in _row_chunks(m_loc, chunks, 2 * p.n * p.k):
             steps.append((functools.partial(gathered_block[rows].copy_, peer_shard[rows]),
                           functools.partial(torch.matmul, gathered_block[rows], b, out=c_block[rows])))
-    _begin(p)
+    _begin(p)  # every rank's shard is staged
     _pipeline(p.device, steps, produce_on_side=True)
-    p.heap.barrier()  # nobody restages its shard while a peer still pulls it
     return c
 
 
@@ -697,24 +765,36 @@ def _as_workgroup_specialised(p, a, b_shard, *, comm_programs):
 
 
 def _as_pipelined_torch(p, a, b_shard, *, chunks):
-    """Row chunks of this rank's column block; the copy engines push each finished one to every peer."""
-    blocks = p.heap.scratch("gemm_all_scatter.blocks", (p.world_size, p.m, b_shard.shape[1]), p.dtype)
-    mine = blocks[p.rank]
-    peers = [p.heap.peer_view(blocks, (p.rank + step) % p.world_size)[p.rank] for step in range(1, p.world_size)]
-    steps = [(functools.partial(torch.matmul, a[rows], b_shard, out=mine[rows]),
-              functools.partial(_copy_to_peers, mine[rows], [peer[rows] for peer in peers]))
-             for rows in _row_chunks(p.m, chunks, 2 * b_shard.shape[1] * p.k)]
-    _begin(p)
-    _pipeline(p.device, steps, produce_on_side=False)
-    p.heap.barrier()  # every peer's block has landed here
-    c = blocks.new_empty((p.m, p.n))  # not a view of the heap, which the next call overwrites
-    c.view(p.m, p.world_size, -1).copy_(blocks.transpose(0, 1))
+    """Row chunks of this rank's column block into the heap, each announced by a flag; on a side stream every
+    rank copies each announced chunk of every block straight into its C with the copy engines (pulls)."""
+    width = b_shard.shape[1]
+    block = p.heap.scratch("gemm_all_scatter.block", (p.m, width), p.dtype)
+    row_chunks = _row_chunks(p.m, chunks, 2 * width * p.k)
+    flags = _flags(p, len(row_chunks))
+    c = a.new_empty((p.m, p.n))
+    epoch = _begin(p)  # after it, nobody still pulls the last call's block
+    steps = [(functools.partial(_as_compute_chunk, p, a[rows], b_shard, block[rows], flags, index, epoch),
+              functools.partial(_as_collect_chunk, p, block, c, flags, index, epoch, rows))
+             for index, rows in enumerate(row_chunks)]
+    _pipeline(p.device, steps, produce_on_side=False)  # C is complete when the side stream is done
+    _check_waits(p, "pipelined_torch")
     return c
 
 
-def _copy_to_peers(local: torch.Tensor, twins) -> None:
-    for twin in twins:
-        twin.copy_(local)
+def _as_compute_chunk(p, a_rows, b_shard, block_rows, flags, index, epoch):
+    torch.matmul(a_rows, b_shard, out=block_rows)
+    _notify(p, flags, index, epoch)
+
+
+def _as_collect_chunk(p, block, c, flags, index, epoch, rows):
+    """Chunk ``index`` of every rank's column block into C, each peer's once that peer has announced it."""
+    width = block.shape[1]
+    for step in range(p.world_size):
+        owner = (p.rank + step) % p.world_size
+        if owner != p.rank:
+            _await(p, flags, index, epoch, owner)
+        source = block if owner == p.rank else p.heap.peer_view(block, owner)
+        copy_rows(c[rows, owner * width:(owner + 1) * width], source[rows])
 
 
 def _as_bulk_torch(p, a, b_shard):
@@ -792,36 +872,71 @@ def _rs_workgroup_specialised(p, a_part, b_part, *, comm_programs):
 
 
 def _rs_pipelined_torch(p, a_part, b_part, *, chunks):
-    """Partials of the peers' rows first, each chunk pushed by the copy engines; own rows last; then the sum."""
+    """The peers' rows first, chunk by chunk: the copy engines push each partial into its owner's heap and a
+    flag announces it. Then this rank's rows, adding the peers' partials (in the GEMM's epilogue if chunked)."""
     parts, out = _rs_buffers(p, a_part)
     m_loc = out.shape[0]
+    row_chunks = _row_chunks(m_loc, chunks, 2 * p.n * a_part.shape[1])
+    flags = _flags(p, len(row_chunks) * p.world_size)  # [chunk, owner]: this rank's partial is in owner's heap
     outgoing = a_part.new_empty((p.m, p.n))  # partials of the peers' rows, before they are pushed
+    own = a_part[_row_block(p.rank, m_loc)]
+    epoch = _begin(p)  # after it, nobody still reads the last call's partials
     steps = []
-    for step in range(1, p.world_size):
-        owner = (p.rank + step) % p.world_size
+    for owner in _peers(p):
         slot, a_block, outgoing_block = (p.heap.peer_view(parts, owner)[p.rank], a_part[_row_block(owner, m_loc)],
                                          outgoing[_row_block(owner, m_loc)])
-        for rows in _row_chunks(m_loc, chunks, 2 * p.n * a_part.shape[1]):
+        for index, rows in enumerate(row_chunks):
             steps.append((functools.partial(torch.matmul, a_block[rows], b_part, out=outgoing_block[rows]),
-                          functools.partial(slot[rows].copy_, outgoing_block[rows])))
-    steps.append((functools.partial(torch.matmul, a_part[_row_block(p.rank, m_loc)], b_part, out=parts[p.rank]), None))
-    _begin(p)
+                          functools.partial(_rs_push_chunk, p, slot[rows], outgoing_block[rows], flags,
+                                            index * p.world_size + owner, epoch)))
+    if len(row_chunks) == 1:  # only the own GEMM can hide the pushes: add the partials after it
+        steps.append((functools.partial(torch.matmul, own, b_part, out=parts[p.rank]), None))
+        steps.append((functools.partial(_rs_sum_partials, p, parts, out, flags, epoch), None))
+    else:  # chunk i of the peers' partials landed while this rank computed later chunks of theirs
+        steps += [(functools.partial(_rs_add_in_epilogue, p, parts, flags, index, epoch, own[rows], b_part,
+                                     out[rows], rows), None)
+                  for index, rows in enumerate(row_chunks)]
     _pipeline(p.device, steps, produce_on_side=False)
-    p.heap.barrier()  # every peer's partial has landed here
-    return torch.sum(parts, dim=0, out=out)  # one launch; 16-bit sums accumulate in fp32
+    _check_waits(p, "pipelined_torch")
+    return out
+
+
+def _rs_push_chunk(p, destination, partial, flags, index, epoch):
+    destination.copy_(partial)
+    _notify(p, flags, index, epoch)
+
+
+def _rs_sum_partials(p, parts, out, flags, epoch, index=0):
+    """out = the sum of every rank's partial of this rank's rows, once the peers' chunk ``index`` is in."""
+    for owner in _peers(p):
+        _await(p, flags, index * p.world_size + p.rank, epoch, owner)
+    torch.sum(parts, dim=0, out=out)  # one launch; 16-bit sums accumulate in fp32
+
+
+def _rs_add_in_epilogue(p, parts, flags, index, epoch, own_rows, b_part, out_rows, rows):
+    """out rows = own rows' partial + the peers' partials, the first added by cuBLAS (beta = 1)."""
+    peers = _peers(p)
+    for owner in peers:
+        _await(p, flags, index * p.world_size + p.rank, epoch, owner)
+    torch.addmm(parts[peers[0]][rows], own_rows, b_part, out=out_rows)
+    for owner in peers[1:]:
+        out_rows.add_(parts[owner][rows])
 
 
 def _rs_fused_torch(p, a_part, b_part):
-    """The peers' partials computed straight into their heaps (cuBLAS stores across the links), own rows last."""
+    """Each peer's partial computed straight into its heap (cuBLAS stores across the links) and announced by a
+    flag; then this rank's rows with the peers' partials added in the GEMM's epilogue."""
     parts, out = _rs_buffers(p, a_part)
     m_loc = out.shape[0]
-    _begin(p)
-    for step in range(1, p.world_size):
-        owner = (p.rank + step) % p.world_size
+    flags = _flags(p, p.world_size)
+    epoch = _begin(p)  # after it, nobody still reads the last call's partials
+    for owner in _peers(p):
         torch.matmul(a_part[_row_block(owner, m_loc)], b_part, out=p.heap.peer_view(parts, owner)[p.rank])
-    torch.matmul(a_part[_row_block(p.rank, m_loc)], b_part, out=parts[p.rank])
-    p.heap.barrier()  # every peer's partial has landed here
-    return torch.sum(parts, dim=0, out=out)
+    for owner in _peers(p):
+        _notify(p, flags, owner, epoch)
+    _rs_add_in_epilogue(p, parts, flags, 0, epoch, a_part[_row_block(p.rank, m_loc)], b_part, out, slice(None))
+    _check_waits(p, "fused_torch")
+    return out
 
 
 def _rs_bulk_torch(p, a_part, b_part):

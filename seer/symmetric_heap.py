@@ -27,6 +27,8 @@ ALIGNMENT = 256  # bytes; every heap tensor starts on this boundary (wide vector
 DEFAULT_HEAP_BYTES = 1 << 30  # per rank, unless SEER_HEAP_BYTES says otherwise
 # A bounded wait gives up after this many polls of its flag: about half a minute on a GPU.
 DEFAULT_MAX_SPINS = 1 << 25
+MAX_CACHED_TWINS = 4096  # peer views kept for reuse (a few per op and shape)
+BARRIER_TIMEOUT_MS = 30_000  # as long as DEFAULT_MAX_SPINS polls, roughly
 # Wait-error record: [timed-out waits, waiting rank, rank owning the flag, flag index].
 WAIT_RECORD = 4
 
@@ -44,8 +46,10 @@ class Heap:
     ``heap_bases`` is an int64 tensor (on the heap's device) of every rank's base address, as seen
     from this process. ``max_spins`` bounds every flag wait; a wait that gives up records itself in
     ``wait_errors`` and :meth:`raise_wait_errors` turns the record into a :class:`SeerError`.
+
     Ops call it after each run while ``check_waits`` is true (one device synchronisation); set it
-    false to batch the check, e.g. around a timing loop, and call :meth:`raise_wait_errors` later.
+    false to batch the check, e.g. around a timing loop or in a serving loop that must not stall
+    the host, and call :meth:`raise_wait_errors` later.
     """
 
     def __init__(self, local: torch.Tensor, heap_bases: torch.Tensor, rank: int, world_size: int,
@@ -64,6 +68,7 @@ class Heap:
         self.wait_errors = torch.zeros(WAIT_RECORD, dtype=torch.int32, device=local.device)
         self._used = 0
         self._scratch: dict[str, torch.Tensor] = {}
+        self._twins: dict[tuple, torch.Tensor] = {}
         self._epoch = 0
 
     @property
@@ -118,16 +123,26 @@ class Heap:
 
     def next_epoch(self) -> int:
         """A fresh flag value for the next op call (the same on every rank: ops are called in step)."""
-        self._epoch = self._epoch % (2**31 - 2) + 1
+        self._epoch = self.upcoming_epoch()
         return self._epoch
+
+    def upcoming_epoch(self) -> int:
+        """The value the next :meth:`next_epoch` returns."""
+        return self._epoch % (2**31 - 2) + 1
 
     def peer_view(self, tensor: torch.Tensor, rank: int) -> torch.Tensor:
         """``tensor``'s twin in ``rank``'s heap, as a tensor of this device (copies to and from it cross the links)."""
         offset = tensor.data_ptr() - self._local.data_ptr()
-        nbytes = tensor.numel() * tensor.element_size()
-        if not tensor.is_contiguous() or offset < 0 or offset + nbytes > self.size_bytes:
-            raise InputError("peer_view takes a contiguous tensor allocated from this heap")
-        return self._peer_bytes(rank)[offset:offset + nbytes].view(tensor.dtype).view(tensor.shape)
+        key = (offset, tensor.shape, tensor.dtype, rank)
+        twin = self._twins.get(key) if tensor.is_contiguous() else None
+        if twin is None:  # cached: the slicing costs host time on every call, and a twin never moves
+            nbytes = tensor.numel() * tensor.element_size()
+            if not tensor.is_contiguous() or offset < 0 or offset + nbytes > self.size_bytes:
+                raise InputError("peer_view takes a contiguous tensor allocated from this heap")
+            if len(self._twins) >= MAX_CACHED_TWINS:
+                self._twins.clear()
+            twin = self._twins[key] = self._peer_bytes(rank)[offset:offset + nbytes].view(tensor.dtype).view(tensor.shape)
+        return twin
 
     def raise_wait_errors(self, context: str = "") -> None:
         """Raise a :class:`SeerError` naming the rank and flag if a bounded wait gave up since the last check."""
@@ -184,8 +199,12 @@ class SymmetricHeap(Heap):
         self._peers: dict[int, torch.Tensor] = {}
 
     def barrier(self) -> None:
-        """Device-side barrier of all ranks, in stream order (no host synchronisation)."""
-        self._handle.barrier()
+        """Device-side barrier of all ranks, in stream order (no host synchronisation).
+
+        Bounded like every wait: after ``BARRIER_TIMEOUT_MS`` PyTorch's barrier kernel prints the rank
+        and channel that timed out and traps, which fails this process's CUDA work instead of hanging it.
+        """
+        self._handle.barrier(channel=0, timeout_ms=BARRIER_TIMEOUT_MS)
 
     def _peer_bytes(self, rank: int) -> torch.Tensor:
         heap = self._peers.get(rank)

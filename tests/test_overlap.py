@@ -6,6 +6,7 @@ Outputs are poisoned: the heap is filled with NaN bytes before every pattern and
 fills with NaN (deterministic mode), so a tile nobody writes fails the comparison. The rank
 functions work on any heap: tests/test_overlap_gpu.py runs them on GPUs.
 """
+import time
 import warnings
 from contextlib import contextmanager
 
@@ -89,6 +90,7 @@ def _pattern_errors(heap, op, patterns, dtype_name, scale=1, **params):
             problem, operands = _problem(heap, op, a, b)
             result = get_op(op).variants[pattern].run(problem, *operands, **params)
             errors[pattern] = _relative_error(result, expected)
+            heap.raise_wait_errors(pattern)
     return errors
 
 
@@ -130,6 +132,55 @@ def _pipelined_errors_in_thin_chunks(heap, op, dtype_name, scale=1):
         overlap.MIN_CHUNK_ROWS, overlap.MIN_CHUNK_FLOP = defaults
 
 
+def _consecutive_call_errors(heap, op, patterns, dtype_name, scale=1, calls=3):
+    """Each pattern called ``calls`` times in a row on new inputs with rank 0 out of step (it lags before
+    every call, and off the GPU before each torch.matmul): no rank may read a peer's data before it has
+    landed, nor clobber what a peer still reads."""
+    a, b, expected = _inputs(op, heap.rank, heap.world_size, getattr(torch, dtype_name), heap.device, scale)
+    errors = {}
+    with _empty_fills_nan(), _lagging_matmul(heap.rank == 0 and heap.device.type == "cpu"):
+        for pattern in patterns:
+            _poison_heap(heap)
+            worst = 0.0
+            for call in range(1, calls + 1):
+                if heap.rank == 0:
+                    time.sleep(0.05)
+                problem, operands = _problem(heap, op, a * call, b)
+                result = get_op(op).variants[pattern].run(problem, *operands)
+                worst = max(worst, _relative_error(result, expected * call))
+            heap.raise_wait_errors(pattern)
+            errors[pattern] = worst
+    return errors
+
+
+@contextmanager
+def _lagging_matmul(lag: bool):
+    """torch.matmul sleeping 20 ms first, when ``lag`` (the simulated world runs each rank as a process)."""
+    matmul = torch.matmul
+
+    def slow(*args, **kwargs):
+        time.sleep(0.02)
+        return matmul(*args, **kwargs)
+
+    torch.matmul = slow if lag else matmul
+    try:
+        yield
+    finally:
+        torch.matmul = matmul
+
+
+def _torch_pattern_with_silent_peer(heap, op, pattern):
+    """Rank 1 joins the call's barrier but never computes or signals: rank 0 waits for its flag in vain."""
+    a, b, _ = _inputs(op, heap.rank, heap.world_size, torch.float32, heap.device)
+    if heap.rank == 1:
+        heap.barrier()
+        return
+    heap.max_spins = 200
+    problem, operands = _problem(heap, op, a, b)
+    get_op(op).variants[pattern].run(problem, *operands)
+    heap.raise_wait_errors()  # on a GPU the call itself does not wait to find out
+
+
 def _reduce_scatter_with_silent_peer(heap):
     """Rank 1 joins the barriers but never computes: rank 0's reducer waits for its flags in vain."""
     a, b, _ = _inputs("gemm_reduce_scatter", heap.rank, heap.world_size, torch.float32, heap.device)
@@ -140,6 +191,7 @@ def _reduce_scatter_with_silent_peer(heap):
     heap.max_spins = 200
     problem, operands = _problem(heap, "gemm_reduce_scatter", a, b)
     get_op("gemm_reduce_scatter").variants["producer_consumer"].run(problem, *operands)
+    heap.raise_wait_errors()
 
 
 # ---------------------------------------------------------------- tests
@@ -167,6 +219,12 @@ def test_16_bit_patterns_match_float64(dtype_name):
 def test_pipelined_pattern_in_several_chunks_matches_float64(op, world_size):
     errors = shared_world(world_size).run(_pipelined_errors_in_thin_chunks, op, "float32")
     _assert_small(errors, TOLERANCE["float32"])
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_consecutive_calls_of_every_pattern_match_float64(op):
+    _assert_small(shared_world(2).run(_consecutive_call_errors, op, _cpu_patterns(op), "float32"),
+                  TOLERANCE["float32"])
 
 
 def test_row_chunks_cover_the_rows_once_and_respect_the_minimums(monkeypatch):
@@ -235,6 +293,14 @@ def test_silent_peer_raises_instead_of_hanging():
     with pytest.raises(SeerError, match=r"rank 0 gave up waiting on flag \d+ of rank 1 "
                                         r"\(gemm_reduce_scatter producer_consumer\)"):
         run_world(2, _reduce_scatter_with_silent_peer, timeout_s=120)
+
+
+@pytest.mark.parametrize("op, pattern", [("gemm_all_scatter", "pipelined_torch"),
+                                         ("gemm_reduce_scatter", "pipelined_torch"),
+                                         ("gemm_reduce_scatter", "fused_torch")])
+def test_silent_peer_of_a_torch_pattern_raises_instead_of_hanging(op, pattern):
+    with pytest.raises(SeerError, match=rf"rank 0 gave up waiting on flag \d+ of rank 1 \({op} {pattern}\)"):
+        run_world(2, _torch_pattern_with_silent_peer, op, pattern, timeout_s=120)
 
 
 @pytest.mark.parametrize("op, a_shape, b_shape, message", [

@@ -89,6 +89,13 @@ def test_pipelined_pattern_in_several_chunks_on_two_streams(heap, op):
 
 
 @pytest.mark.parametrize("op", overlap_checks.OPS)
+def test_consecutive_calls_of_every_pattern(heap, op):
+    patterns = list(get_op(op).variants)
+    errors = _results(_on_every_rank(heap, overlap_checks._consecutive_call_errors, op, patterns, "bfloat16", SCALE))
+    overlap_checks._assert_small(errors, TOLERANCE["bfloat16"])
+
+
+@pytest.mark.parametrize("op", overlap_checks.OPS)
 def test_dispatch_with_a_process_group(heap, op):
     import torch.distributed as dist
 
@@ -106,3 +113,13 @@ def test_silent_peer_raises_instead_of_hanging(heap):
     outcomes = _on_every_rank(fresh, overlap_checks._reduce_scatter_with_silent_peer)
     assert outcomes[0][0] == "error"
     assert "rank 0 gave up waiting on flag" in outcomes[0][1] and "of rank 1" in outcomes[0][1]
+
+
+@pytest.mark.parametrize("op, pattern", [("gemm_all_scatter", "pipelined_torch"), ("gemm_reduce_scatter", "fused_torch")])
+def test_silent_peer_of_a_torch_pattern_raises_instead_of_hanging(heap, op, pattern):
+    fresh = SymmetricHeap(16 << 20)
+    fresh.empty((fresh.free_bytes,), torch.uint8).zero_()
+    fresh.free_all()
+    outcomes = _on_every_rank(fresh, overlap_checks._torch_pattern_with_silent_peer, op, pattern)
+    assert outcomes[0][0] == "error"
+    assert "rank 0 gave up waiting on flag" in outcomes[0][1] and f"of rank 1 ({op} {pattern})" in outcomes[0][1]

@@ -1,0 +1,72 @@
+"""Copies of row-strided 2-D blocks by the GPU's copy engines (``cudaMemcpy2DAsync``).
+
+``Tensor.copy_`` moves a contiguous tensor with ``cudaMemcpyAsync`` (the copy engines), but a
+block of columns, whose rows sit a pitch apart, with an SM kernel. The pipelined overlap patterns
+copy column blocks across the links while cuBLAS keeps every SM busy, so they need the engines for
+those too; torch does not expose the 2-D copy, so :func:`copy_rows` calls the CUDA runtime that
+torch has already loaded. Off CUDA it is ``Tensor.copy_``; if that runtime cannot be found it warns
+once and falls back to ``Tensor.copy_`` (right, but on the SMs).
+"""
+from __future__ import annotations
+
+import ctypes
+import warnings
+
+import torch
+
+from seer.errors import InputError, SeerError, SeerWarning
+
+_DEVICE_TO_DEVICE = 3  # cudaMemcpyKind
+_memcpy_2d = None  # the runtime's cudaMemcpy2DAsync, found on first use; False when it cannot be found
+
+
+def copy_rows(dst: torch.Tensor, src: torch.Tensor) -> None:
+    """``dst[:] = src`` on the current stream, by the copy engines on CUDA.
+
+    Both are 2-D, of one shape and dtype, with contiguous rows (``stride(1) == 1``); either may be a
+    view of a peer's symmetric heap.
+    """
+    if dst.shape != src.shape or dst.dtype != src.dtype or dst.dim() != 2:
+        raise InputError(f"copy_rows copies between 2-D tensors of one shape and dtype, got "
+                         f"{list(dst.shape)} {dst.dtype} and {list(src.shape)} {src.dtype}")
+    if dst.device.type != "cuda" or dst.numel() == 0 or _runtime_copy() is None:
+        dst.copy_(src)
+        return
+    if dst.stride(1) != 1 or src.stride(1) != 1 or src.device != dst.device:
+        raise InputError("copy_rows needs rows that are contiguous (stride(1) == 1) on one device, got strides "
+                         f"{dst.stride()} and {src.stride()}")
+    size = dst.element_size()
+    stream = torch._C._cuda_getCurrentRawStream(dst.device.index)
+    status = _memcpy_2d(dst.data_ptr(), dst.stride(0) * size, src.data_ptr(), src.stride(0) * size,
+                        dst.shape[1] * size, dst.shape[0], _DEVICE_TO_DEVICE, stream)
+    if status:
+        raise SeerError(f"cudaMemcpy2DAsync of a {list(dst.shape)} {dst.dtype} block failed with CUDA error {status}")
+
+
+def _runtime_copy():
+    """cudaMemcpy2DAsync of the CUDA runtime library this process has loaded (torch's), or None."""
+    global _memcpy_2d
+    if _memcpy_2d is None:
+        torch.cuda.init()  # loads the runtime
+        path = _loaded_library("libcudart.so")
+        if path is None:
+            warnings.warn("seer could not find the CUDA runtime library torch loaded: column-block copies "
+                          "run on the SMs (Tensor.copy_) instead of the copy engines", SeerWarning, stacklevel=3)
+            _memcpy_2d = False
+        else:
+            function = ctypes.CDLL(path).cudaMemcpy2DAsync
+            function.restype = ctypes.c_int
+            function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
+                                 ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+            _memcpy_2d = function
+    return _memcpy_2d or None
+
+
+def _loaded_library(name: str) -> str | None:
+    """The path of a shared library whose file name starts with ``name`` mapped into this process."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if path.rsplit("/", 1)[-1].startswith(name):
+                return path
+    return None

@@ -1,0 +1,45 @@
+"""seer.copy_engine.copy_rows: column blocks copied by the copy engines (GPU) or Tensor.copy_ (CPU)."""
+import pytest
+import torch
+
+from seer.copy_engine import copy_rows
+from seer.errors import InputError
+
+
+def _blocks(device):
+    """(a poisoned column block of a wide matrix, a column block of another, the source's values)."""
+    g = torch.Generator().manual_seed(3)
+    source = torch.randn(300, 1000, generator=g).to(torch.bfloat16).to(device)
+    target = torch.full((300, 700), float("nan"), dtype=torch.bfloat16, device=device)
+    return target[:, 200:450], source[:, 500:750], target
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_copy_rows_moves_a_column_block_and_nothing_else(device):
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    dst, src, whole = _blocks(device)
+    copy_rows(dst, src)
+    torch.cuda.synchronize() if device == "cuda" else None
+    assert torch.equal(dst.cpu(), src.cpu())
+    outside = torch.cat([whole[:, :200], whole[:, 450:]], dim=1)
+    assert torch.isnan(outside.float()).all()  # the copy kept to its block
+
+
+@pytest.mark.parametrize("dst, src, message", [
+    (torch.empty(4, 6), torch.empty(4, 5), "one shape and dtype"),
+    (torch.empty(4, 6), torch.empty(4, 6, dtype=torch.float16), "one shape and dtype"),
+    (torch.empty(4), torch.empty(4), "2-D"),
+])
+def test_copy_rows_names_mismatched_blocks(dst, src, message):
+    with pytest.raises(InputError, match=message):
+        copy_rows(dst, src)
+
+
+@pytest.mark.gpu
+def test_copy_rows_names_strided_rows():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    wide = torch.zeros(8, 8, device="cuda")
+    with pytest.raises(InputError, match="stride"):
+        copy_rows(wide[:, ::2], torch.zeros(8, 4, device="cuda"))
