@@ -134,7 +134,9 @@ def main() -> None:
         text = "\n".join(host_profile(heap, case) for case in smallest)
         if dist.get_rank() == 0:
             args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / f"overlap-host-{tag}.txt").write_text(f"{meta['command']}\n{text}")
+            header = (f"{world_size} x {meta['device']['name']}, torch {meta['versions'].get('torch')}, triton "
+                      f"{meta['versions'].get('triton')}, {meta['date']}: `{meta['command']}`")
+            (args.out / f"overlap-host-{tag}.txt").write_text(f"{header}\n{text}")
         dist.barrier()
         dist.destroy_process_group()
         return

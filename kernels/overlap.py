@@ -38,7 +38,8 @@ Per call, a Triton pattern stages its inputs in the heap, passes a barrier, work
 (nobody reuses a buffer a peer still reads) and checks the bounded flag waits. The all-scatter and
 reduce-scatter torch patterns pass one barrier (at the start: the last call's readers are done) and
 announce each finished chunk with a flag instead: a one-program kernel sets it in stream order, and
-the stream that needs the chunk polls it across the link (bounded, like every wait). Flags carry a
+the stream that needs the chunk polls it across the link (bounded, like every wait); the all-gather
+one passes one barrier too, staging its shard in two heap buffers by turns. Flags carry a
 per-call epoch, so they never need resetting.
 
 Dispatch: ``seer.dispatch(op, inputs, heap=...)`` with a :class:`seer.symmetric_heap.Heap` (real
@@ -72,7 +73,7 @@ DEFAULT_COMM_PROGRAMS = 16
 # them. Measured: benchmarks/results/overlap-chunks-h200x2.md.
 DEFAULT_CHUNKS = {"ag": 1, "as": 4, "rs": 2}
 # A chunk is worth its cost only above both minimums: thinner chunks make cuBLAS slower, and each
-# chunk costs 60-90 us of host time (a GEMM, copies, flag kernels, stream switches; 0.17-0.26 ms per
+# chunk costs 60-90 us of host time (a GEMM, copies, flag kernels, stream switches; 0.18-0.39 ms per
 # call on small shapes in benchmarks/results/overlap-costs-h200x2.md), which a chunk's GEMM must
 # outlast (~100 GFLOP at ~800 TFLOP/s) or the host, not the GPU, sets the pace.
 MIN_CHUNK_ROWS = 256
@@ -680,8 +681,7 @@ def _ag_pipelined_torch(p, a_shard, b, *, chunks):
     shard, gathered, c = _ag_buffers(p, a_shard, staging=f"a{p.heap.upcoming_epoch() % 2}")
     m_loc = a_shard.shape[0]
     steps = [(None, functools.partial(torch.matmul, a_shard, b, out=c[_row_block(p.rank, m_loc)]))]
-    for step in range(1, p.world_size):
-        src = (p.rank + step) % p.world_size
+    for src in _peers(p):
         peer_shard, gathered_block, c_block = (p.heap.peer_view(shard, src), gathered[_row_block(src, m_loc)],
                                                c[_row_block(src, m_loc)])
         for rows in _row_chunks(m_loc, chunks, 2 * p.n * p.k):
@@ -789,12 +789,10 @@ def _as_compute_chunk(p, a_rows, b_shard, block_rows, flags, index, epoch):
 def _as_collect_chunk(p, block, c, flags, index, epoch, rows):
     """Chunk ``index`` of every rank's column block into C, each peer's once that peer has announced it."""
     width = block.shape[1]
-    for step in range(p.world_size):
-        owner = (p.rank + step) % p.world_size
-        if owner != p.rank:
-            _await(p, flags, index, epoch, owner)
-        source = block if owner == p.rank else p.heap.peer_view(block, owner)
-        copy_rows(c[rows, owner * width:(owner + 1) * width], source[rows])
+    copy_rows(c[rows, p.rank * width:(p.rank + 1) * width], block[rows])
+    for owner in _peers(p):
+        _await(p, flags, index, epoch, owner)
+        copy_rows(c[rows, owner * width:(owner + 1) * width], p.heap.peer_view(block, owner)[rows])
 
 
 def _as_bulk_torch(p, a, b_shard):
@@ -906,18 +904,22 @@ def _rs_push_chunk(p, destination, partial, flags, index, epoch):
     _notify(p, flags, index, epoch)
 
 
-def _rs_sum_partials(p, parts, out, flags, epoch, index=0):
-    """out = the sum of every rank's partial of this rank's rows, once the peers' chunk ``index`` is in."""
+def _rs_await_partials(p, flags, index, epoch):
+    """In stream order: every peer's partial of chunk ``index`` of this rank's rows has landed here."""
     for owner in _peers(p):
         _await(p, flags, index * p.world_size + p.rank, epoch, owner)
+
+
+def _rs_sum_partials(p, parts, out, flags, epoch):
+    """out = the sum of every rank's partial of this rank's rows (one chunk), once the peers' are in."""
+    _rs_await_partials(p, flags, 0, epoch)
     torch.sum(parts, dim=0, out=out)  # one launch; 16-bit sums accumulate in fp32
 
 
 def _rs_add_in_epilogue(p, parts, flags, index, epoch, own_rows, b_part, out_rows, rows):
     """out rows = own rows' partial + the peers' partials, the first added by cuBLAS (beta = 1)."""
+    _rs_await_partials(p, flags, index, epoch)
     peers = _peers(p)
-    for owner in peers:
-        _await(p, flags, index * p.world_size + p.rank, epoch, owner)
     torch.addmm(parts[peers[0]][rows], own_rows, b_part, out=out_rows)
     for owner in peers[1:]:
         out_rows.add_(parts[owner][rows])
