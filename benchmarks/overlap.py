@@ -18,7 +18,8 @@
    shape against the pattern oracle, torch.matmul + NCCL and PyTorch's fused_all_gather_matmul.
 
 Writes (rank 0): ``<op>-<device>.csv`` per op under ``--tables`` (columns id, group, source, the
-feature columns, ``time_ms:<variant>``, ``baseline_ms:torch_nccl``) with its ``.meta.json``; and
+feature columns, ``time_ms:<variant>``, ``baseline_ms:torch_nccl`` and ``baseline_ms:torch_nccl_graph``,
+the same captured in a CUDA graph) with its ``.meta.json``; and
 ``overlap-<device>.json`` / ``.md`` under ``--out`` (bandwidths, GEMM rate, machine constants,
 every shape's times and seer's choice, summaries). Tables are rewritten after every shape, so
 stopping at ``--budget-s`` leaves valid tables.
@@ -230,12 +231,39 @@ def measure(heap, case: dict) -> dict:
     expected = op.variants["bulk_torch"].run(problem, *operands).float()
     runs = {name: (lambda v=variant: v.run(problem, *operands)) for name, variant in op.variants.items()}
     correct = {name: fn for name, fn in runs.items() if _correct(name, fn, expected, heap)}
+    graphed_bulk = _graphed(runs["bulk_torch"])
+    if graphed_bulk is not None:
+        correct[GRAPHED_PEER] = graphed_bulk
     # Small shapes are bound by the host, whose pace wavers: more calls give a steadier median.
     times = _interleaved_ms(correct, heap, reps=20 if expected.numel() < 1 << 26 else 3)
     for name in runs:
         row[f"time_ms:{name}"] = times.get(name, float("nan"))
     row["baseline_ms:torch_nccl"] = row["time_ms:bulk_torch"]
+    row["baseline_ms:torch_nccl_graph"] = times.get(GRAPHED_PEER, float("nan"))
     return row
+
+
+GRAPHED_PEER = "peer:torch_nccl_graph"
+
+
+def _graphed(fn):
+    """``fn`` (torch.matmul + NCCL) captured once in a CUDA graph, as a user of ``torch.cuda.graph`` would:
+    its replay, or None where any rank failed to capture (each rank warms up and captures together).
+    Its inputs and output stay fixed, which the caller must arrange: the best case for this peer."""
+    graph = torch.cuda.CUDAGraph()
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up on a side stream, as torch's CUDA-graph notes ask
+            fn()
+        torch.cuda.current_stream().wait_stream(side)
+        with torch.cuda.graph(graph):
+            fn()
+        failed = 0.0
+    except RuntimeError as exc:
+        print(f"  rank {dist.get_rank()} could not capture torch.matmul + NCCL: {exc}", flush=True)
+        failed = 1.0
+    return None if slowest(failed) else graph.replay
 
 
 def _correct(name, fn, expected, heap) -> bool:
@@ -334,7 +362,8 @@ def write_tables(tables: Path, tag: str, rows: list[dict], meta: dict) -> None:
         (tables / f"{op}-{tag}.meta.json").write_text(json.dumps(
             {**meta, "op": op, "rows": len(table),
              "notes": "time_ms:<variant> and baseline_ms:torch_nccl (= bulk_torch): the slowest rank's median "
-                      "of CUDA-event times after warm-up; NaN where a variant failed or was wrong"},
+                      "of CUDA-event times after warm-up; NaN where a variant failed or was wrong; "
+                      "baseline_ms:torch_nccl_graph: bulk_torch captured once in a CUDA graph on fixed inputs"},
             indent=2) + "\n")
 
 
@@ -368,11 +397,13 @@ def _shape_rows(table, held_out, nccl_gbps: float) -> list[dict]:
         line = frame.loc[shape["id"]]
         times = {v: float(line[f"time_ms:{v}"]) for v in table.variants}
         torch_nccl = float(line["baseline_ms:torch_nccl"])
+        graphed = float(line.get("baseline_ms:torch_nccl_graph", float("nan")))
         comm_ms = line["send_mb"] * 1e6 / (nccl_gbps * 1e9) * 1e3  # at NCCL's measured rate
         rows.append({"op": table.op, "id": shape["id"], "group": shape["group"], "times_ms": times,
                      "seer_choice": shape["choice@1"], "oracle": shape["oracle"],
                      "seer_ms": times[shape["choice@1"]], "oracle_ms": float(shape["oracle_ms"]),
                      "torch_nccl_ms": torch_nccl, "torch_fused_ms": times.get("torch_fused"),
+                     "torch_nccl_graph_ms": graphed if math.isfinite(graphed) else None,
                      "estimated_comm_share": round(min(comm_ms / torch_nccl, 1.0), 4)})
     return rows
 
@@ -399,6 +430,11 @@ def _op_summary(table, report, rows: list[dict]) -> dict:
     }
     if "torch_fused" in table.variants:
         summary["speedup_vs_torch_fused"] = geomean([r["torch_fused_ms"] / r["seer_ms"] for r in rows])
+    graphed = [r for r in heavy if r["torch_nccl_graph_ms"] is not None]
+    if graphed:  # the peer at its best: torch.matmul + NCCL replayed from a CUDA graph on fixed inputs
+        summary["comm_heavy_shapes_with_graphed_peer"] = len(graphed)
+        summary["speedup_vs_torch_nccl_graph_comm_heavy"] = geomean(
+            [r["torch_nccl_graph_ms"] / r["seer_ms"] for r in graphed])
     return summary
 
 
@@ -414,28 +450,39 @@ def _markdown(result: dict) -> str:
               f"`seer.features.overlap`: {result['machine_constants']}.", "",
               "## Seer on held-out shapes (grouped by model layer)", "",
               "| op | shapes | fraction of oracle | vs torch+NCCL | comm-heavy shapes | vs torch+NCCL there "
-              "| oracle vs torch+NCCL | vs fused_all_gather_matmul | worst shape |", "|---|---|---|---|---|---|---|---|---|"]
+              "| oracle vs torch+NCCL | vs torch+NCCL in a CUDA graph, comm-heavy | vs fused_all_gather_matmul "
+              "| worst shape |", "|---|---|---|---|---|---|---|---|---|---|"]
     for op, s in result["ops"].items():
-        fused = s.get("speedup_vs_torch_fused")
-        heavy = s["speedup_vs_torch_nccl_comm_heavy"]
-        worst = s["worst_shape"]
         lines.append(f"| {op} | {s['shapes']} | {s['fraction_of_oracle']:.3f} | {s['speedup_vs_torch_nccl']:.3f}x "
-                     f"| {s['comm_heavy_shapes']} | {'-' if heavy is None else f'{heavy:.3f}x'} "
-                     f"| {s['oracle_speedup_vs_torch_nccl']:.3f}x | {'-' if fused is None else f'{fused:.3f}x'} "
-                     f"| {worst['id'].split('/', 1)[1]} ({worst['seer_choice']}): {worst['speedup_vs_torch_nccl']:.2f}x |")
+                     f"| {s['comm_heavy_shapes']} | {_times(s['speedup_vs_torch_nccl_comm_heavy'])} "
+                     f"| {s['oracle_speedup_vs_torch_nccl']:.3f}x "
+                     f"| {_times(s.get('speedup_vs_torch_nccl_graph_comm_heavy'))} "
+                     f"| {_times(s.get('speedup_vs_torch_fused'))} | {_worst(s['worst_shape'])} |")
     lines += ["", "Comm-heavy: communication estimated (bytes sent / the NCCL rate above) at 1/5 or more of the "
-              "torch.matmul + NCCL time.", "", "## Every shape (ms)", ""]
+              "torch.matmul + NCCL time. The graphed peer is torch.matmul + NCCL captured once in a CUDA graph "
+              "on fixed inputs and output (its best case; seer's graphed pattern stages its input each call).",
+              "", "## Every shape (ms)", ""]
     for op, s in result["ops"].items():
         variants = list(s["pattern_speedup_vs_torch_nccl"])
-        lines += [f"### {op}", "", "| shape | " + " | ".join(variants) + " | seer's choice | comm share |",
-                  "|---|" + "---|" * (len(variants) + 2)]
+        lines += [f"### {op}", "", "| shape | " + " | ".join(variants) +
+                  " | torch+NCCL graphed | seer's choice | comm share |", "|---|" + "---|" * (len(variants) + 3)]
         for r in (r for r in result["shapes"] if r["op"] == op):
             cells = [f"**{r['times_ms'][v]:.3f}**" if v == r["oracle"] else f"{r['times_ms'][v]:.3f}" for v in variants]
+            graphed = r.get("torch_nccl_graph_ms")
             lines.append(f"| {r['id'].split('/', 1)[1]} | " + " | ".join(cells) +
-                         f" | {r['seer_choice']} | {r['estimated_comm_share']:.2f} |")
+                         f" | {'-' if graphed is None else f'{graphed:.3f}'} | {r['seer_choice']} "
+                         f"| {r['estimated_comm_share']:.2f} |")
         lines.append("")
     lines.append("Bold: the fastest pattern. bulk_torch is torch.matmul + NCCL.")
     return "\n".join(lines) + "\n"
+
+
+def _times(value) -> str:
+    return "-" if value is None else f"{value:.3f}x"
+
+
+def _worst(worst: dict) -> str:
+    return f"{worst['id'].split('/', 1)[1]} ({worst['seer_choice']}): {worst['speedup_vs_torch_nccl']:.2f}x"
 
 
 def main(argv=None) -> None:
@@ -445,6 +492,8 @@ def main(argv=None) -> None:
     parser.add_argument("--select", metavar="TAG", help="only redo the selection from the tables of TAG (no GPU)")
     parser.add_argument("--budget-s", type=float, default=170, help="stop timing shapes after this long")
     parser.add_argument("--heap-gib", type=float, default=8)
+    parser.add_argument("--ops", nargs="+", choices=sorted(LAYERS_OF), default=sorted(LAYERS_OF),
+                        help="time these ops only")
     parser.add_argument("--chunk-sweep", action="store_true", help="then time pipelined_torch at several chunk counts")
     parser.add_argument("--copy-sweep", action="store_true",
                         help="only time remote copies over block sizes and programs per SM (overlap-copy-<device>)")
@@ -480,7 +529,7 @@ def main(argv=None) -> None:
     constants = {"gemm_tflops": round(tflops), "link_gbps": round(rates["triton_put_allsm"])}
     log(f"machine constants for seer.features.overlap: {constants}")
     rows: list[dict] = []
-    todo = cases(world_size)
+    todo = [case for case in cases(world_size) if case["op"] in args.ops]
     for i, case in enumerate(todo):
         if time.monotonic() - started > args.budget_s:
             log(f"budget reached: {len(todo) - i} of {len(todo)} shapes left for a later run")

@@ -93,7 +93,7 @@ def markdown(rows: list[dict], meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def host_profile(heap, case: dict, patterns=("pipelined_torch", "fused_torch", "bulk_torch"), calls=50) -> str:
+def host_profile(heap, case: dict, patterns=("pipelined_torch", "fused_torch", "pipelined_graph", "bulk_torch"), calls=50) -> str:
     """cProfile's table (by own time) of ``calls`` calls of each pattern, no synchronisation inside."""
     op, problem, operands, _, _ = _case_problem(heap, case)
     text = []

@@ -26,6 +26,9 @@ Patterns, one :class:`seer.registry.Variant` each:
 * ``fused_torch`` (gemm_reduce_scatter): fused sequential with cuBLAS: torch.matmul writes each
   peer's partial straight into that peer's heap (the GEMM's stores cross the links), then its own
   rows' GEMM adds the partials it received.
+* ``pipelined_graph`` (gemm_reduce_scatter): ``pipelined_torch`` in one chunk, replayed from a CUDA
+  graph captured on first use per shape and weight (:class:`_GraphedCall`): small shapes are bound by
+  the host's launches, and a replay is one. Off the GPU it runs the same steps eagerly.
 * ``torch_fused`` (all_gather_gemm, GPU only): ``torch.ops.symm_mem.fused_all_gather_matmul``.
 
 Every Triton pattern builds C tiles with the one tile loop of :mod:`seer.kernels.gemm`
@@ -39,8 +42,9 @@ Per call, a Triton pattern stages its inputs in the heap, passes a barrier, work
 reduce-scatter torch patterns pass one barrier (at the start: the last call's readers are done) and
 announce each finished chunk with a flag instead: a one-program kernel sets it in stream order, and
 the stream that needs the chunk polls it across the link (bounded, like every wait); the all-gather
-one passes one barrier too, staging its shard in two heap buffers by turns. Flags carry a
-per-call epoch, so they never need resetting.
+one passes one barrier too, staging its shard in two heap buffers by turns. ``pipelined_graph``
+passes none: each rank announces that it has read the last call's partials, and a peer waits for
+that just before pushing into them. Flags carry a per-call epoch, so they never need resetting.
 
 Dispatch: ``seer.dispatch(op, inputs, heap=...)`` with a :class:`seer.symmetric_heap.Heap` (real
 or simulated), or ``group=`` a NCCL process group whose heap is made on first use; neither means
@@ -50,6 +54,7 @@ from __future__ import annotations
 
 import functools
 import types
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -57,7 +62,7 @@ import triton
 import triton.language as tl
 
 from seer.copy_engine import copy_rows
-from seer.errors import InputError
+from seer.errors import InputError, SeerWarning
 from seer.kernels import remote
 from seer.kernels.gemm import matmul_tile, tile_coords
 from seer.launch import LaunchCache, specialisation
@@ -285,20 +290,39 @@ def _rs_kernel(a_ptr, b_ptr, parts_ptr, out_ptr, flags_ptr, epoch, errors_ptr, m
 
 
 # ---------------------------------------------------------------- stream-ordered flags (the torch patterns)
+# A call's epoch reaches these kernels as an int, or, in a CUDA graph (whose arguments are frozen at
+# capture), as a one-element device counter that the graph advances at the start of every replay.
 @triton.jit
-def _notify_kernel(flags_ptr, index, epoch, rank, heap_bases):
-    """Set this rank's flag ``index`` to ``epoch`` (release): the stream's earlier work is done."""
-    remote.signal(flags_ptr + index, epoch, rank, rank, heap_bases)
+def _epoch_value(epoch, EPOCH_IN_MEMORY: tl.constexpr):
+    if EPOCH_IN_MEMORY:
+        return tl.load(epoch)
+    else:
+        return epoch
 
 
 @triton.jit
-def _await_kernel(flags_ptr, index, epoch, errors_ptr, max_spins, rank, owner, heap_bases):
-    """Poll ``owner``'s flag ``index`` across the link until it reads ``epoch`` (acquire), boundedly."""
-    remote.wait(flags_ptr + index, epoch, rank, owner, heap_bases, errors_ptr, index, max_spins)
+def _notify_kernel(flags_ptr, index, epoch, rank, heap_bases, EPOCH_IN_MEMORY: tl.constexpr):
+    """Set this rank's flag ``index`` to the epoch (release): the stream's earlier work is done."""
+    remote.signal(flags_ptr + index, _epoch_value(epoch, EPOCH_IN_MEMORY), rank, rank, heap_bases)
+
+
+@triton.jit
+def _await_kernel(flags_ptr, index, epoch, errors_ptr, max_spins, rank, owner, heap_bases,
+                  EPOCH_IN_MEMORY: tl.constexpr):
+    """Poll ``owner``'s flag ``index`` across the link until it reads the epoch (acquire), boundedly."""
+    remote.wait(flags_ptr + index, _epoch_value(epoch, EPOCH_IN_MEMORY), rank, owner, heap_bases, errors_ptr, index,
+                max_spins)
+
+
+@triton.jit
+def _advance_kernel(counter_ptr):
+    """The next epoch, as Heap.next_epoch counts: 1, 2, ..., 2**31 - 2, then 1 again."""
+    tl.store(counter_ptr, tl.load(counter_ptr) % (2**31 - 2) + 1)
 
 
 _notify_launch = LaunchCache(_notify_kernel)
 _await_launch = LaunchCache(_await_kernel)
+_advance_launch = LaunchCache(_advance_kernel)
 
 
 # ================================================================ problems
@@ -484,17 +508,92 @@ def _check_waits(p: OverlapProblem, pattern: str) -> None:
         p.heap.raise_wait_errors(f"{p.op} {pattern}")
 
 
-def _notify(p: OverlapProblem, flags: torch.Tensor, index: int, epoch: int) -> None:
-    """In stream order: this rank's flag ``index`` becomes ``epoch`` once the stream's earlier work is done."""
-    args = (flags, index, epoch, p.heap.rank, p.heap.heap_bases)
+def _notify(p: OverlapProblem, flags: torch.Tensor, index: int, epoch) -> None:
+    """In stream order: this rank's flag ``index`` becomes the epoch (an int, or the device counter of
+    :func:`_advance`) once the stream's earlier work is done."""
+    args = (flags, index, epoch, p.heap.rank, p.heap.heap_bases, isinstance(epoch, torch.Tensor))
     _notify_launch.launch(specialisation(*args), (1,), args, num_warps=1)
 
 
-def _await(p: OverlapProblem, flags: torch.Tensor, index: int, epoch: int, owner: int) -> None:
-    """In stream order: the stream goes on once rank ``owner`` has set its flag ``index`` to ``epoch``."""
+def _await(p: OverlapProblem, flags: torch.Tensor, index: int, epoch, owner: int) -> None:
+    """In stream order: the stream goes on once rank ``owner`` has set its flag ``index`` to the epoch."""
     h = p.heap
-    args = (flags, index, epoch, h.wait_errors, h.max_spins, h.rank, owner, h.heap_bases)
+    args = (flags, index, epoch, h.wait_errors, h.max_spins, h.rank, owner, h.heap_bases,
+            isinstance(epoch, torch.Tensor))
     _await_launch.launch(specialisation(*args), (1,), args, num_warps=1)
+
+
+def _advance(counter: torch.Tensor) -> torch.Tensor:
+    """In stream order: the device epoch ``counter`` moves to the next call's value; returns it."""
+    _advance_launch.launch(specialisation(counter), (1,), (counter,), num_warps=1)
+    return counter
+
+
+MAX_PLANS = 32  # graphed call shapes kept per heap (one per op, shape and weight), least recently used dropped
+
+
+def _plan(p: OverlapProblem, key: tuple, make):
+    """The plan (CUDA graphs and the views around them) of call shape ``key``: ``make()``'s, kept on the heap
+    and made again once the heap's scratch buffers have moved, since graphs replay the addresses they captured."""
+    heap = p.heap
+    entry = heap.graphs.get(key)
+    if entry is None or entry[0] != heap.scratch_version:
+        plan = make()
+        entry = heap.graphs[key] = (heap.scratch_version, plan)  # after make(): it may allocate scratch
+        if len(heap.graphs) > MAX_PLANS:
+            heap.graphs.popitem(last=False)
+    else:
+        heap.graphs.move_to_end(key)
+    return entry[1]
+
+
+class _GraphedCall:
+    """``body(a)`` for one call shape; on a GPU replayed from a CUDA graph captured when made.
+
+    A replay costs the host one launch instead of one per kernel of ``body``, and small shapes are
+    host-bound. The graph reads ``a`` from a staged copy that each call refreshes (callers' inputs move
+    between calls); all else it touches is fixed at capture, so callers key plans by it. ``body`` takes
+    its epoch from a device counter, so replays and eager runs speak one protocol, and capturing runs
+    nothing: a rank may capture while its peers replay. Off the GPU, or if capture fails (with a
+    warning), ``body`` runs eagerly.
+    """
+
+    def __init__(self, body, a: torch.Tensor):
+        self._body, self._staged, self.graph = body, None, None
+        if a.device.type == "cuda":
+            self._staged = torch.empty_like(a)
+            self.graph = _capture(body, self._staged)
+
+    def __call__(self, a: torch.Tensor) -> None:
+        if self.graph is None:
+            self._body(a)
+            return
+        self._staged.copy_(a)
+        self.graph.replay()
+
+
+def _capture(body, a: torch.Tensor):
+    """A CUDA graph of ``body(a)``, or None with a warning if capturing fails."""
+    graph = torch.cuda.CUDAGraph()
+    stream = _capture_streams.get(a.device)
+    if stream is None:
+        stream = _capture_streams[a.device] = torch.cuda.Stream(a.device)
+    try:
+        # Not torch.cuda.graph, which collects garbage and empties the allocator's cache first. Relaxed:
+        # a kernel's first launch may load its module while capturing.
+        with torch.cuda.stream(stream):
+            graph.capture_begin(capture_error_mode="relaxed")
+            try:
+                body(a)
+            finally:
+                graph.capture_end()
+    except RuntimeError as exc:
+        warnings.warn(f"CUDA graph capture failed ({exc}); this call shape runs eagerly", SeerWarning, stacklevel=5)
+        return None
+    return graph
+
+
+_capture_streams: dict = {}
 
 
 def _flags(p: OverlapProblem, count: int) -> torch.Tensor:
@@ -813,9 +912,11 @@ def _rs_launch(p, programs, producers, a, b, parts, out, flags, epoch, *, push=F
 
 def _rs_buffers(p, a_part):
     """(the partials of this rank's rows, [W, rows, N] in the heap; this rank's output rows)."""
-    m_loc = p.m // p.world_size
-    parts = p.heap.scratch("gemm_reduce_scatter.parts", (p.world_size, m_loc, p.n), p.dtype)
-    return parts, a_part.new_empty((m_loc, p.n))
+    return _rs_parts(p), a_part.new_empty((p.m // p.world_size, p.n))
+
+
+def _rs_parts(p) -> torch.Tensor:
+    return p.heap.scratch("gemm_reduce_scatter.parts", (p.world_size, p.m // p.world_size, p.n), p.dtype)
 
 
 def _rs_setup(p, a_part):
@@ -941,6 +1042,62 @@ def _rs_fused_torch(p, a_part, b_part):
     return out
 
 
+def _rs_pipelined_graph(p, a_part, b_part):
+    """pipelined_torch in one chunk, replayed from a CUDA graph (one launch of host time instead of about ten):
+    each peer's partial computed locally and pushed into its heap by the copy engines while the next GEMM runs;
+    the partials summed into a fresh output after the graph."""
+    plan = _plan(p, _graph_key("gemm_reduce_scatter.pipelined_graph", a_part, b_part),
+                 lambda: _RsGraphPlan(p, a_part, b_part))
+    plan.send(a_part)
+    out = a_part.new_empty(plan.parts.shape[1:])
+    torch.sum(plan.parts, dim=0, out=out)  # one launch; 16-bit sums accumulate in fp32
+    _check_waits(p, "pipelined_graph")
+    return out
+
+
+def _graph_key(pattern: str, a: torch.Tensor, b: torch.Tensor) -> tuple:
+    """A graphed call shape: the input's layout (it is staged) and the weight itself (the graph reads it in place)."""
+    return pattern, tuple(a.shape), a.stride(), a.dtype, b.data_ptr(), tuple(b.shape), b.stride(), b.dtype
+
+
+class _RsGraphPlan:
+    """pipelined_graph's call shape: the graphed part and the partials that the sum after it reads.
+
+    No barrier: a rank announces at the start of each replay that it has finished reading the last call's
+    partials (``ready``), and a peer waits for that only before pushing into them, on the side stream, while
+    its GEMM of the next peer's rows runs. Every other pattern starts with a barrier, so whatever ran before
+    is covered too.
+    """
+
+    def __init__(self, p, a_part, b_part):
+        heap, m_loc = p.heap, p.m // p.world_size
+        parts = _rs_parts(p)
+        flags = heap.scratch(f"{p.op}.graph_flags", (2 * p.world_size,), torch.int32, zero_new=True)
+        counter = heap.scratch(f"{p.op}.graph_epoch", (1,), torch.int32, zero_new=True)
+        ready = p.world_size  # the index of this rank's "done reading the last partials" flag
+
+        def push(destination, partial, owner, epoch):
+            _await(p, flags, ready, epoch, owner)
+            _rs_push_chunk(p, destination, partial, flags, owner, epoch)
+
+        def send(a):
+            epoch = _advance(counter)
+            _notify(p, flags, ready, epoch)
+            outgoing = a.new_empty((p.m, p.n))
+            steps = [(functools.partial(torch.matmul, a[_row_block(owner, m_loc)], b_part,
+                                        out=outgoing[_row_block(owner, m_loc)]),
+                      functools.partial(push, heap.peer_view(parts, owner)[p.rank], outgoing[_row_block(owner, m_loc)],
+                                        owner, epoch))
+                     for owner in _peers(p)]
+            steps.append((functools.partial(torch.matmul, a[_row_block(p.rank, m_loc)], b_part, out=parts[p.rank]),
+                          None))
+            _pipeline(p.device, steps, produce_on_side=False)
+            _rs_await_partials(p, flags, 0, epoch)
+
+        self.parts = parts
+        self.send = _GraphedCall(send, a_part)
+
+
 def _rs_bulk_torch(p, a_part, b_part):
     import torch.distributed as dist
 
@@ -962,6 +1119,7 @@ _PATTERN_DOCS = {
     "workgroup_specialised": "one persistent kernel, programs split between GEMM and communication",
     "pipelined_torch": "torch.matmul in row chunks; the copy engines move finished chunks on a side stream",
     "fused_torch": "torch.matmul writing each peer's partial straight into its heap (cuBLAS stores cross the links)",
+    "pipelined_graph": "pipelined_torch in one chunk, replayed from a CUDA graph (one launch of host time)",
     "torch_fused": "PyTorch's torch.ops.symm_mem.fused_all_gather_matmul (GPU only)",
 }
 
@@ -998,5 +1156,5 @@ gemm_all_scatter = _op_module(
     "gemm_all_scatter", _variants("as", PATTERNS),
     "Each rank computes a column block of C = A B; every rank ends with all of C.")
 gemm_reduce_scatter = _op_module(
-    "gemm_reduce_scatter", _variants("rs", (*PATTERNS, "fused_torch")),
+    "gemm_reduce_scatter", _variants("rs", (*PATTERNS, "fused_torch", "pipelined_graph")),
     "K split across ranks: C = sum of partial products, reduced and scattered by rows.")

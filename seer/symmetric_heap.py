@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import OrderedDict
 
 import torch
 
@@ -70,6 +71,10 @@ class Heap:
         self._scratch: dict[str, torch.Tensor] = {}
         self._twins: dict[tuple, torch.Tensor] = {}
         self._epoch = 0
+        # Plans of ops replayed from CUDA graphs (kernels.overlap._plan), which hold the addresses of
+        # scratch buffers: scratch_version moves whenever a scratch buffer is made, so they know when.
+        self.graphs: OrderedDict = OrderedDict()
+        self.scratch_version = 0
 
     @property
     def device(self) -> torch.device:
@@ -110,6 +115,7 @@ class Heap:
         if fresh:
             region = self.empty((max(nbytes, 1),), torch.uint8)
             self._scratch[name] = region
+            self.scratch_version += 1
         tensor = region[:nbytes].view(dtype).view(tuple(shape))
         if fresh and zero_new:
             tensor.zero_()
@@ -120,6 +126,8 @@ class Heap:
         self.barrier()
         self._used = 0
         self._scratch.clear()
+        self.graphs.clear()
+        self.scratch_version += 1
 
     def next_epoch(self) -> int:
         """A fresh flag value for the next op call (the same on every rank: ops are called in step)."""

@@ -34,6 +34,8 @@ def compile_for_hopper(kernel, constants: dict, num_warps: int):
             return "constexpr"
         if name == "heap_bases":
             return "*i64"
+        if name == "epoch" and constants.get("EPOCH_IN_MEMORY"):
+            return "*i32"  # the device epoch counter of graph replays
         if name.endswith("_ptr"):
             return "*i32" if name in INT32_POINTERS else "*bf16"
         return "i32"
@@ -59,6 +61,9 @@ def kernels():
     found += [(k.fn.__name__, k, c, 4, k is remote_kernels._ring_kernel) for k, c in (
         (remote_kernels._exchange_kernel, {"N": 8}), (remote_kernels._atomics_kernel, {"ROUNDS": 2}),
         (remote_kernels._ring_kernel, {"LAPS": 2}), (remote_kernels._wait_kernel, {"FLAG": 3}))]
+    found += [(f"{k.fn.__name__} EPOCH_IN_MEMORY={m}", k, {"EPOCH_IN_MEMORY": m}, 1, False)
+              for k in (overlap._notify_kernel, overlap._await_kernel) for m in (False, True)]
+    found.append(("_advance_kernel", overlap._advance_kernel, {}, 1, False))
     return found
 
 

@@ -22,6 +22,7 @@ from seer.symmetric_heap import Heap
 
 OPS = ("all_gather_gemm", "gemm_all_scatter", "gemm_reduce_scatter")
 TOLERANCE = {"float32": 1e-5, "bfloat16": 1e-2, "float16": 2e-3}
+GRAPHED = ("pipelined_graph",)  # gemm_reduce_scatter's patterns replayed from CUDA graphs
 
 
 def _cpu_patterns(op: str) -> list[str]:
@@ -169,11 +170,35 @@ def _lagging_matmul(lag: bool):
         torch.matmul = matmul
 
 
+def _graphs_of_a_graphed_pattern(heap, pattern, scale=1):
+    """How many CUDA graphs a graphed pattern holds after calls on new inputs with one weight, then a second weight,
+    then after free_all; and the worst error of those calls. One graph per weight: inputs are staged, not captured."""
+    op = "gemm_reduce_scatter"
+    a, b, expected = _inputs(op, heap.rank, heap.world_size, torch.bfloat16, heap.device, scale)
+    run = get_op(op).variants[pattern].run
+    _poison_heap(heap)
+    counts, worst = [], 0.0
+    for weight in (b, b.clone()):
+        for call in (1, 2, 3):
+            problem, operands = _problem(heap, op, a * call, weight)
+            worst = max(worst, _relative_error(run(problem, *operands), expected * call))
+        counts.append(_captured_graphs(heap))
+    heap.raise_wait_errors(pattern)
+    heap.free_all()
+    return counts + [_captured_graphs(heap)], worst
+
+
+def _captured_graphs(heap) -> int:
+    return sum(plan.send.graph is not None for _, plan in heap.graphs.values())
+
+
 def _torch_pattern_with_silent_peer(heap, op, pattern):
-    """Rank 1 joins the call's barrier but never computes or signals: rank 0 waits for its flag in vain."""
+    """Rank 1 joins the call's barrier (the graphed patterns have none) but never computes or signals: rank 0
+    waits for its flag in vain."""
     a, b, _ = _inputs(op, heap.rank, heap.world_size, torch.float32, heap.device)
     if heap.rank == 1:
-        heap.barrier()
+        if pattern not in GRAPHED:
+            heap.barrier()
         return
     heap.max_spins = 200
     problem, operands = _problem(heap, op, a, b)
@@ -297,7 +322,8 @@ def test_silent_peer_raises_instead_of_hanging():
 
 @pytest.mark.parametrize("op, pattern", [("gemm_all_scatter", "pipelined_torch"),
                                          ("gemm_reduce_scatter", "pipelined_torch"),
-                                         ("gemm_reduce_scatter", "fused_torch")])
+                                         ("gemm_reduce_scatter", "fused_torch"),
+                                         *[("gemm_reduce_scatter", pattern) for pattern in GRAPHED]])
 def test_silent_peer_of_a_torch_pattern_raises_instead_of_hanging(op, pattern):
     with pytest.raises(SeerError, match=rf"rank 0 gave up waiting on flag \d+ of rank 1 \({op} {pattern}\)"):
         run_world(2, _torch_pattern_with_silent_peer, op, pattern, timeout_s=120)
@@ -311,6 +337,12 @@ def test_silent_peer_of_a_torch_pattern_raises_instead_of_hanging(op, pattern):
 def test_bad_shapes_are_named(op, a_shape, b_shape, message):
     with pytest.raises(InputError, match=message):
         _local_problem(_fake_heap(world_size=4), op, a_shape, b_shape)
+
+
+@pytest.mark.parametrize("pattern", GRAPHED)
+def test_graphed_patterns_run_eagerly_off_the_gpu(pattern):
+    counts, error = run_world(2, _graphs_of_a_graphed_pattern, pattern)[0]
+    assert counts == [0, 0, 0] and error <= 1e-2
 
 
 def test_bad_inputs_are_named():

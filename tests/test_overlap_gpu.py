@@ -95,6 +95,13 @@ def test_consecutive_calls_of_every_pattern(heap, op):
     overlap_checks._assert_small(errors, TOLERANCE["bfloat16"])
 
 
+@pytest.mark.parametrize("pattern", overlap_checks.GRAPHED)
+def test_graphed_patterns_capture_once_per_weight(heap, pattern):
+    outcomes = _on_every_rank(heap, overlap_checks._graphs_of_a_graphed_pattern, pattern, SCALE)
+    for counts, error in _results(outcomes):
+        assert counts == [1, 2, 0] and error <= TOLERANCE["bfloat16"]
+
+
 @pytest.mark.parametrize("op", overlap_checks.OPS)
 def test_dispatch_with_a_process_group(heap, op):
     import torch.distributed as dist
@@ -115,7 +122,8 @@ def test_silent_peer_raises_instead_of_hanging(heap):
     assert "rank 0 gave up waiting on flag" in outcomes[0][1] and "of rank 1" in outcomes[0][1]
 
 
-@pytest.mark.parametrize("op, pattern", [("gemm_all_scatter", "pipelined_torch"), ("gemm_reduce_scatter", "fused_torch")])
+@pytest.mark.parametrize("op, pattern", [("gemm_all_scatter", "pipelined_torch"), ("gemm_reduce_scatter", "fused_torch"),
+                                         *[("gemm_reduce_scatter", p) for p in overlap_checks.GRAPHED]])
 def test_silent_peer_of_a_torch_pattern_raises_instead_of_hanging(heap, op, pattern):
     fresh = SymmetricHeap(16 << 20)
     fresh.empty((fresh.free_bytes,), torch.uint8).zero_()
