@@ -67,7 +67,7 @@ from seer.kernels import remote
 from seer.kernels.gemm import matmul_tile, tile_coords
 from seer.launch import LaunchCache, specialisation
 from seer.registry import Variant
-from seer.symmetric_heap import Heap, heap_for_group
+from seer.symmetric_heap import MAX_EPOCH, Heap, heap_for_group
 
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 DEFAULT_COMM_PROGRAMS = 16
@@ -315,9 +315,9 @@ def _await_kernel(flags_ptr, index, epoch, errors_ptr, max_spins, rank, owner, h
 
 
 @triton.jit
-def _advance_kernel(counter_ptr):
-    """The next epoch, as Heap.next_epoch counts: 1, 2, ..., 2**31 - 2, then 1 again."""
-    tl.store(counter_ptr, tl.load(counter_ptr) % (2**31 - 2) + 1)
+def _advance_kernel(counter_ptr, max_epoch):
+    """The next epoch, as Heap.next_epoch counts."""
+    tl.store(counter_ptr, tl.load(counter_ptr) % max_epoch + 1)
 
 
 _notify_launch = LaunchCache(_notify_kernel)
@@ -525,7 +525,8 @@ def _await(p: OverlapProblem, flags: torch.Tensor, index: int, epoch, owner: int
 
 def _advance(counter: torch.Tensor) -> torch.Tensor:
     """In stream order: the device epoch ``counter`` moves to the next call's value; returns it."""
-    _advance_launch.launch(specialisation(counter), (1,), (counter,), num_warps=1)
+    args = (counter, MAX_EPOCH)
+    _advance_launch.launch(specialisation(*args), (1,), args, num_warps=1)
     return counter
 
 
@@ -980,14 +981,8 @@ def _rs_pipelined_torch(p, a_part, b_part, *, chunks):
     outgoing = a_part.new_empty((p.m, p.n))  # partials of the peers' rows, before they are pushed
     own = a_part[_row_block(p.rank, m_loc)]
     epoch = _begin(p)  # after it, nobody still reads the last call's partials
-    steps = []
-    for owner in _peers(p):
-        slot, a_block, outgoing_block = (p.heap.peer_view(parts, owner)[p.rank], a_part[_row_block(owner, m_loc)],
-                                         outgoing[_row_block(owner, m_loc)])
-        for index, rows in enumerate(row_chunks):
-            steps.append((functools.partial(torch.matmul, a_block[rows], b_part, out=outgoing_block[rows]),
-                          functools.partial(_rs_push_chunk, p, slot[rows], outgoing_block[rows], flags,
-                                            index * p.world_size + owner, epoch)))
+    steps = _rs_peer_steps(p, a_part, b_part, parts, outgoing, row_chunks, functools.partial(_rs_push_chunk, p),
+                           flags, epoch)
     if len(row_chunks) == 1:  # only the own GEMM can hide the pushes: add the partials after it
         steps.append((functools.partial(torch.matmul, own, b_part, out=parts[p.rank]), None))
         steps.append((functools.partial(_rs_sum_partials, p, parts, out, flags, epoch), None))
@@ -998,6 +993,21 @@ def _rs_pipelined_torch(p, a_part, b_part, *, chunks):
     _pipeline(p.device, steps, produce_on_side=False)
     _check_waits(p, "pipelined_torch")
     return out
+
+
+def _rs_peer_steps(p, a_part, b_part, parts, outgoing, row_chunks, push, flags, epoch) -> list:
+    """The pipeline steps of the peers' rows: each chunk's partial computed into ``outgoing``, then
+    ``push(destination in the owner's heap, partial, flags, flag index, epoch)``."""
+    m_loc = parts.shape[1]
+    steps = []
+    for owner in _peers(p):
+        slot, a_block, outgoing_block = (p.heap.peer_view(parts, owner)[p.rank], a_part[_row_block(owner, m_loc)],
+                                         outgoing[_row_block(owner, m_loc)])
+        for index, rows in enumerate(row_chunks):
+            steps.append((functools.partial(torch.matmul, a_block[rows], b_part, out=outgoing_block[rows]),
+                          functools.partial(push, slot[rows], outgoing_block[rows], flags,
+                                            index * p.world_size + owner, epoch)))
+    return steps
 
 
 def _rs_push_chunk(p, destination, partial, flags, index, epoch):
@@ -1076,19 +1086,14 @@ class _RsGraphPlan:
         counter = heap.scratch(f"{p.op}.graph_epoch", (1,), torch.int32, zero_new=True)
         ready = p.world_size  # the index of this rank's "done reading the last partials" flag
 
-        def push(destination, partial, owner, epoch):
+        def push(destination, partial, flags, owner, epoch):  # in one chunk, a partial's flag index is its owner
             _await(p, flags, ready, epoch, owner)
             _rs_push_chunk(p, destination, partial, flags, owner, epoch)
 
         def send(a):
             epoch = _advance(counter)
             _notify(p, flags, ready, epoch)
-            outgoing = a.new_empty((p.m, p.n))
-            steps = [(functools.partial(torch.matmul, a[_row_block(owner, m_loc)], b_part,
-                                        out=outgoing[_row_block(owner, m_loc)]),
-                      functools.partial(push, heap.peer_view(parts, owner)[p.rank], outgoing[_row_block(owner, m_loc)],
-                                        owner, epoch))
-                     for owner in _peers(p)]
+            steps = _rs_peer_steps(p, a, b_part, parts, a.new_empty((p.m, p.n)), [slice(None)], push, flags, epoch)
             steps.append((functools.partial(torch.matmul, a[_row_block(p.rank, m_loc)], b_part, out=parts[p.rank]),
                           None))
             _pipeline(p.device, steps, produce_on_side=False)

@@ -32,6 +32,7 @@ MAX_CACHED_TWINS = 4096  # peer views kept for reuse (a few per op and shape)
 BARRIER_TIMEOUT_MS = 30_000  # as long as DEFAULT_MAX_SPINS polls, roughly
 # Wait-error record: [timed-out waits, waiting rank, rank owning the flag, flag index].
 WAIT_RECORD = 4
+MAX_EPOCH = 2**31 - 2  # epochs (flag values) run 1, 2, ..., MAX_EPOCH, then 1 again: never 0 nor an int32 overflow
 
 
 def disable_multicast() -> None:
@@ -136,7 +137,7 @@ class Heap:
 
     def upcoming_epoch(self) -> int:
         """The value the next :meth:`next_epoch` returns."""
-        return self._epoch % (2**31 - 2) + 1
+        return self._epoch % MAX_EPOCH + 1
 
     def peer_view(self, tensor: torch.Tensor, rank: int) -> torch.Tensor:
         """``tensor``'s twin in ``rank``'s heap, as a tensor of this device (copies to and from it cross the links)."""
