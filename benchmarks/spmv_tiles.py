@@ -82,7 +82,7 @@ def tiles() -> list[tuple[int, int, int]]:
 
 
 def measure(case, ceiling: float) -> dict:
-    parts, (x,) = case.build()
+    parts, (x,) = case.build(case.load())
     csr = spmv.problem(parts)
     reference = spmv.reference(csr, x)
     nbytes = 8 * csr.nnz + 4 * (csr.rows + 1) + 4 * csr.cols + 4 * csr.rows

@@ -48,12 +48,17 @@ def structure_family(spec_id: str) -> str:
     return "/".join(["synthetic", generator, "-".join(kept)]).rstrip("/")
 
 
-def _case(case_id, group, source, size, load, dtype, seed, device) -> Case:
-    def build_inputs():
-        matrix = load().tocsr()
+def _case(case_id, group, source, size, read, dtype, seed, device) -> Case:
+    def load():
+        """The matrix with fresh values and x, on the host."""
+        matrix = read().tocsr()
         rng = np.random.default_rng(seed)
         # Fresh non-zero values: files with pattern or constant values would hide wrong indexing.
         values = rng.uniform(0.5, 1.5, matrix.nnz) * rng.choice([-1.0, 1.0], matrix.nnz)
+        return matrix, values, rng.uniform(-1, 1, matrix.shape[1])
+
+    def build_inputs(loaded):
+        matrix, values, x = loaded
         index_dtype = torch.int32 if max(matrix.nnz, *matrix.shape) < 2**31 else torch.int64
         parts = (
             torch.from_numpy(matrix.indptr).to(device=device, dtype=index_dtype),
@@ -61,11 +66,10 @@ def _case(case_id, group, source, size, load, dtype, seed, device) -> Case:
             torch.from_numpy(values).to(device=device, dtype=dtype),
             matrix.shape,
         )
-        x = torch.from_numpy(rng.uniform(-1, 1, matrix.shape[1])).to(device=device, dtype=dtype)
-        return parts, (x,)
+        return parts, (torch.from_numpy(x).to(device=device, dtype=dtype),)
 
     baselines = {"cusparse": _cusparse} if dtype == torch.float32 else {}
-    return Case(case_id, group, source, build_inputs, baselines, extra={"size": size})
+    return Case(case_id, group, source, load, build_inputs, baselines, extra={"size": size})
 
 
 def _cusparse(csr, x):

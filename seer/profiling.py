@@ -33,12 +33,18 @@ TOLERANCE = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 5e-2}
 
 @dataclass
 class Case:
-    """One input to profile: ``build()`` returns ``(source, operands)`` as the op's ``split`` would."""
+    """One input to profile: ``build(loaded)`` returns ``(source, operands)`` as the op's ``split``
+    would, from what ``load()`` returned.
+
+    ``load`` does the host-side work (reading or generating the input) and touches no device, so
+    the harness runs it for the next inputs in a background thread while the GPU times this one;
+    ``build`` moves the result to the device."""
 
     id: str
     group: str
     source: str
-    build: Callable[[], tuple]
+    load: Callable[[], object]
+    build: Callable[[object], tuple]
     baselines: dict[str, Callable] = field(default_factory=dict)  # name -> fn(problem, *operands)
     extra: dict = field(default_factory=dict)  # columns copied into the row
 
@@ -110,9 +116,10 @@ def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
     return (result - reference).norm().item() / (scale if scale else 1.0)
 
 
-def profile_case(op_name: str, case: Case, *, call_overhead: bool, log=print) -> dict:
+def profile_case(op_name: str, case: Case, *, call_overhead: bool, log=print, loaded=None) -> dict:
+    """One table row for ``case``; ``loaded`` is ``case.load()``'s result if already at hand."""
     op = get_op(op_name)
-    source, operands = case.build()
+    source, operands = case.build(case.load() if loaded is None else loaded)
     problem = op.kernels.problem(source)
     op.kernels.check_operands(problem, operands)
     row = {"id": case.id, "group": case.group, "source": case.source, **case.extra}
@@ -173,17 +180,20 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     todo = [c for i, c in enumerate(cases) if i % world == rank and c.id not in done]
     started = time.monotonic()
     log = _logger(progress)
+    loads = _loaded_ahead(todo)
     for done_count, case in enumerate(_progress(todo, progress and rank == 0)):
         if deadline_s is not None and time.monotonic() - started > deadline_s:
             log(f"deadline reached: {len(todo) - done_count} inputs left for the next run")
             break
         size = case.extra.get("size", 0)
         try:
-            row = profile_case(op_name, case, call_overhead=size < call_overhead_below, log=log)
+            row = profile_case(op_name, case, call_overhead=size < call_overhead_below, log=log,
+                               loaded=next(loads).result())
         except SeerError as error:  # an unreadable or unsupported input is skipped, not fatal
             log(f"  SKIPPED {case.id}: {error}")
             continue
         _append_row(shard, row)
+    loads.close()
     if world > 1:
         torch.distributed.barrier()
         if rank == 0:
@@ -196,6 +206,26 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
                 "world_size": world}
         meta_file.write_text(json.dumps(meta, indent=2) + "\n")
     return out
+
+
+def _loaded_ahead(cases: list[Case], ahead: int = 2):
+    """A future of ``case.load()`` for each case in order, the next ``ahead`` loading in
+    background threads (generating a large matrix takes longer than timing it). Closing the
+    generator stops loading further cases."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="seer-load") as pool:
+        pending = [pool.submit(case.load) for case in cases[:ahead]]
+        try:
+            for i in range(len(cases)):
+                if i + ahead < len(cases):
+                    pending.append(pool.submit(cases[i + ahead].load))
+                yield pending[i]
+                pending[i] = None  # drop the loaded input once it has been handed out
+        finally:
+            for future in pending:
+                if future is not None:
+                    future.cancel()
 
 
 def _append_row(path: Path, row: dict) -> None:
