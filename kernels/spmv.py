@@ -8,11 +8,8 @@ Kinds of kernel (a variant is a kind plus fixed block shapes):
     merge     equal-nnz chunks per program whatever the row lengths (merge-path style).
     adaptive  rows binned by length once, each bin with its own mapping, very long rows
               split over several programs.
-    chunked   equal-nnz chunks owning whole rows; each program picks its own mapping (lanes per
-              row, or merge-style flat for uneven rows) from the rows it owns; one launch, no
-              zeroing, long rows summed by the last of their chunks to finish.
-Preprocessing (merge chunk rows, adaptive bins, chunk rows) runs on the first call for a matrix
-and is cached in ``csr.scratch``; later calls do not synchronise with the host, so they can be
+Preprocessing (merge chunk rows, adaptive bins) runs on the first call for a matrix and is
+cached in ``csr.scratch``; later calls do not synchronise with the host, so they can be
 captured in CUDA graphs.
 """
 from __future__ import annotations
@@ -53,11 +50,11 @@ def _segment_sums(start, end, indices, values, x, x_stride, G: tl.constexpr):
 
 
 @triton.jit
-def _row_block(first, stop, indptr, indices, values, x, x_stride, y, y_stride,
-               ROWS: tl.constexpr, G: tl.constexpr):
-    """y for rows [first, first + ROWS) that are below ``stop``, G lanes per row."""
-    row = first + tl.arange(0, ROWS)
-    ok = row < stop
+def _csr_rows_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows,
+                     ROWS: tl.constexpr, G: tl.constexpr):
+    """Scalar (G == 1) and vector CSR: program p owns rows [p * ROWS, (p + 1) * ROWS)."""
+    row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    ok = row < rows
     start = tl.load(indptr + row, mask=ok, other=0)
     end = tl.load(indptr + row + 1, mask=ok, other=0)
     sums = _segment_sums(start, end, indices, values, x, x_stride, G)
@@ -65,35 +62,9 @@ def _row_block(first, stop, indptr, indices, values, x, x_stride, y, y_stride,
 
 
 @triton.jit
-def _csr_rows_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows,
-                     ROWS: tl.constexpr, G: tl.constexpr):
-    """Scalar (G == 1) and vector CSR: program p owns rows [p * ROWS, (p + 1) * ROWS)."""
-    _row_block(tl.program_id(0) * ROWS, rows, indptr, indices, values, x, x_stride, y, y_stride, ROWS, G)
-
-
-@triton.jit
 def _segmented_add(a_sum, a_head, b_sum, b_head):
     """Combine of a segmented inclusive scan: a segment head restarts the running sum."""
     return tl.where(b_head != 0, b_sum, a_sum + b_sum), a_head | b_head
-
-
-@triton.jit
-def _rows_of(k, live, indptr, sub_rows, SUB: tl.constexpr):
-    """Row of each nonzero k (0 where not ``live``): the last row r with indptr[r] <= k.
-
-    A vectorised binary search: [lo, hi] holds the answer; ``sub_rows`` brackets of SUB
-    nonzeros keep it narrow, so few halvings (bit length of the widest bracket) close it."""
-    sub = k // SUB
-    lo = tl.load(sub_rows + sub, mask=live, other=0)
-    hi = tl.load(sub_rows + sub + 1, mask=live, other=0)
-    span = tl.max(hi - lo, axis=0)
-    while span > 0:
-        mid = hi - (hi - lo) // 2
-        right = tl.load(indptr + mid) <= k
-        lo = tl.where(right, mid, lo)
-        hi = tl.where(right, hi, mid - 1)
-        span = span // 2
-    return lo
 
 
 @triton.jit
@@ -112,7 +83,20 @@ def _merge_kernel(indptr, indices, values, x, x_stride, acc, acc_stride, sub_row
     live = k < nnz
     chunk_end = tl.minimum(first + CHUNK, nnz)
 
-    row = _rows_of(k, live, indptr, sub_rows, SUB)
+    # Vectorised binary search for the row of each nonzero: the last row r with indptr[r] <= k.
+    # [lo, hi] holds the answer; brackets of SUB nonzeros keep it narrow, so few halvings
+    # (bit length of the widest bracket) close it.
+    sub = pid * (CHUNK // SUB) + tl.arange(0, CHUNK) // SUB
+    lo = tl.load(sub_rows + sub, mask=live, other=0)
+    hi = tl.load(sub_rows + sub + 1, mask=live, other=0)
+    span = tl.max(hi - lo, axis=0)
+    while span > 0:
+        mid = hi - (hi - lo) // 2
+        right = tl.load(indptr + mid) <= k
+        lo = tl.where(right, mid, lo)
+        hi = tl.where(right, hi, mid - 1)
+        span = span // 2
+    row = lo
     row_start = tl.load(indptr + row)
     row_end = tl.load(indptr + row + 1)
 
@@ -128,158 +112,6 @@ def _merge_kernel(indptr, indices, values, x, x_stride, acc, acc_stride, sub_row
     target = acc + row * acc_stride
     tl.store(target, sums, mask=tail & whole)
     tl.atomic_add(target, sums, mask=tail & ~whole)
-
-
-@triton.jit
-def _range_sum(lo, hi, indices, values, x, x_stride, BLOCK: tl.constexpr):
-    """fp32 sum of A[k] * x[col[k]] over the nonzeros [lo, hi), BLOCK at a time."""
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    for first in range(lo, hi, BLOCK):
-        k = first + tl.arange(0, BLOCK)
-        inside = k < hi
-        col = tl.load(indices + k, mask=inside, other=0)
-        a = tl.load(values + k, mask=inside, other=0.0)
-        xv = tl.load(x + col * x_stride, mask=inside, other=0.0)
-        acc += a.to(tl.float32) * xv.to(tl.float32)
-    return tl.sum(acc, axis=0)
-
-
-@triton.jit
-def _long_row_piece(row, k0, slot, indptr, indices, values, x, x_stride, y, y_stride,
-                    partials, tickets, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
-    """Adds the share of a row longer than CHUNK in the chunk of nonzeros [k0, k0 + CHUNK);
-    the row's last chunk to finish writes y.
-
-    The share goes to ``partials[slot]`` (2c + 1 in the chunk c where the row starts, 2c in the
-    chunks it runs through); ``tickets[c]`` counts finished shares and is left at zero, so no
-    launch zeroes anything. The sum runs in slot order: results do not depend on timing."""
-    start = tl.load(indptr + row)
-    end = tl.load(indptr + row + 1)
-    lo = tl.maximum(start, k0)
-    hi = tl.minimum(end, k0 + CHUNK)
-    tl.store(partials + slot, _range_sum(lo, hi, indices, values, x, x_stride, BLOCK))
-    tl.debug_barrier()  # every thread's part of the store is issued before the release
-    first = start // CHUNK
-    last = (end - 1) // CHUNK
-    # Release orders the share before the count; acquire lets the last one read every share.
-    if tl.atomic_add(tickets + first, 1, sem="acq_rel") == last - first:
-        total = tl.load(partials + 2 * first + 1, cache_modifier=".cg")
-        for base in range(first + 1, last + 1, BLOCK):
-            c = base + tl.arange(0, BLOCK)
-            total += tl.sum(tl.load(partials + 2 * c, mask=c <= last, other=0.0, cache_modifier=".cg"), axis=0)
-        tl.store(y + row * y_stride, total.to(y.dtype.element_ty))
-        tl.atomic_xchg(tickets + first, 0)
-
-
-@triton.jit
-def _flat_rows(r0, r1, indptr, indices, values, x, x_stride, y, y_stride, sub_rows,
-               CHUNK: tl.constexpr, SUB: tl.constexpr):
-    """y for the whole rows [r0, r1), CHUNK nonzeros at a time whatever the row lengths.
-
-    Each nonzero finds its row (:func:`_rows_of`), a segmented scan sums the rows, and a row's
-    sum is stored at its last nonzero; a row cut by a tile edge carries its sum into the next
-    tile. Empty rows are left to the caller."""
-    p0 = tl.load(indptr + r0)
-    p1 = tl.load(indptr + r1)
-    carry = 0.0
-    for t0 in range(p0, p1, CHUNK):
-        k = t0 + tl.arange(0, CHUNK)
-        live = k < p1
-        row = _rows_of(k, live, indptr, sub_rows, SUB)
-        row_start = tl.load(indptr + row, mask=live, other=0)
-        row_end = tl.load(indptr + row + 1, mask=live, other=0)
-        col = tl.load(indices + k, mask=live, other=0)
-        a = tl.load(values + k, mask=live, other=0.0)
-        xv = tl.load(x + col * x_stride, mask=live, other=0.0)
-        prod = a.to(tl.float32) * xv.to(tl.float32)
-        head = ((k == row_start) | (k == t0)).to(tl.int32)
-        sums, _ = tl.associative_scan((prod, head), 0, _segmented_add)
-        sums += tl.where(row_start < t0, carry, 0.0)  # the row the previous tile left open
-        tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=live & (k == row_end - 1))
-        carry = tl.sum(tl.where(k == t0 + CHUNK - 1, sums, 0.0), axis=0)
-
-
-@triton.jit
-def _chunked_kernel(indptr, indices, values, x, x_stride, y, y_stride, chunk_rows, sub_rows,
-                    partials, tickets, CHUNK: tl.constexpr, SUB: tl.constexpr,
-                    FLAT_BELOW: tl.constexpr, SCAN: tl.constexpr):
-    """Program c owns the rows that start among nonzeros [c * CHUNK, (c + 1) * CHUNK), i.e.
-    rows [chunk_rows[c], chunk_rows[c + 1]): about CHUNK nonzeros each, whole rows, no atomics.
-
-    Rows longer than CHUNK are the exception: every chunk they cross adds its share
-    (:func:`_long_row_piece`). For the rest the program picks its mapping from its own rows: G
-    lanes per row with G from their mean length, unless the lanes would be busy less than
-    FLAT_BELOW percent of the time (uneven lengths), then the flat mapping of :func:`_flat_rows`.
-    """
-    chunk = tl.program_id(0)
-    k0 = chunk.to(indptr.dtype.element_ty) * CHUNK  # int64 when indices are: nnz may pass 2**31
-    r0 = tl.load(chunk_rows + chunk)
-    r1 = tl.load(chunk_rows + chunk + 1)
-    if r0 > 0:  # a long row started in an earlier chunk and runs into this one
-        prev_start = tl.load(indptr + r0 - 1)
-        prev_end = tl.load(indptr + r0)
-        # (one ending exactly at k0 has no share here: its count would get one share too many)
-        if (prev_start < k0) & (prev_end > k0) & (prev_end - prev_start > CHUNK):
-            _long_row_piece(r0 - 1, k0, 2 * chunk, indptr, indices, values, x, x_stride, y, y_stride,
-                            partials, tickets, CHUNK, 1024)
-    if r1 > r0:
-        if tl.load(indptr + r1) - tl.load(indptr + r1 - 1) > CHUNK:  # only the last row can be long
-            r1 -= 1
-            _long_row_piece(r1, k0, 2 * chunk + 1, indptr, indices, values, x, x_stride, y, y_stride,
-                            partials, tickets, CHUNK, 1024)
-    if r1 > r0:
-        # One pass over the row lengths: shortest and longest.
-        total = tl.load(indptr + r1) - tl.load(indptr + r0)
-        shortest = total
-        longest = total * 0
-        for t in range(r0, r1, SCAN):
-            row = t + tl.arange(0, SCAN)
-            ok = row < r1
-            length = tl.load(indptr + row + 1, mask=ok, other=0) - tl.load(indptr + row, mask=ok, other=0)
-            longest = tl.maximum(longest, tl.max(length, axis=0))
-            shortest = tl.minimum(shortest, tl.min(tl.where(ok, length, shortest), axis=0))
-        n = r1 - r0
-        mean = total // n
-        # Lanes per row and rows per tile as the row-mapped variants that win at that mean.
-        lanes = 1
-        tile = 128
-        if mean > 10:
-            lanes = 16
-            tile = 32
-        if mean > 32:
-            lanes = 32
-            tile = 16
-        if mean > 96:
-            lanes = 64
-            tile = 8
-        if mean > 192:
-            lanes = 256
-            tile = 4
-        # Lane-steps the tiles would take (float: the product can pass 2**31), against the work.
-        steps = (tl.cdiv(n, tile) * tile).to(tl.float32) * (tl.cdiv(longest, lanes) * lanes).to(tl.float32)
-        if total.to(tl.float32) * 100 < FLAT_BELOW * steps:
-            _flat_rows(r0, r1, indptr, indices, values, x, x_stride, y, y_stride, sub_rows, CHUNK, SUB)
-            if shortest == 0:
-                for t in range(r0, r1, SCAN):
-                    row = t + tl.arange(0, SCAN)
-                    ok = row < r1
-                    empty = tl.load(indptr + row + 1, mask=ok, other=0) == tl.load(indptr + row, mask=ok, other=0)
-                    tl.store(y + row * y_stride, tl.zeros([SCAN], dtype=y.dtype.element_ty), mask=ok & empty)
-        elif lanes == 1:
-            for t in range(r0, r1, 128):
-                _row_block(t, r1, indptr, indices, values, x, x_stride, y, y_stride, 128, 1)
-        elif lanes == 16:
-            for t in range(r0, r1, 32):
-                _row_block(t, r1, indptr, indices, values, x, x_stride, y, y_stride, 32, 16)
-        elif lanes == 32:
-            for t in range(r0, r1, 16):
-                _row_block(t, r1, indptr, indices, values, x, x_stride, y, y_stride, 16, 32)
-        elif lanes == 64:
-            for t in range(r0, r1, 8):
-                _row_block(t, r1, indptr, indices, values, x, x_stride, y, y_stride, 8, 64)
-        else:
-            for t in range(r0, r1, 4):
-                _row_block(t, r1, indptr, indices, values, x, x_stride, y, y_stride, 4, 256)
 
 
 @triton.jit
@@ -424,44 +256,6 @@ def _merge_run(chunk: int, sub: int, num_warps: int):
     return run
 
 
-def _chunk_rows(csr: CsrMatrix, chunk: int) -> torch.Tensor:
-    """First row starting at or after nonzero c * chunk for every chunk c, then the row count:
-    chunk c owns rows [result[c], result[c + 1])."""
-    n_chunks = triton.cdiv(csr.nnz, chunk)
-    firsts = torch.arange(n_chunks + 1, device=csr.device, dtype=csr.indptr.dtype) * chunk
-    owned = torch.searchsorted(csr.indptr, firsts).to(csr.indptr.dtype)
-    owned[-1] = csr.rows
-    return owned
-
-
-def _stream_id(device: torch.device) -> int:
-    return torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-
-
-def _chunked_run(chunk: int, sub: int, flat_below: int, num_warps: int):
-    """run() of a chunked variant. Its long-row shares and counters are kept per stream: kernels
-    on one stream run in order, so they can share them, and every launch leaves the counters
-    at zero."""
-    rows_key = ("chunk rows", chunk)
-
-    def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        y = _output(csr, out)
-        if csr.nnz == 0:
-            return y.zero_()
-        chunk_rows = _cached(csr, rows_key, lambda m: _chunk_rows(m, chunk))
-        sub_rows = _cached(csr, ("merge", sub), lambda m: _bracket_rows(m, sub))
-        n_chunks = chunk_rows.numel() - 1
-        partials, tickets = _cached(csr, ("long-row shares", chunk, _stream_id(y.device)), lambda m: (
-            torch.empty(2 * n_chunks, dtype=torch.float32, device=m.device),
-            torch.zeros(n_chunks, dtype=torch.int32, device=m.device)))
-        _chunked_kernel[(n_chunks,)](csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0),
-                                     chunk_rows, sub_rows, partials, tickets, CHUNK=chunk, SUB=sub,
-                                     FLAT_BELOW=flat_below, SCAN=256, num_warps=num_warps)
-        return y
-
-    return run
-
-
 def _adaptive_plan(csr: CsrMatrix, p: dict) -> dict:
     """Bins rows by length (short, medium, large, long) and cuts long rows into pieces.
 
@@ -543,14 +337,12 @@ for _g, _rows in ((4, 128), (8, 64), (16, 32), (32, 16), (64, 8), (256, 4)):
     _register(f"vector_g{_g}", _rows_run(_rows, _g, 4),
               {"kind": "vector", "group": _g, "rows": _rows, "num_warps": 4},
               f"{_g} lanes per row, {_rows} rows per program")
-for _chunk, _warps in ((1024, 4), (4096, 8)):
+# Smaller chunks use fewer registers (ptxas, sm_90a: 32, 44 and 70 per thread for 256, 512 and
+# 1024 nonzeros on 4 warps), so more programs share an SM; 4096 on 8 warps won nowhere.
+for _chunk, _warps in ((256, 4), (512, 4), (1024, 4)):
     _register(f"merge_c{_chunk}", _merge_run(_chunk, 32, _warps),
               {"kind": "merge", "chunk": _chunk, "bracket": 32, "num_warps": _warps},
               f"{_chunk} nonzeros per program whatever the rows; segmented scan, atomics at chunk edges")
-_register("chunked_c1024", _chunked_run(1024, 32, 50, 4),
-          {"kind": "chunked", "chunk": 1024, "bracket": 32, "flat_below": 50, "num_warps": 4},
-          "rows owned by 1024-nonzero chunks; lanes per row from each chunk's mean row length, "
-          "flat when lanes would idle half the time; long rows shared by the chunks they cross")
 # Narrow groups for short rows, wider ones as rows grow; pieces bound any program's work.
 _ADAPTIVE = {"bin_max": [8, 128, 4096], "short": [128, 2], "medium": [32, 16], "large": [4, 128],
              "pieces": [4, 256], "piece": 4096, "num_warps": 4}

@@ -104,7 +104,7 @@ def test_variants_are_registered_consistently():
         kind = variant.params["kind"]
         assert name.split("_")[0] == kind and "num_warps" in variant.params
         kinds.add(kind)
-    assert kinds == {"scalar", "vector", "merge", "adaptive", "chunked"}
+    assert kinds == {"scalar", "vector", "merge", "adaptive"}
 
 
 # ------------------------------------------------------------------ random matrices
@@ -136,36 +136,14 @@ def test_value_and_index_dtypes(name, dtype, index_dtype):
     run_and_check(name, matrix, rng, dtype, index_dtype)
 
 
-@pytest.mark.parametrize("name", [n for n in VARIANT_NAMES
-                                  if spmv.VARIANTS[n].params["kind"] in ("merge", "adaptive", "chunked")])
+@pytest.mark.parametrize("name", [n for n in VARIANT_NAMES if spmv.VARIANTS[n].params["kind"] in ("merge", "adaptive")])
 def test_chunk_and_bin_edges(name):
-    """Rows that end exactly on merge chunk edges (1024, 4096), rows spanning several chunks,
+    """Rows that end exactly on merge chunk edges (256 to 1024, and 4096), rows spanning several chunks,
     chunks holding only empty rows around them, and several rows long enough to be cut into
     adaptive pieces next to rows of every bin."""
     rng = np.random.default_rng(5)
     lengths = [1024, 1024, 0, 0, 2048, 1, 1023, 0, 4096, 4097, 9000, 0, 3, 8, 9, 128, 129, 4095, 5000, 0]
     run_and_check(name, random_csr(rng, len(lengths), 64, lengths), rng)
-
-
-@pytest.mark.parametrize("flat_below", [0, 50, 101], ids=["lanes", "either", "flat"])
-@pytest.mark.parametrize("matrix", ["skewed", "regular", "long rows"])
-def test_chunked_mappings_and_long_rows(flat_below, matrix):
-    """Both mappings of the chunked kernel (forced: lanes never flat, flat always) and its choice,
-    with 64-nonzero chunks so that rows cross many chunk edges: long rows summed by their last
-    chunk (some ending exactly on an edge), rows ending on an edge, empty rows around them;
-    called twice on new x, as the long-row counters must be left at zero for the next call."""
-    rng = np.random.default_rng(17 + flat_below)
-    lengths = {"skewed": lambda: skewed_lengths(rng, 400, 300, 9),
-               "regular": lambda: rng.integers(18, 26, size=300),
-               "long rows": lambda: [128, 0, 3, 61, 256, 64, 65, 1, 63, 0, 0, 300, 129, 2, 0, 640, 5, 0]}[matrix]()
-    run = spmv._chunked_run(64, 32, flat_below, 4)
-    matrix = random_csr(rng, len(lengths), 300, lengths)
-    csr, exact = to_seer(matrix)
-    for _ in range(2):
-        x = random_vector(rng, 300, torch.float32)
-        out = torch.full((len(lengths),), float("nan"))
-        assert run(csr, x, out) is out
-        assert_spmv_close(out, exact, x, torch.float32)
 
 
 # ------------------------------------------------------------------ edge cases
@@ -204,7 +182,7 @@ def no_launches(monkeypatch):
         def __getitem__(self, grid):
             raise AssertionError("a kernel was launched for an empty matrix")
 
-    for kernel in ("_csr_rows_kernel", "_merge_kernel", "_adaptive_kernel", "_combine_pieces_kernel", "_chunked_kernel"):
+    for kernel in ("_csr_rows_kernel", "_merge_kernel", "_adaptive_kernel", "_combine_pieces_kernel"):
         monkeypatch.setattr(spmv, kernel, NoLaunch())
 
 
