@@ -14,6 +14,7 @@ import json
 import os
 import platform
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -180,20 +181,19 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     todo = [c for i, c in enumerate(cases) if i % world == rank and c.id not in done]
     started = time.monotonic()
     log = _logger(progress)
-    loads = _loaded_ahead(todo)
-    for done_count, case in enumerate(_progress(todo, progress and rank == 0)):
-        if deadline_s is not None and time.monotonic() - started > deadline_s:
-            log(f"deadline reached: {len(todo) - done_count} inputs left for the next run")
-            break
-        size = case.extra.get("size", 0)
-        try:
-            row = profile_case(op_name, case, call_overhead=size < call_overhead_below, log=log,
-                               loaded=next(loads).result())
-        except SeerError as error:  # an unreadable or unsupported input is skipped, not fatal
-            log(f"  SKIPPED {case.id}: {error}")
-            continue
-        _append_row(shard, row)
-    loads.close()
+    with closing(_loaded_ahead(todo)) as loads:  # closed on any exit: no case is loaded in vain
+        for done_count, case in enumerate(_progress(todo, progress and rank == 0)):
+            if deadline_s is not None and time.monotonic() - started > deadline_s:
+                log(f"deadline reached: {len(todo) - done_count} inputs left for the next run")
+                break
+            size = case.extra.get("size", 0)
+            try:
+                row = profile_case(op_name, case, call_overhead=size < call_overhead_below, log=log,
+                                   loaded=next(loads).result())
+            except SeerError as error:  # an unreadable or unsupported input is skipped, not fatal
+                log(f"  SKIPPED {case.id}: {error}")
+                continue
+            _append_row(shard, row)
     if world > 1:
         torch.distributed.barrier()
         if rank == 0:
