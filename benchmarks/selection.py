@@ -48,6 +48,20 @@ def end_to_end(table, held_out, bookkeeping_us: float) -> dict:
     return result
 
 
+def single_variants(table) -> dict:
+    """Per subset, each variant run on every input: geometric-mean oracle time / its time, and the
+    inputs where it is the fastest (what a variant adds to the oracle; no model involved)."""
+    times = table.times
+    best = times.min(axis=1, keepdims=True)
+    fastest = times.argmin(axis=1)
+    result = {}
+    for subset, mask in _subsets(table.frame).items():
+        fraction = np.exp(np.log(best[mask] / times[mask]).mean(axis=0))
+        result[subset] = {v: {"fraction_of_oracle": float(fraction[i]), "fastest_on": int((fastest[mask] == i).sum())}
+                          for i, v in enumerate(table.variants)}
+    return result
+
+
 def _subsets(held_out) -> dict:
     subsets = {"all": np.ones(len(held_out), dtype=bool)}
     if "source" in held_out:
@@ -71,7 +85,16 @@ def markdown(result: dict) -> str:
             lines.append(f"| speedup_vs_cusparse, end-to-end call ({e2e['matrices']} matrices with host timings) | "
                          f"{e2e['speedup_vs_cusparse_call']:.3f} | |")
         lines.append("")
-    lines += [f"Best single variant (chosen on training folds): {result['best_single']}.", ""]
+    lines += [f"Best single variant (chosen on training folds): {result['best_single']}.", "",
+              "## Each variant alone (every input, no model)", "",
+              "| variant | " + " | ".join(f"{SUBSET_NAMES.get(s, s)}: fraction of oracle, fastest on"
+                                       for s in result["single_variants"]) + " |",
+              "|---|" + "---|" * len(result["single_variants"])]
+    for variant in result["variants"]:
+        cells = [f"{per[variant]['fraction_of_oracle']:.3f}, {per[variant]['fastest_on']}"
+                 for per in result["single_variants"].values()]
+        lines.append(f"| {variant} | " + " | ".join(cells) + " |")
+    lines.append("")
     lines += [f"Note: {n}" for n in result["notes"]]
     return "\n".join(lines) + "\n"
 
@@ -97,6 +120,7 @@ def main() -> int:
         **report.to_dict(), "dispatch_bookkeeping_us": bookkeeping,
         # End to end needs seer's bookkeeping measured on the same machine: without it, left out.
         "end_to_end": end_to_end(table, report.held_out, bookkeeping) if args.dispatch else {},
+        "single_variants": single_variants(table),
     }
     write_result(args.out, f"{table.op}-{device_tag(device)}", result, markdown(result))
     return 0
