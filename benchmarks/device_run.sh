@@ -33,7 +33,6 @@ run_stage() {
     gemm-results) python3 benchmarks/gemm.py --out "benchmarks/results/gemm-$device" --model "models/gemm-$device.json" \
                     --budget-s "$budget" ;;
     spmv-tiles) python3 benchmarks/spmv_tiles.py --out benchmarks/results --budget-s "$budget" ;;
-    spmv-hints) python3 benchmarks/spmv_hints.py --out benchmarks/results --budget-s "$budget" ;;
     dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" ;;
     *) echo "unknown stage $1"; exit 2 ;;
   esac

@@ -26,12 +26,6 @@ from seer.sparse import CsrMatrix, as_csr, check_dense_vector
 
 # ---------------------------------------------------------------- kernels and launchers
 
-# L2 eviction hints. A's indices and values are read once per call, x is gathered again and again
-# (every row with a nonzero in column j reads x[j]): streaming A with evict_first leaves L2 to x.
-# ``benchmarks/spmv_hints.py`` measures the kernels with and without them (NOTES, SpMV 12).
-STREAM = tl.constexpr("evict_first")
-KEEP = tl.constexpr("evict_last")
-
 
 @triton.jit
 def _segment_sums(start, end, indices, values, x, x_stride, G: tl.constexpr):
@@ -48,9 +42,9 @@ def _segment_sums(start, end, indices, values, x, x_stride, G: tl.constexpr):
     for step in range(0, longest, G):
         k = first + step
         inside = k < stop
-        col = tl.load(indices + k, mask=inside, other=0, eviction_policy=STREAM)
-        a = tl.load(values + k, mask=inside, other=0.0, eviction_policy=STREAM)
-        xv = tl.load(x + col * x_stride, mask=inside, other=0.0, eviction_policy=KEEP)
+        col = tl.load(indices + k, mask=inside, other=0)
+        a = tl.load(values + k, mask=inside, other=0.0)
+        xv = tl.load(x + col * x_stride, mask=inside, other=0.0)
         acc += a.to(tl.float32) * xv.to(tl.float32)
     return tl.sum(acc, axis=1)
 
@@ -106,9 +100,9 @@ def _merge_kernel(indptr, indices, values, x, x_stride, acc, acc_stride, sub_row
     row_start = tl.load(indptr + row)
     row_end = tl.load(indptr + row + 1)
 
-    col = tl.load(indices + k, mask=live, other=0, eviction_policy=STREAM)
-    a = tl.load(values + k, mask=live, other=0.0, eviction_policy=STREAM)
-    xv = tl.load(x + col * x_stride, mask=live, other=0.0, eviction_policy=KEEP)
+    col = tl.load(indices + k, mask=live, other=0)
+    a = tl.load(values + k, mask=live, other=0.0)
+    xv = tl.load(x + col * x_stride, mask=live, other=0.0)
     prod = a.to(tl.float32) * xv.to(tl.float32)
 
     head = ((k == row_start) | (k == first)).to(tl.int32)
