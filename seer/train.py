@@ -1,10 +1,16 @@
 """Training two-stage selectors from profile tables, scored by grouped cross-validation.
 
-Stage 2 (when the table has gathered features) learns known + gathered features -> fastest
-variant. Stage 1 learns, for each expected number of calls ``c``, known features -> the
-cheapest of ``c * t_v`` for every variant ``v`` and ``gather_ms + c * t_(stage-2 pick)`` for
-gathering; the stage-2 picks there are out-of-fold, so stage 1 sees how good stage 2 really
-is on inputs it was not trained on.
+Three kinds of tree, as in Seer (CGO 2024): a *direct* tree learns known features -> fastest
+variant; stage 2 (when the table has gathered features) learns known + gathered features ->
+fastest variant; and for each expected number of calls ``c`` a *gate* learns known features ->
+the cheaper of ``c * t_(direct pick)`` and ``gather_ms + c * t_(stage-2 pick)``. Both picks are
+out-of-fold, so the gate weighs the two trees as they do on inputs they were not trained on.
+The stage-1 tree a model ships for ``c`` calls is the gate with the direct tree grafted onto
+its "direct" leaves (:meth:`seer.tree.Tree.graft`): without gathering the choice cannot depend
+on ``c``. The first design grew one stage-1 tree per ``c`` over every variant plus gathering;
+it weighed in-sample variant times against out-of-fold stage-2 times, so it chose variants
+directly where stage 2 was only unlucky in its folds, and on the measured H100 table scored
+0.82 of the oracle on real matrices at 100 calls against 0.88 at one call (NOTES, SpMV 11).
 
 Both stages are regret trees: scikit-learn grows a multi-output regression tree on each row's
 log-slowdown of every choice (log(t_v / t_best)), clipped at ``regret_cap``, and each leaf takes
@@ -55,13 +61,25 @@ DEFAULT_DEPTHS = (1, 2, 3, 4, 5, 6, 8, None)
 DEFAULT_LEAVES = (1, 2, 4, 8)
 DEFAULT_REGRET_CAPS = (0.1, 0.25, 0.5, 1.0)  # log-slowdowns: 10%, 28%, 65%, 2.7x
 DEFAULT_CALLS = (1, 10, 100, 1000)
+# The gate's label for "choose with the known-feature tree", replaced by that tree when grafted.
+_DIRECT = "direct"
 # Prefer a simpler tree when it is this close (in fraction of oracle) to the best one.
 SIMPLER_WITHIN = 0.002
 
 
-def grouped_folds(groups: np.ndarray, folds: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(train rows, test rows) per fold of grouped K-fold CV: no group on both sides."""
-    return list(GroupKFold(n_splits=folds).split(np.zeros(len(groups)), groups=groups))
+def grouped_folds(groups: np.ndarray, folds: int, seed: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train rows, test rows) per fold of grouped K-fold CV: no group on both sides.
+
+    ``seed`` None: scikit-learn's assignment, which balances fold sizes and is the same on every
+    run. An int: groups dealt to folds in a seeded random order instead, so that repeating the
+    scoring over seeds shows how much the scores owe to one assignment of groups to folds.
+    """
+    if seed is None:
+        return list(GroupKFold(n_splits=folds).split(np.zeros(len(groups)), groups=groups))
+    names = np.unique(groups)
+    fold_of_group = dict(zip(np.random.default_rng(seed).permutation(names), np.arange(len(names)) % folds))
+    fold = np.array([fold_of_group[g] for g in groups])
+    return [(np.flatnonzero(fold != k), np.flatnonzero(fold == k)) for k in range(folds)]
 
 
 @dataclass(frozen=True)
@@ -112,17 +130,18 @@ class TwoStageSelector:
     ``max_depth``, ``min_samples_leaf`` and ``regret_cap`` are each a value, a list of candidates,
     or None for the defaults (``DEFAULT_DEPTHS``, ``DEFAULT_LEAVES``, ``DEFAULT_REGRET_CAPS``);
     candidates are compared by grouped CV. ``(None,)`` as ``max_depth`` means "unlimited depth,
-    no search".
+    no search". ``fold_seed`` deals groups to folds at random (see :func:`grouped_folds`).
     """
 
     def __init__(self, max_depth=None, min_samples_leaf=None, calls: Sequence[int] = DEFAULT_CALLS, folds: int = 5,
-                 random_state: int = 0, regret_cap=None):
+                 random_state: int = 0, regret_cap=None, fold_seed: int | None = None):
         self.max_depth = max_depth
         self.min_samples_leaf = min_samples_leaf
         self.regret_cap = regret_cap
         self.calls = tuple(calls)
         self.folds = folds
         self.random_state = random_state
+        self.fold_seed = fold_seed
 
     # ------------------------------------------------------------------ fitting
 
@@ -138,7 +157,7 @@ class TwoStageSelector:
         self.variants_ = table.variants
         self.known_ = table.known_features
         self.gathered_ = table.gathered_features
-        splits = grouped_folds(data.groups, folds)
+        splits = grouped_folds(data.groups, folds, self.fold_seed)
         depths = _candidates(self.max_depth, DEFAULT_DEPTHS)
         leaves = _candidates(self.min_samples_leaf, DEFAULT_LEAVES)
         caps = _candidates(self.regret_cap, DEFAULT_REGRET_CAPS)
@@ -146,23 +165,26 @@ class TwoStageSelector:
         def tune(X: np.ndarray, costs: np.ndarray, features: Sequence[str], labels: Sequence[str]) -> _Fitted:
             return _tune_tree(X, costs, features, labels, splits, depths, leaves, caps, self.random_state)
 
+        direct = tune(data.known, data.times, self.known_, self.variants_)
         stage2 = None
         if data.full is not None:
             stage2 = tune(data.full, data.times, (*self.known_, *self.gathered_), self.variants_)
         self.stage2_ = None if stage2 is None else stage2.tree
-        stage1: dict[int, _Fitted] = {}
+        gates: dict[int, _Fitted] = {}
+        self.stage1_ = {}
         for calls in sorted(set(self.calls)):
-            if stage2 is None and stage1:
+            if stage2 is None:
                 # Without gathering, c * t_v has the same argmin for every c: one tree serves all.
-                stage1[calls] = next(iter(stage1.values()))
+                self.stage1_[calls] = direct.tree
                 continue
-            costs = _stage1_costs(data, None if stage2 is None else stage2.out_of_fold, calls)
-            labels = (*self.variants_, GATHER) if stage2 is not None else self.variants_
-            stage1[calls] = tune(data.known, costs, self.known_, labels)
-        self.stage1_ = {calls: fitted.tree for calls, fitted in stage1.items()}
+            costs = _gate_costs(data, direct.out_of_fold, stage2.out_of_fold, calls)
+            gates[calls] = tune(data.known, costs, self.known_, (_DIRECT, GATHER))
+            every_choice = np.column_stack([calls * data.times, costs[:, 1]])
+            self.stage1_[calls] = gates[calls].tree.graft(_DIRECT, direct.tree, data.known, every_choice)
         self.hyperparameters_ = {
             "folds": folds,
-            "stage1": {str(calls): fitted.params for calls, fitted in stage1.items()},
+            "direct": direct.params,
+            "gate": {str(calls): fitted.params for calls, fitted in gates.items()},
             "stage2": None if stage2 is None else stage2.params,
         }
 
@@ -201,9 +223,9 @@ class TwoStageSelector:
         gathered = {c: np.zeros(n, dtype=bool) for c in calls}
         single = np.zeros(n, dtype=int)
         fold_of = np.zeros(n, dtype=int)
-        for k, (train, test) in enumerate(grouped_folds(data.groups, folds)):
+        for k, (train, test) in enumerate(grouped_folds(data.groups, folds, self.fold_seed)):
             inner = TwoStageSelector(self.max_depth, self.min_samples_leaf, self.calls, self.folds, self.random_state,
-                                     self.regret_cap)
+                                     self.regret_cap, self.fold_seed)
             part = data.take(train)
             inner._fit(part, table, _fold_count(part.groups, self.folds, minimum=2, warn=False, where=f"outer fold {k}"))
             held_out = data.take(test)
@@ -320,13 +342,11 @@ def _fraction_of_oracle(regret: np.ndarray, labels: np.ndarray) -> float:
     return float(np.exp(-regret[np.arange(len(labels)), labels].mean()))
 
 
-def _stage1_costs(data: _Data, stage2_pick: np.ndarray | None, calls: int) -> np.ndarray:
-    """[n, variants (+ gather)] total ms of ``calls`` calls for each stage-1 choice."""
+def _gate_costs(data: _Data, direct_pick: np.ndarray, stage2_pick: np.ndarray, calls: int) -> np.ndarray:
+    """[n, 2] total ms of ``calls`` calls: the known-feature tree's pick, or gathering then stage 2's."""
+    rows = np.arange(len(data.times))
     run = calls * data.times
-    if stage2_pick is None:
-        return run
-    after_gathering = data.gather_ms + run[np.arange(len(run)), stage2_pick]
-    return np.column_stack([run, after_gathering])
+    return np.column_stack([run[rows, direct_pick], data.gather_ms + run[rows, stage2_pick]])
 
 
 def _best_single(times: np.ndarray) -> int:
