@@ -203,9 +203,12 @@ def _cached(csr: CsrMatrix, key: tuple, build):
     return entry[2]
 
 
-# Row-mapped variants are what small matrices get, where the host launch costs more than the
-# kernel: they launch through seer's direct path once a specialisation is compiled.
+# On small matrices the host launch costs more than the kernel, so every variant launches through
+# seer's direct path once a specialisation is compiled. The matrix's share of the specialisation
+# key is fixed, so it is worked out once per matrix (``_cached``).
 _rows_launch = LaunchCache(_csr_rows_kernel)
+_merge_launch = LaunchCache(_merge_kernel)
+_adaptive_launch = LaunchCache(_adaptive_kernel)
 
 
 def _rows_run(rows_per_program: int, group: int, num_warps: int):
@@ -218,7 +221,6 @@ def _rows_run(rows_per_program: int, group: int, num_warps: int):
         grid = (triton.cdiv(csr.rows, rows_per_program),)
         args = (csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), csr.rows,
                 rows_per_program, group)
-        # The matrix's share of Triton's specialisation is fixed, so it is worked out once.
         matrix_key = _cached(csr, ("specialisation",),
                              lambda m: (m.device, specialisation(m.indptr, m.indices, m.values, m.rows)))
         key = (matrix_key, specialisation(x, args[4], y, args[6]), rows_per_program, group, num_warps)
@@ -245,10 +247,12 @@ def _merge_run(chunk: int, sub: int, num_warps: int):
         if csr.nnz == 0:
             return y.zero_()
         sub_rows = _cached(csr, key, lambda m: _bracket_rows(m, sub))
+        matrix_key = _cached(csr, (*key, "specialisation"),
+                             lambda m: (m.device, specialisation(m.indptr, m.indices, m.values, sub_rows, m.nnz)))
         acc = y.zero_() if y.dtype == torch.float32 else torch.zeros(csr.rows, dtype=torch.float32, device=y.device)
-        grid = (triton.cdiv(csr.nnz, chunk),)
-        _merge_kernel[grid](csr.indptr, csr.indices, csr.values, x, x.stride(0), acc, acc.stride(0),
-                            sub_rows, csr.nnz, CHUNK=chunk, SUB=sub, num_warps=num_warps)
+        args = (csr.indptr, csr.indices, csr.values, x, x.stride(0), acc, acc.stride(0), sub_rows, csr.nnz, chunk, sub)
+        launch_key = (matrix_key, specialisation(x, args[4], acc, args[6]), chunk, sub, num_warps)
+        _merge_launch.launch(launch_key, (triton.cdiv(csr.nnz, chunk),), args, num_warps=num_warps)
         if acc is not y:
             y.copy_(acc)
         return y
@@ -293,15 +297,18 @@ def _adaptive_plan(csr: CsrMatrix, p: dict) -> dict:
     progs = [triton.cdiv(counts[0], p["short"][0]), triton.cdiv(counts[1], p["medium"][0]),
              triton.cdiv(counts[2], p["large"][0]), triton.cdiv(plan["n_pieces"], p["pieces"][0])]
     plan["bases"] = np.cumsum(progs).tolist()  # program id where medium, large, pieces begin; grid
+    # Every kernel argument but x, y and the partial sums is fixed for the matrix.
+    plan["matrix_args"] = (plan["short"], counts[0], plan["medium"], counts[1], plan["large"], counts[2],
+                           plan["piece_start"], plan["piece_end"])
+    plan["specialisation"] = (csr.device, specialisation(csr.indptr, csr.indices, csr.values, *plan["matrix_args"],
+                                                         plan["n_pieces"], *plan["bases"][:3]))
     return plan
 
 
 def _adaptive_run(p: dict):
     """run() of the binned variant; ``p`` holds its bin limits and tile shapes."""
     key = ("adaptive", repr(sorted(p.items())))
-    shapes = dict(SHORT_ROWS=p["short"][0], SHORT_G=p["short"][1], MEDIUM_ROWS=p["medium"][0],
-                  MEDIUM_G=p["medium"][1], LARGE_ROWS=p["large"][0], LARGE_G=p["large"][1],
-                  PIECES=p["pieces"][0], PIECE_G=p["pieces"][1], num_warps=p["num_warps"])
+    shapes = (*p["short"], *p["medium"], *p["large"], *p["pieces"])  # the kernel's constexprs, in order
 
     def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         y = _output(csr, out)
@@ -312,11 +319,10 @@ def _adaptive_run(p: dict):
         medium_base, large_base, pieces_base, grid = plan["bases"]
         partials = (torch.empty(plan["n_pieces"], dtype=torch.float32, device=y.device)
                     if n[3] else plan["no_partials"])
-        _adaptive_kernel[(grid,)](
-            csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0),
-            plan["short"], n[0], plan["medium"], n[1], plan["large"], n[2],
-            plan["piece_start"], plan["piece_end"], partials, plan["n_pieces"],
-            medium_base, large_base, pieces_base, **shapes)
+        args = (csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), *plan["matrix_args"],
+                partials, plan["n_pieces"], medium_base, large_base, pieces_base, *shapes)
+        launch_key = (plan["specialisation"], specialisation(x, args[4], y, args[6], partials))
+        _adaptive_launch.launch(launch_key, (grid,), args, num_warps=p["num_warps"])
         if n[3]:
             _combine_pieces_kernel[(n[3],)](partials, plan["piece_ptr"], plan["long"], y, y.stride(0),
                                             BLOCK=128, num_warps=4)

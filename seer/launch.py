@@ -4,8 +4,8 @@
 kernel up and only then launches: about 20 us of host time on an H100 host with triton 3.6,
 more than the GPU time of a small SpMV. Once seer has decided what to run on an input, most
 arguments are fixed, so :class:`LaunchCache` keeps the compiled kernel per *specialisation*
-(Triton compiles separate code for 16-byte-aligned pointers and for integers equal to 1 or
-divisible by 16) and calls its launcher directly. The first launch of each specialisation, and
+(Triton compiles separate code for 16-byte-aligned pointers, for integers equal to 1 or
+divisible by 16, and for integers past 32 bits) and calls its launcher directly. The first launch of each specialisation, and
 every launch under the interpreter, goes through Triton's normal path.
 """
 from __future__ import annotations
@@ -18,13 +18,14 @@ _INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def specialisation(*values) -> tuple:
-    """What Triton specialises on for these arguments: pointer alignment, ints == 1 or % 16."""
+    """What Triton specialises on for these arguments: pointer alignment; for ints, == 1, % 16 and
+    whether they fit 32 bits (past 2**31 the parameter becomes 64-bit: nnz of a large matrix)."""
     key = []
     for v in values:
         if isinstance(v, torch.Tensor):
             key.append((v.dtype, v.data_ptr() % 16 == 0))
         elif isinstance(v, int) and not isinstance(v, bool):
-            key.append((v == 1, v % 16 == 0))
+            key.append((v == 1, v % 16 == 0, -2**31 <= v < 2**31))
         else:
             key.append(v)
     return tuple(key)

@@ -1,16 +1,11 @@
 """Training two-stage selectors from profile tables, scored by grouped cross-validation.
 
-Three kinds of tree, as in Seer (CGO 2024): a *direct* tree learns known features -> fastest
-variant; stage 2 (when the table has gathered features) learns known + gathered features ->
-fastest variant; and for each expected number of calls ``c`` a *gate* learns known features ->
-the cheaper of ``c * t_(direct pick)`` and ``gather_ms + c * t_(stage-2 pick)``. Both picks are
-out-of-fold, so the gate weighs the two trees as they do on inputs they were not trained on.
-The stage-1 tree a model ships for ``c`` calls is the gate with the direct tree grafted onto
-its "direct" leaves (:meth:`seer.tree.Tree.graft`): without gathering the choice cannot depend
-on ``c``. The first design grew one stage-1 tree per ``c`` over every variant plus gathering;
-it weighed in-sample variant times against out-of-fold stage-2 times, so it chose variants
-directly where stage 2 was only unlucky in its folds, and on the measured H100 table scored
-0.82 of the oracle on real matrices at 100 calls against 0.88 at one call (NOTES, SpMV 11).
+Stage 2 (when the table has gathered features) learns known + gathered features -> fastest
+variant. Stage 1 learns, for each expected number of calls ``c``, known features -> the
+cheapest of ``c * t_v`` for every variant ``v`` and ``gather_ms + c * t_(stage-2 pick)`` for
+gathering; the stage-2 picks there are out-of-fold, so stage 1 sees how good stage 2 really
+is on inputs it was not trained on. Seer's own split (per call count, a gate between a tree on
+known features and gathering) was tried and scored the same (``benchmarks/NOTES.md``, SpMV 12).
 
 Both stages are regret trees: scikit-learn grows a multi-output regression tree on each row's
 log-slowdown of every choice (log(t_v / t_best)), clipped at ``regret_cap``, and each leaf takes
@@ -61,8 +56,6 @@ DEFAULT_DEPTHS = (1, 2, 3, 4, 5, 6, 8, None)
 DEFAULT_LEAVES = (1, 2, 4, 8)
 DEFAULT_REGRET_CAPS = (0.1, 0.25, 0.5, 1.0)  # log-slowdowns: 10%, 28%, 65%, 2.7x
 DEFAULT_CALLS = (1, 10, 100, 1000)
-# The gate's label for "choose with the known-feature tree", replaced by that tree when grafted.
-_DIRECT = "direct"
 # Prefer a simpler tree when it is this close (in fraction of oracle) to the best one.
 SIMPLER_WITHIN = 0.002
 
@@ -165,26 +158,23 @@ class TwoStageSelector:
         def tune(X: np.ndarray, costs: np.ndarray, features: Sequence[str], labels: Sequence[str]) -> _Fitted:
             return _tune_tree(X, costs, features, labels, splits, depths, leaves, caps, self.random_state)
 
-        direct = tune(data.known, data.times, self.known_, self.variants_)
         stage2 = None
         if data.full is not None:
             stage2 = tune(data.full, data.times, (*self.known_, *self.gathered_), self.variants_)
         self.stage2_ = None if stage2 is None else stage2.tree
-        gates: dict[int, _Fitted] = {}
-        self.stage1_ = {}
+        stage1: dict[int, _Fitted] = {}
         for calls in sorted(set(self.calls)):
-            if stage2 is None:
+            if stage2 is None and stage1:
                 # Without gathering, c * t_v has the same argmin for every c: one tree serves all.
-                self.stage1_[calls] = direct.tree
+                stage1[calls] = next(iter(stage1.values()))
                 continue
-            costs = _gate_costs(data, direct.out_of_fold, stage2.out_of_fold, calls)
-            gates[calls] = tune(data.known, costs, self.known_, (_DIRECT, GATHER))
-            every_choice = np.column_stack([calls * data.times, costs[:, 1]])
-            self.stage1_[calls] = gates[calls].tree.graft(_DIRECT, direct.tree, data.known, every_choice)
+            costs = _stage1_costs(data, None if stage2 is None else stage2.out_of_fold, calls)
+            labels = (*self.variants_, GATHER) if stage2 is not None else self.variants_
+            stage1[calls] = tune(data.known, costs, self.known_, labels)
+        self.stage1_ = {calls: fitted.tree for calls, fitted in stage1.items()}
         self.hyperparameters_ = {
             "folds": folds,
-            "direct": direct.params,
-            "gate": {str(calls): fitted.params for calls, fitted in gates.items()},
+            "stage1": {str(calls): fitted.params for calls, fitted in stage1.items()},
             "stage2": None if stage2 is None else stage2.params,
         }
 
@@ -342,11 +332,13 @@ def _fraction_of_oracle(regret: np.ndarray, labels: np.ndarray) -> float:
     return float(np.exp(-regret[np.arange(len(labels)), labels].mean()))
 
 
-def _gate_costs(data: _Data, direct_pick: np.ndarray, stage2_pick: np.ndarray, calls: int) -> np.ndarray:
-    """[n, 2] total ms of ``calls`` calls: the known-feature tree's pick, or gathering then stage 2's."""
-    rows = np.arange(len(data.times))
+def _stage1_costs(data: _Data, stage2_pick: np.ndarray | None, calls: int) -> np.ndarray:
+    """[n, variants (+ gather)] total ms of ``calls`` calls for each stage-1 choice."""
     run = calls * data.times
-    return np.column_stack([run[rows, direct_pick], data.gather_ms + run[rows, stage2_pick]])
+    if stage2_pick is None:
+        return run
+    after_gathering = data.gather_ms + run[np.arange(len(run)), stage2_pick]
+    return np.column_stack([run, after_gathering])
 
 
 def _best_single(times: np.ndarray) -> int:

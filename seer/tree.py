@@ -69,20 +69,15 @@ def node_choices(estimator: Any, X: np.ndarray, costs: np.ndarray) -> tuple[np.n
     ``costs[i, l]`` is what choosing label ``l`` costs sample ``i``; regret is a ratio
     (0.07 = 7 % slower than the best label). Nodes that no sample of ``X`` reaches get label 0.
     """
-    best, n_samples, summed_ratio = _node_sums(estimator.decision_path(X), costs)
-    return best, n_samples, _mean(summed_ratio[np.arange(len(best)), best], n_samples)
-
-
-def _node_sums(reached, costs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """From a [samples, nodes] 0/1 matrix: (label of least summed log-regret, samples, summed ratio regret)."""
+    reached = estimator.decision_path(X)  # sparse [samples, nodes]
     summed_log = np.asarray(reached.T @ log_regret(costs))
+    best = summed_log.argmin(axis=1)
     n_samples = np.asarray(reached.sum(axis=0)).ravel().astype(int)
     summed_ratio = np.asarray(reached.T @ (costs / costs.min(axis=1, keepdims=True) - 1.0))
-    return summed_log.argmin(axis=1), n_samples, summed_ratio
+    chosen = summed_ratio[np.arange(len(best)), best]
+    mean_regret = np.divide(chosen, n_samples, out=np.zeros_like(chosen), where=n_samples > 0)
+    return best, n_samples, mean_regret
 
-
-def _mean(summed: np.ndarray, n_samples: np.ndarray) -> np.ndarray:
-    return np.divide(summed, n_samples, out=np.zeros_like(summed), where=n_samples > 0)
 
 class Tree:
     """A validated decision tree; see the module docstring for the layout."""
@@ -143,46 +138,6 @@ class Tree:
 
         add(0)
         return cls(features, labels, *zip(*nodes))
-
-    def graft(self, label: str, subtree: Tree, X: np.ndarray, costs: np.ndarray) -> Tree:
-        """This tree with every leaf labelled ``label`` replaced by a copy of ``subtree``.
-
-        Both trees must read the same features. The result's labels are ``subtree``'s, then this
-        tree's other labels; ``costs`` (rows of ``X``, one column per result label) gives every
-        node its sample count and mean regret: a leaf's for its own label, an inner node's for
-        the label of least log-regret among the samples reaching it, as in :meth:`from_sklearn`.
-        """
-        if subtree.features != self.features:
-            raise ValueError(f"cannot graft a tree over {list(subtree.features)} into one over {list(self.features)}")
-        labels = (*subtree.labels, *(name for name in self.labels if name != label and name not in subtree.labels))
-        index = {name: i for i, name in enumerate(labels)}
-        nodes: list[list] = []
-
-        def copy(tree: Tree, node: int) -> int:
-            if tree is self and tree.is_leaf(node) and tree._leaf_name[node] == label:
-                return copy(subtree, 0)
-            at = len(nodes)
-            nodes.append([])
-            if tree.is_leaf(node):
-                nodes[at] = [-1, None, -1, -1, index[tree._leaf_name[node]]]
-            else:
-                left = copy(tree, tree.left[node])
-                nodes[at] = [tree.feature[node], tree.threshold[node], left, copy(tree, tree.right[node]), -1]
-            return at
-
-        copy(self, 0)
-        feature, threshold, left, right, node_label = (list(column) for column in zip(*nodes))
-        reached = np.zeros((len(X), len(nodes)))
-        for row, values in enumerate(X.tolist()):
-            node = 0
-            reached[row, 0] = 1
-            while left[node] >= 0:
-                node = left[node] if values[feature[node]] <= threshold[node] else right[node]
-                reached[row, node] = 1
-        best, n_samples, summed_ratio = _node_sums(reached, costs)
-        own = np.where(np.array(node_label) >= 0, node_label, best)
-        mean_regret = _mean(summed_ratio[np.arange(len(nodes)), own], n_samples)
-        return Tree(self.features, labels, feature, threshold, left, right, node_label, n_samples.tolist(), mean_regret.tolist())
 
     # ------------------------------------------------------------------ prediction
 

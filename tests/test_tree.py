@@ -64,24 +64,6 @@ def test_splits_whose_sides_choose_the_same_label_are_merged():
     assert tree.depth == 1 and tree.predict([-1.0]) == "a" and tree.predict([1.0]) == "b"
 
 
-def test_graft_replaces_the_named_leaves_and_recounts_them():
-    rng = np.random.default_rng(3)
-    X = rng.normal(size=(300, 3))
-    gate = Tree(FEATURES, ("direct", "gather"), [0, -1, -1], [0.0, None, None], [1, -1, -1], [2, -1, -1],
-                [-1, 1, 0], [0, 0, 0], [0.0, 0.0, 0.0])  # x0 <= 0: gather, else the direct tree
-    _, direct, names = random_tree(seed=4, max_depth=3)
-    costs = rng.uniform(1.0, 2.0, size=(300, len(names) + 1))
-    grafted = gate.graft("direct", direct, X, costs)
-    assert grafted.labels == (*names, "gather")
-    for row in rng.normal(size=(500, 3)).tolist():
-        assert grafted.predict(row) == ("gather" if row[0] <= 0 else direct.predict(row))
-    assert grafted.n_samples[0] == 300 and grafted.n_samples[1] == int((X[:, 0] <= 0).sum())
-    ratio = costs / costs.min(axis=1, keepdims=True) - 1
-    assert grafted.mean_regret[1] == pytest.approx(ratio[X[:, 0] <= 0, -1].mean())  # a leaf: its own label
-    with pytest.raises(ValueError, match="cannot graft"):
-        gate.graft("direct", Tree(("y",), ("a",), [-1], [None], [-1], [-1], [0], [0], [0.0]), X, costs)
-
-
 def test_decision_path_follows_the_thresholds():
     _, tree, _ = random_tree(max_depth=3)
     values = [0.3, -1.2, 0.7]
