@@ -54,15 +54,15 @@ SPREAD_METRICS = ("fraction_of_oracle_with_gather", "speedup_vs_best_single", "s
 def fold_spread(scores: list[dict]) -> dict:
     """Mean, min and max of the headline metrics over assignments of groups to folds (the first:
     scikit-learn's, the one the headline tables report; the others seeded at random)."""
-    spread = {}
+    metrics = {}
     for subset, per_calls in scores[0].items():
         for calls in per_calls:
             for metric in SPREAD_METRICS:
                 values = [s[subset][calls][metric] for s in scores if metric in s[subset][calls]]
                 if values:
-                    spread.setdefault(subset, {}).setdefault(str(calls), {})[metric] = {
-                        "mean": float(np.mean(values)), "min": min(values), "max": max(values), "runs": len(values)}
-    return spread
+                    metrics.setdefault(subset, {}).setdefault(str(calls), {})[metric] = {
+                        "mean": float(np.mean(values)), "min": min(values), "max": max(values)}
+    return {"assignments": len(scores), "metrics": metrics}
 
 
 def single_variants(table) -> dict:
@@ -112,14 +112,14 @@ def markdown(result: dict) -> str:
                  for per in result["single_variants"].values()]
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
     lines.append("")
-    spread = result.get("fold_spread") or {}
-    if spread:
-        runs = next(iter(next(iter(next(iter(spread.values())).values())).values()))["runs"]
+    spread = result["fold_spread"]
+    if spread["assignments"] > 1:
+        runs = spread["assignments"]
         lines += ["## Spread over assignments of groups to folds", "",
                   f"The same nested CV with {runs} assignments of groups to folds (scikit-learn's, as above, and "
                   f"{runs - 1} seeded at random): mean (min - max). How far the figures above owe to one assignment.", "",
                   "| subset | metric | 1 call | 100 calls |", "|---|---|---|---|"]
-        for subset, per_calls in spread.items():
+        for subset, per_calls in spread["metrics"].items():
             for metric in SPREAD_METRICS:
                 cells = [per_calls[c].get(metric) for c in ("1", "100")]
                 if all(cells):

@@ -238,6 +238,12 @@ def _bracket_rows(csr: CsrMatrix, sub: int) -> torch.Tensor:
     return torch.searchsorted(csr.indptr, firsts, right=True).to(csr.indptr.dtype) - 1
 
 
+def _merge_plan(csr: CsrMatrix, sub: int) -> tuple:
+    """The brackets of ``sub`` nonzeros, and the matrix's part of the merge launch specialisation."""
+    sub_rows = _bracket_rows(csr, sub)
+    return sub_rows, (csr.device, specialisation(csr.indptr, csr.indices, csr.values, sub_rows, csr.nnz))
+
+
 def _merge_run(chunk: int, sub: int, num_warps: int):
     """run() of an nnz-balanced variant; float32 y is accumulated in place, others via a copy."""
     key = ("merge", sub)  # the brackets depend on sub only: variants of one sub share them
@@ -246,9 +252,7 @@ def _merge_run(chunk: int, sub: int, num_warps: int):
         y = _output(csr, out)
         if csr.nnz == 0:
             return y.zero_()
-        sub_rows = _cached(csr, key, lambda m: _bracket_rows(m, sub))
-        matrix_key = _cached(csr, (*key, "specialisation"),
-                             lambda m: (m.device, specialisation(m.indptr, m.indices, m.values, sub_rows, m.nnz)))
+        sub_rows, matrix_key = _cached(csr, key, lambda m: _merge_plan(m, sub))
         acc = y.zero_() if y.dtype == torch.float32 else torch.zeros(csr.rows, dtype=torch.float32, device=y.device)
         args = (csr.indptr, csr.indices, csr.values, x, x.stride(0), acc, acc.stride(0), sub_rows, csr.nnz, chunk, sub)
         launch_key = (matrix_key, specialisation(x, args[4], acc, args[6]), chunk, sub, num_warps)

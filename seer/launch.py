@@ -5,8 +5,9 @@ kernel up and only then launches: about 20 us of host time on an H100 host with 
 more than the GPU time of a small SpMV. Once seer has decided what to run on an input, most
 arguments are fixed, so :class:`LaunchCache` keeps the compiled kernel per *specialisation*
 (Triton compiles separate code for 16-byte-aligned pointers, for integers equal to 1 or
-divisible by 16, and for integers past 32 bits) and calls its launcher directly. The first launch of each specialisation, and
-every launch under the interpreter, goes through Triton's normal path.
+divisible by 16, and for integers past 32 bits) and calls its launcher directly. The first
+launch of each specialisation, and every launch under the interpreter, goes through Triton's
+normal path.
 """
 from __future__ import annotations
 
