@@ -34,6 +34,8 @@ run_stage() {
                     --budget-s "$budget" ;;
     spmv-tiles) python3 benchmarks/spmv_tiles.py --out benchmarks/results --budget-s "$budget" ;;
     dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" ;;
+    spmv-validation) python3 benchmarks/spmv_validation.py --matrices .carry/suitesparse --out benchmarks/results \
+                       --budget-s "$budget" ;;
     *) echo "unknown stage $1"; exit 2 ;;
   esac
 }

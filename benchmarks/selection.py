@@ -7,7 +7,14 @@ family) and each row is scored with a model trained without its family. Kernel t
 of one call in a back-to-back loop) plus seer's dispatch bookkeeping measured by
 ``benchmarks/dispatch.py`` on the same GPU.
 
-    python benchmarks/selection.py datasets/profiles/spmv-h100.csv --dispatch benchmarks/results/dispatch-h100.json
+Two ways a first SpMV call can decide: a matrix seer validates (the default) brings its row
+statistics from the validation pass, so stage 2 decides every input, charged what the statistics
+add to that pass (``--validation``: per input, from ``benchmarks/spmv_validation.py`` on the same
+GPU); a matrix passed unchecked is decided by stage 1, which gathers only where it says the
+table's ``gather_ms`` pays.
+
+    python benchmarks/selection.py datasets/profiles/spmv-h100.csv --dispatch benchmarks/results/dispatch-h100.json \
+        --validation benchmarks/results/spmv-validation-h100.json
     python benchmarks/selection.py datasets/profiles/gemm-h100.csv
 write benchmarks/results/<op>-<device>.json and .md.
 """
@@ -26,6 +33,8 @@ from seer.train import TwoStageSelector
 
 SUBSET_NAMES = {"all": "all", "real": "real inputs (SuiteSparse matrices, LLM layer shapes)",
                 "other": "derived and synthetic inputs"}
+COLUMN_TITLES = {"1": "1 call", "100": "100 calls", "1 validated": "1 call, validated matrix",
+                 "100 validated": "100 calls, validated matrix"}
 
 
 def end_to_end(table, held_out, bookkeeping_us: float) -> dict:
@@ -51,18 +60,39 @@ def end_to_end(table, held_out, bookkeeping_us: float) -> dict:
 SPREAD_METRICS = ("fraction_of_oracle_with_gather", "speedup_vs_best_single", "speedup_vs_cusparse")
 
 
+def validation_costs(table, path: Path) -> tuple[np.ndarray, list[str]]:
+    """Per table row, ms the row statistics add to the validation pass (negative differences are
+    noise: charged 0); an input the file lacks is charged the table's whole gather_ms instead."""
+    added_us = {r["id"]: max(r["stats_us"], 0.0) for r in json.loads(path.read_text())["rows"]}
+    costs = np.array([added_us.get(i, np.nan) for i in table.ids]) / 1e3
+    missing = np.isnan(costs)
+    costs[missing] = table.gather_ms[missing]
+    notes = [f"validated path: {int(missing.sum())} inputs absent from {path} are charged their whole gather_ms"] \
+        if missing.any() else []
+    return costs, notes
+
+
 def fold_spread(scores: list[dict]) -> dict:
     """Mean, min and max of the headline metrics over assignments of groups to folds (the first:
-    scikit-learn's, the one the headline tables report; the others seeded at random)."""
+    scikit-learn's, the one the headline tables report; the others seeded at random). ``scores``
+    holds one ``{column: scores}`` per assignment (columns: "1", "100", "1 validated", ...)."""
     metrics = {}
-    for subset, per_calls in scores[0].items():
-        for calls in per_calls:
+    for column, per_subset in scores[0].items():
+        for subset in per_subset:
             for metric in SPREAD_METRICS:
-                values = [s[subset][calls][metric] for s in scores if metric in s[subset][calls]]
+                values = [s[column][subset][metric] for s in scores if metric in s[column][subset]]
                 if values:
-                    metrics.setdefault(subset, {}).setdefault(str(calls), {})[metric] = {
+                    metrics.setdefault(subset, {}).setdefault(column, {})[metric] = {
                         "mean": float(np.mean(values)), "min": min(values), "max": max(values)}
     return {"assignments": len(scores), "metrics": metrics}
+
+
+def columns(report) -> dict:
+    """``{column: {subset: metrics}}``: per call count, and per call count for validated matrices."""
+    result = {str(c): {s: per_calls[c] for s, per_calls in report.scores.items()} for c in report.calls}
+    for c in report.calls if report.validated_scores else ():
+        result[f"{c} validated"] = {s: per_calls[c] for s, per_calls in report.validated_scores.items()}
+    return result
 
 
 def single_variants(table) -> dict:
@@ -92,15 +122,17 @@ def markdown(result: dict) -> str:
              f"Table `{result['table']}` ({result['rows']} inputs: {result['sources']}), measured "
              f"{result['measured']}; torch {result['versions'].get('torch')}, triton {result['versions'].get('triton')}.",
              f"Held-out: {result['folds']}-fold cross-validation grouped by family. Command: `{result['command']}`", ""]
-    for subset, per_calls in result["scores"].items():
-        lines += [f"## {SUBSET_NAMES.get(subset, subset)} ({result['subset_rows'][subset]} inputs)", "",
-                  "| metric | 1 call | 100 calls |", "|---|---|---|"]
-        for metric in per_calls["1"]:
-            lines.append(f"| {metric} | {per_calls['1'][metric]:.3f} | {per_calls['100'][metric]:.3f} |")
+    names = list(result["columns"])
+    header = ["| metric | " + " | ".join(COLUMN_TITLES.get(c, c) for c in names) + " |", "|---|" + "---|" * len(names)]
+    for subset in result["scores"]:
+        lines += [f"## {SUBSET_NAMES.get(subset, subset)} ({result['subset_rows'][subset]} inputs)", "", *header]
+        for metric in result["columns"]["1"][subset]:
+            cells = [result["columns"][c][subset].get(metric) for c in names]
+            lines.append(f"| {metric} | " + " | ".join("" if v is None else f"{v:.3f}" for v in cells) + " |")
         e2e = result["end_to_end"].get(subset)
         if e2e:
             lines.append(f"| speedup_vs_cusparse, end-to-end call ({e2e['matrices']} matrices with host timings) | "
-                         f"{e2e['speedup_vs_cusparse_call']:.3f} | |")
+                         f"{e2e['speedup_vs_cusparse_call']:.3f} |" + " |" * (len(names) - 1))
         lines.append("")
     lines += [f"Best single variant (chosen on training folds): {result['best_single']}.", "",
               "## Each variant alone (every input, no model)", "",
@@ -118,10 +150,11 @@ def markdown(result: dict) -> str:
         lines += ["## Spread over assignments of groups to folds", "",
                   f"The same nested CV with {runs} assignments of groups to folds (scikit-learn's, as above, and "
                   f"{runs - 1} seeded at random): mean (min - max). How far the figures above owe to one assignment.", "",
-                  "| subset | metric | 1 call | 100 calls |", "|---|---|---|---|"]
-        for subset, per_calls in spread["metrics"].items():
+                  "| subset | metric | " + " | ".join(COLUMN_TITLES.get(c, c) for c in names) + " |",
+                  "|---|---|" + "---|" * len(names)]
+        for subset, per_column in spread["metrics"].items():
             for metric in SPREAD_METRICS:
-                cells = [per_calls[c].get(metric) for c in ("1", "100")]
+                cells = [per_column[c].get(metric) for c in names]
                 if all(cells):
                     lines.append(f"| {subset} | {metric} | " + " | ".join(
                         f"{m['mean']:.3f} ({m['min']:.3f} - {m['max']:.3f})" for m in cells) + " |")
@@ -135,12 +168,17 @@ def main() -> int:
     parser.add_argument("table", type=Path)
     parser.add_argument("--dispatch", type=Path, default=None, help="dispatch-<device>.json for the bookkeeping cost")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--validation", type=Path, default=None,
+                        help="spmv-validation-<device>.json: also score matrices that seer validated")
     parser.add_argument("--fold-seeds", type=int, default=3,
                         help="also score with this many random assignments of groups to folds (the spread)")
     args = parser.parse_args()
     table = read_table(args.table)
-    report = TwoStageSelector().evaluate(table, calls=(1, 100))
-    repeats = [TwoStageSelector(fold_seed=seed).evaluate(table, calls=(1, 100)).scores for seed in range(args.fold_seeds)]
+    free, notes = validation_costs(table, args.validation) if args.validation else (None, [])
+    report = TwoStageSelector().evaluate(table, calls=(1, 100), free_gather_ms=free)
+    report.notes.extend(notes)
+    repeats = [columns(TwoStageSelector(fold_seed=seed).evaluate(table, calls=(1, 100), free_gather_ms=free))
+               for seed in range(args.fold_seeds)]
     bookkeeping = 0.0
     if args.dispatch and args.dispatch.exists():
         rows = json.loads(args.dispatch.read_text())["rows"]
@@ -155,7 +193,9 @@ def main() -> int:
         # End to end needs seer's bookkeeping measured on the same machine: without it, left out.
         "end_to_end": end_to_end(table, report.held_out, bookkeeping) if args.dispatch else {},
         "single_variants": single_variants(table),
-        "fold_spread": fold_spread([report.scores, *repeats]),
+        "validation": None if args.validation is None else str(args.validation),
+        "columns": columns(report),
+        "fold_spread": fold_spread([columns(report), *repeats]),
     }
     write_result(args.out, f"{table.op}-{device_tag(device)}", result, markdown(result))
     return 0

@@ -112,6 +112,10 @@ def gathered(problem) -> dict[str, float]:
     return {}
 
 
+def gathered_if_free(problem) -> None:
+    return None  # nothing to gather
+
+
 # Where pipelined_torch overtakes torch.matmul + NCCL on 2 x H200 (benchmarks/results/overlap-h200x2.md):
 # about 0.2 ms of GEMM per rank, enough to hide the transfers and the pattern's ~0.15 ms of host time.
 PIPELINE_GFLOP = 150

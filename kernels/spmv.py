@@ -9,8 +9,8 @@ Kinds of kernel (a variant is a kind plus fixed block shapes):
     adaptive  rows binned by length once, each bin with its own mapping, very long rows
               split over several programs.
 Preprocessing (merge chunk rows, adaptive bins) runs on the first call for a matrix and is
-cached in ``csr.scratch``; later calls do not synchronise with the host, so they can be
-captured in CUDA graphs.
+cached with the matrix (``CsrMatrix.cached``); later calls do not synchronise with the host,
+so they can be captured in CUDA graphs.
 """
 from __future__ import annotations
 
@@ -190,22 +190,9 @@ def _output(csr: CsrMatrix, out: torch.Tensor | None) -> torch.Tensor:
     return out
 
 
-def _cached(csr: CsrMatrix, key: tuple, build):
-    """Per-matrix preprocessing from ``build(csr)``, rebuilt only if indptr changed.
-
-    The stamp (the indptr object and its in-place version) costs no device work."""
-    indptr = csr.indptr
-    version = indptr._version if not indptr.is_inference() else None
-    entry = csr.scratch.get(key)
-    if entry is None or entry[0] is not indptr or entry[1] != version:
-        entry = (indptr, version, build(csr))
-        csr.scratch[key] = entry
-    return entry[2]
-
-
 # On small matrices the host launch costs more than the kernel, so every variant launches through
 # seer's direct path once a specialisation is compiled. The matrix's share of the specialisation
-# key is fixed, so it is worked out once per matrix (``_cached``).
+# key is fixed, so it is worked out once per matrix (``CsrMatrix.cached``).
 _rows_launch = LaunchCache(_csr_rows_kernel)
 _merge_launch = LaunchCache(_merge_kernel)
 _adaptive_launch = LaunchCache(_adaptive_kernel)
@@ -221,7 +208,7 @@ def _rows_run(rows_per_program: int, group: int, num_warps: int):
         grid = (triton.cdiv(csr.rows, rows_per_program),)
         args = (csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), csr.rows,
                 rows_per_program, group)
-        matrix_key = _cached(csr, ("specialisation",),
+        matrix_key = csr.cached(("specialisation",),
                              lambda m: (m.device, specialisation(m.indptr, m.indices, m.values, m.rows)))
         key = (matrix_key, specialisation(x, args[4], y, args[6]), rows_per_program, group, num_warps)
         _rows_launch.launch(key, grid, args, num_warps=num_warps)
@@ -252,7 +239,7 @@ def _merge_run(chunk: int, sub: int, num_warps: int):
         y = _output(csr, out)
         if csr.nnz == 0:
             return y.zero_()
-        sub_rows, matrix_key = _cached(csr, key, lambda m: _merge_plan(m, sub))
+        sub_rows, matrix_key = csr.cached(key, lambda m: _merge_plan(m, sub))
         acc = y.zero_() if y.dtype == torch.float32 else torch.zeros(csr.rows, dtype=torch.float32, device=y.device)
         args = (csr.indptr, csr.indices, csr.values, x, x.stride(0), acc, acc.stride(0), sub_rows, csr.nnz, chunk, sub)
         launch_key = (matrix_key, specialisation(x, args[4], acc, args[6]), chunk, sub, num_warps)
@@ -318,7 +305,7 @@ def _adaptive_run(p: dict):
         y = _output(csr, out)
         if csr.nnz == 0:
             return y.zero_()
-        plan = _cached(csr, key, lambda m: _adaptive_plan(m, p))
+        plan = csr.cached(key, lambda m: _adaptive_plan(m, p))
         n = plan["counts"]
         medium_base, large_base, pieces_base, grid = plan["bases"]
         partials = (torch.empty(plan["n_pieces"], dtype=torch.float32, device=y.device)

@@ -1,8 +1,10 @@
 """``seer.dispatch``: choose a kernel variant for these inputs, run it, remember the choice.
 
-The first call on an input validates it, reads its features, asks the op's model (stage 1 on
-known features; stage 2 only if stage 1 says gathering pays) and runs the chosen variant, which
-also warms the variant's per-input preprocessing. The decision is cached, keyed by the input's
+The first call on an input validates it, reads its features, asks the op's model and runs the
+chosen variant, which also warms the variant's per-input preprocessing. Stage 2 (all features)
+decides at once when the validation pass measured the gathered features on its way (SpMV's
+row statistics); otherwise stage 1 decides on known features, gathering first only where it
+says gathering pays (inputs passed unchecked, e.g. ``as_csr(A, check=False)``). The decision is cached, keyed by the input's
 identity and in-place version, so later calls on the same input go straight to the launch.
 """
 from __future__ import annotations
@@ -191,14 +193,15 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
     if trained_sizes and known.get("world_size") not in trained_sizes:
         _warn_once(f"{description} was trained at world sizes {trained_sizes}, running at {known.get('world_size')}: "
                    f"its choices are extrapolated; profile at this size (benchmarks/overlap.py) and train")
-    features = dict(known)
+    free = entry.features.gathered_if_free(problem)
+    features = {**known, **(free or {})}
 
     def gather():
         extra = entry.features.gathered(problem)
         features.update(extra)
         return extra
 
-    choice = selector.choose(known, gather, calls=calls or 1)
+    choice = selector.choose(known, gather, calls=calls or 1, free=free)
     stage = "stage 2 (features gathered)" if choice.gathered else "stage 1 (known features)"
     return _decision(entry, choice.variant, stage, list(choice.path), features, description, problem, source)
 

@@ -110,9 +110,16 @@ class SelectorModel:
         return self.stage1[nearest_calls(self.stage1, calls)]
 
     def choose(
-        self, known: Mapping[str, float], gather: Callable[[], Mapping[str, float]], calls: int = 1
+        self, known: Mapping[str, float], gather: Callable[[], Mapping[str, float]], calls: int = 1,
+        free: Mapping[str, float] | None = None,
     ) -> Choice:
-        """Pick a variant; ``gather()`` runs only when stage 1 says gathering pays."""
+        """Pick a variant; ``gather()`` runs only when stage 1 says gathering pays.
+
+        ``free``: gathered features already at hand at no cost (a validation pass measured
+        them); then stage 2 decides at once, as stage 1 would gather at no cost."""
+        if free is not None and self.stage2 is not None:
+            variant, path = self._walk(self.stage2, {**known, **free}, "stage 2")
+            return Choice(variant, True, ["gathered features came with the validation pass", *path], 2)
         count = nearest_calls(self.stage1, calls)
         label, path = self._walk(self.stage1[count], known, f"stage 1 (tree for {count:,}+ calls)")
         if label != GATHER:

@@ -19,6 +19,8 @@ Feature module contract
     ``KNOWN`` and ``GATHERED``: tuples of :class:`seer.features_base.Feature`.
     ``known(problem) -> dict``: O(1) from metadata, no device synchronisation.
     ``gathered(problem) -> dict``: one cheap pass over the data (may synchronise).
+    ``gathered_if_free(problem) -> dict | None``: the gathered features when ``problem()``'s
+        validation already measured them (no device work), else None.
     ``hand_rule(features: dict) -> str``: the documented fallback choice.
 """
 from __future__ import annotations

@@ -104,7 +104,7 @@ def _sections(model: SelectorModel) -> Iterator[tuple[str, Tree]]:
         following = groups[i + 1][0][0] if i + 1 < len(groups) else None
         yield f"Stage 1, {_calls_range(counts[0] if i else None, following)} (known features only)", tree
     if model.stage2 is not None:
-        yield "Stage 2, after gathering (known and gathered features)", model.stage2
+        yield "Stage 2, after gathering or on features a validation pass measured (known and gathered features)", model.stage2
 
 
 def _calls_range(first: int | None, following: int | None) -> str:

@@ -2,18 +2,38 @@
 
 `as_csr` accepts a torch sparse CSR tensor, a scipy CSR matrix or an
 ``(indptr, indices, values, shape)`` tuple and checks it once; kernels then trust it.
+
+The check is one pass over the index arrays with one read-back to the host, and the same pass
+sums the row lengths (:class:`RowLengthSums`), from which the sparse ops' gathered features
+follow: a validated matrix carries its row statistics at no extra synchronisation.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
 
 import numpy as np
 import torch
+import triton
+import triton.language as tl
 
 from seer.errors import InputError
+from seer.launch import LaunchCache, specialisation
 
 VALUE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INDEX_DTYPES = (torch.int32, torch.int64)
+# Rows longer than this cannot be served well by one warp-sized group of lanes.
+LONG_ROW = 256
+_ROW_SUMS = ("row_length_sums",)  # scratch key of the sums the validation pass measured
+
+
+class RowLengthSums(NamedTuple):
+    """Exact integer sums over the row lengths (no rounding: they fit int64 by far)."""
+
+    sum_sq: int  # sum of squared row lengths
+    longest: int
+    empty: int  # rows without a stored value
+    long_nnz: int  # stored values in rows longer than LONG_ROW
 
 
 @dataclass(eq=False)
@@ -21,7 +41,8 @@ class CsrMatrix:
     """A CSR matrix whose structure has been checked.
 
     ``scratch`` holds per-matrix preprocessing that kernels compute once and reuse
-    (row bins, chunk boundaries); it is dropped with the matrix.
+    (row bins, chunk boundaries, the validation pass's row-length sums); it is dropped with
+    the matrix. Use :meth:`cached`, which rebuilds an entry when ``indptr`` has changed.
     """
 
     indptr: torch.Tensor
@@ -50,6 +71,27 @@ class CsrMatrix:
     def dtype(self) -> torch.dtype:
         return self.values.dtype
 
+    def cached(self, key: tuple, build: Callable):
+        """``build(self)`` computed once and kept in ``scratch``, rebuilt only if indptr changed.
+
+        The stamp (the indptr object and its in-place version) costs no device work."""
+        entry = self.scratch.get(key)
+        if entry is None or not self._stamped(entry):
+            entry = (self.indptr, self._indptr_version(), build(self))
+            self.scratch[key] = entry
+        return entry[2]
+
+    def peek(self, key: tuple):
+        """What :meth:`cached` holds for ``key`` if still current, else None; never builds."""
+        entry = self.scratch.get(key)
+        return entry[2] if entry is not None and self._stamped(entry) else None
+
+    def _stamped(self, entry: tuple) -> bool:
+        return entry[0] is self.indptr and entry[1] == self._indptr_version()
+
+    def _indptr_version(self):
+        return None if self.indptr.is_inference() else self.indptr._version
+
     def to_scipy(self):
         """The same matrix as a float64 scipy CSR matrix (for references and features)."""
         import scipy.sparse as sp
@@ -68,7 +110,8 @@ def as_csr(matrix, *, check: bool = True) -> CsrMatrix:
     """Validate ``matrix`` and return it as a :class:`CsrMatrix`.
 
     ``check=False`` skips the one pass over the index arrays (monotone ``indptr``,
-    in-range column indices); the cheap metadata checks always run.
+    in-range column indices) and with it the row-length sums, which features then measure on
+    demand; the cheap metadata checks always run.
     """
     if isinstance(matrix, CsrMatrix):
         return matrix
@@ -154,22 +197,159 @@ def _check_metadata(csr: CsrMatrix) -> None:
 
 
 def _check_structure(csr: CsrMatrix) -> None:
-    """One pass over the index arrays; a single host read-back for all checks."""
-    p = csr.indptr  # rows + 1 >= 1 entries: the metadata checks ran first
-    lo, hi = torch.aminmax(csr.indices) if csr.nnz else (p.new_zeros(()), p.new_zeros(()))
-    first, last, monotone, lo, hi = torch.stack(
-        [p[0].long(), p[-1].long(), (p[1:] >= p[:-1]).all().long(), lo.long(), hi.long()]
-    ).tolist()
-    if first != 0:
-        raise InputError(f"CSR indptr must start at 0, starts at {first}")
-    if last != csr.nnz:
-        raise InputError(f"CSR indptr ends at {last} but there are {csr.nnz} stored values")
-    if not monotone:
-        raise InputError("CSR indptr is not non-decreasing: row pointers must be sorted")
-    if csr.nnz and (lo < 0 or hi >= csr.cols):
-        raise InputError(
-            f"CSR column indices must lie in [0, {csr.cols}); found values in [{lo}, {hi}]"
-        )
+    """The validation pass; the row-length sums it also measures are kept for the features."""
+    found = _structure(csr, check=True)
+    if found.first != 0:
+        raise InputError(f"CSR indptr must start at 0, starts at {found.first}")
+    if found.last != csr.nnz:
+        raise InputError(f"CSR indptr ends at {found.last} but there are {csr.nnz} stored values")
+    if found.decreasing:
+        raise InputError(f"CSR indptr is not non-decreasing ({found.decreasing} rows end before they start): "
+                         "row pointers must be sorted")
+    if found.out_of_range:
+        lo, hi = (int(v) for v in torch.aminmax(csr.indices))  # only to name the culprits
+        raise InputError(f"CSR column indices must lie in [0, {csr.cols}); {found.out_of_range} lie outside, "
+                         f"in [{lo}, {hi}]")
+    csr.cached(_ROW_SUMS, lambda m: found.sums)
+
+
+def measure_rows(csr: CsrMatrix) -> RowLengthSums:
+    """The row-length sums of a matrix, from a fresh pass over ``indptr`` (what gathering costs
+    on a matrix that was not validated)."""
+    return _structure(csr, check=False).sums
+
+
+def validated_rows(csr: CsrMatrix) -> RowLengthSums | None:
+    """The row-length sums the validation pass measured, if ``indptr`` is unchanged since; else None."""
+    return csr.peek(_ROW_SUMS)
+
+
+class _Structure(NamedTuple):
+    first: int  # indptr[0]
+    last: int  # indptr[rows]
+    decreasing: int  # rows with indptr[r + 1] < indptr[r]
+    out_of_range: int  # column indices outside [0, cols)
+    sums: RowLengthSums
+
+
+def _structure(csr: CsrMatrix, check: bool, stats: bool = True) -> _Structure:
+    """One pass over ``indptr`` (and ``indices`` when ``check``): Triton on a GPU, numpy on the CPU.
+
+    ``stats=False`` (GPU only) leaves the row-length sums zero: benchmarks/spmv_validation.py
+    measures with it what the sums add to the validation pass."""
+    if csr.device.type == "cpu":
+        return _structure_numpy(csr, check)
+    return _structure_triton(csr, check, stats)
+
+
+def _structure_numpy(csr: CsrMatrix, check: bool) -> _Structure:
+    indptr = csr.indptr.numpy().astype(np.int64)
+    lengths = np.diff(indptr)
+    outside = 0
+    if check:
+        cols = csr.indices.numpy()
+        outside = int(((cols < 0) | (cols >= csr.cols)).sum())
+    return _Structure(int(indptr[0]), int(indptr[-1]), int((lengths < 0).sum()), outside, _row_sums_numpy(lengths))
+
+
+def _row_sums_numpy(lengths: np.ndarray) -> RowLengthSums:
+    if lengths.size == 0:
+        return RowLengthSums(0, 0, 0, 0)
+    return RowLengthSums(
+        sum_sq=int(lengths @ lengths),
+        longest=int(lengths.max()),
+        empty=int((lengths == 0).sum()),
+        long_nnz=int(lengths[lengths > LONG_ROW].sum()),
+    )
+
+
+# Each program loops over its share of the rows and of the indices and stores one row of partial
+# results; the host adds them up. No atomics and no zeroed buffer: atomics with their barriers made
+# the statistics cost a few us per program (benchmarks/NOTES.md, SpMV 14). Programs are capped so
+# that the read-back stays a few KB; wide index blocks keep enough bytes in flight per program.
+_ROW_BLOCK = 1024
+_INDEX_BLOCK = 4096
+_PROGRAMS_PER_SM = 2
+_FOUND = 8  # columns of a program's partial results (see _structure_kernel)
+_programs_cap: dict = {}
+
+
+@triton.jit
+def _add_max(a0, b0, c0, d0, e0, f0, a1, b1, c1, d1, e1, f1):
+    return a0 + a1, b0 + b1, c0 + c1, tl.maximum(d0, d1), e0 + e1, f0 + f1
+
+
+@triton.jit
+def _structure_kernel(indptr, indices, rows, nnz, cols, found, programs,
+                      CHECK: tl.constexpr, STATS: tl.constexpr, LONG_ROW: tl.constexpr,
+                      ROW_BLOCK: tl.constexpr, INDEX_BLOCK: tl.constexpr):
+    # found[pid]: [decreasing rows, out-of-range columns, sum of squared lengths, longest row,
+    #              empty rows, nnz in long rows, indptr[0], indptr[rows]]
+    pid = tl.program_id(0)
+    lanes = tl.arange(0, ROW_BLOCK)
+    decreasing = tl.zeros([ROW_BLOCK], dtype=tl.int32)
+    empty = tl.zeros([ROW_BLOCK], dtype=tl.int32)
+    sum_sq = tl.zeros([ROW_BLOCK], dtype=tl.int64)
+    longest = tl.zeros([ROW_BLOCK], dtype=tl.int64)
+    long_nnz = tl.zeros([ROW_BLOCK], dtype=tl.int64)
+    for start in range(pid * ROW_BLOCK, rows, programs * ROW_BLOCK):
+        row = start + lanes
+        mask = row < rows
+        length = (tl.load(indptr + row + 1, mask=mask, other=0).to(tl.int64)
+                  - tl.load(indptr + row, mask=mask, other=0).to(tl.int64))
+        decreasing += (length < 0).to(tl.int32)
+        if STATS:
+            sum_sq += length * length
+            longest = tl.maximum(longest, length)
+            empty += ((length == 0) & mask).to(tl.int32)
+            long_nnz += tl.where(length > LONG_ROW, length, 0)
+    outside = tl.zeros([ROW_BLOCK], dtype=tl.int32)
+    if CHECK:
+        for start in range(pid * INDEX_BLOCK, nnz, programs * INDEX_BLOCK):
+            k = start + tl.arange(0, INDEX_BLOCK)
+            col = tl.load(indices + k, mask=k < nnz, other=0)
+            bad = ((col < 0) | (col >= cols)).to(tl.int32)
+            outside += tl.sum(tl.reshape(bad, [INDEX_BLOCK // ROW_BLOCK, ROW_BLOCK]), axis=0)
+    # One reduction for every column (one exchange between warps, not one per column).
+    d, o, q, m, e, n = tl.reduce((decreasing, outside, sum_sq, longest, empty.to(tl.int64), long_nnz), 0, _add_max)
+    column = tl.arange(0, 8)
+    first = tl.load(indptr).to(tl.int64)
+    last = tl.load(indptr + rows).to(tl.int64)
+    values = tl.where(column == 0, d, tl.where(column == 1, o, tl.where(column == 2, q, tl.where(
+        column == 3, m, tl.where(column == 4, e, tl.where(column == 5, n, tl.where(column == 6, first, last)))))))
+    tl.store(found + pid * 8 + column, values.to(tl.int64))
+
+
+_structure_launch = LaunchCache(_structure_kernel)
+
+
+def _structure_triton(csr: CsrMatrix, check: bool, stats: bool) -> _Structure:
+    parts = launch_structure(csr, check, stats).cpu().numpy()
+    decreasing, outside, sum_sq, _, empty, long_nnz = (int(v) for v in parts[:, :6].sum(axis=0))
+    first, last = (int(v) for v in parts[0, 6:]) if check else (0, csr.nnz)
+    return _Structure(first, last, decreasing, outside, RowLengthSums(sum_sq, int(parts[:, 3].max()), empty, long_nnz))
+
+
+def launch_structure(csr: CsrMatrix, check: bool, stats: bool) -> torch.Tensor:
+    """The pass's kernel alone, no read-back: ``[programs, 8]`` partial results on the device
+    (benchmarks time it this way, with and without ``stats``)."""
+    blocks = max(triton.cdiv(csr.rows, _ROW_BLOCK), triton.cdiv(csr.nnz, _INDEX_BLOCK) if check else 0, 1)
+    programs = min(blocks, _max_programs(csr.device))
+    found = torch.empty(programs * _FOUND, dtype=torch.int64, device=csr.device)
+    args = (csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, found, programs,
+            check, stats, LONG_ROW, _ROW_BLOCK, _INDEX_BLOCK)
+    key = (csr.device, specialisation(*args[:7]), check, stats)
+    _structure_launch.launch(key, (programs,), args, num_warps=4)
+    return found.view(programs, _FOUND)
+
+
+def _max_programs(device: torch.device) -> int:
+    cap = _programs_cap.get(device)
+    if cap is None:
+        # The interpreter (CPU tensors, tests) runs programs one by one: a few suffice.
+        sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+        cap = _programs_cap[device] = _PROGRAMS_PER_SM * sms
+    return cap
 
 
 def check_dense_vector(csr: CsrMatrix, x: torch.Tensor, name: str = "x") -> None:

@@ -34,7 +34,7 @@ import math
 import platform
 import warnings
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -197,20 +197,31 @@ class TwoStageSelector:
             labels = [self.stage2_.predict(full[i]) if g else label for i, (label, g) in enumerate(zip(labels, gathered))]
         return np.array([index[label] for label in labels], dtype=int), gathered
 
+    def _stage2_choice(self, data: _Data) -> np.ndarray:
+        """Stage 2's variant index per row, as if every row had been gathered."""
+        index = {name: i for i, name in enumerate(self.variants_)}
+        return np.array([index[self.stage2_.predict(row)] for row in data.full.tolist()], dtype=int)
+
     def _check_fitted(self) -> None:
         if not hasattr(self, "stage1_"):
             raise NotFittedError("this TwoStageSelector is not fitted yet; call fit(table) first")
 
     # ------------------------------------------------------------------ evaluating
 
-    def evaluate(self, table: ProfileTable, calls: Sequence[int] = (1, 100)) -> TrainingReport:
-        """Held-out scores by nested grouped CV (the fitted state of ``self`` is not used)."""
+    def evaluate(self, table: ProfileTable, calls: Sequence[int] = (1, 100),
+                 free_gather_ms: np.ndarray | None = None) -> TrainingReport:
+        """Held-out scores by nested grouped CV (the fitted state of ``self`` is not used).
+
+        ``free_gather_ms`` (per row, in table order): what the gathered features cost when the
+        input's validation pass measures them on its way; given, the report also scores that
+        path (stage 2 decides every row, charged this cost) as ``validated_scores``."""
         calls = tuple(calls)
         data = _Data.of(table, table.known_features, table.gathered_features)
         folds = _fold_count(data.groups, self.folds, minimum=3, warn=True)
         n = len(table)
         choice = {c: np.zeros(n, dtype=int) for c in calls}
         gathered = {c: np.zeros(n, dtype=bool) for c in calls}
+        stage2 = np.zeros(n, dtype=int) if data.full is not None else None
         single = np.zeros(n, dtype=int)
         fold_of = np.zeros(n, dtype=int)
         for k, (train, test) in enumerate(grouped_folds(data.groups, folds, self.fold_seed)):
@@ -221,9 +232,19 @@ class TwoStageSelector:
             held_out = data.take(test)
             for c in calls:
                 choice[c][test], gathered[c][test] = inner._choose(held_out, c)
+            if stage2 is not None:
+                stage2[test] = inner._stage2_choice(held_out)
             single[test] = _best_single(data.times[train])
             fold_of[test] = k
-        return _report(table, data, calls, folds, _Outcome(choice, gathered, single, fold_of))
+        report = _report(table, data, calls, folds, _Outcome(choice, gathered, single, fold_of))
+        if free_gather_ms is not None and stage2 is not None:
+            free_gather_ms = np.asarray(free_gather_ms, dtype=float)
+            if free_gather_ms.shape != (n,) or not np.isfinite(free_gather_ms).all() or (free_gather_ms < 0).any():
+                raise ValueError(f"free_gather_ms must hold {n} finite, non-negative costs (one per row)")
+            validated = _Outcome({c: stage2 for c in calls}, {c: np.ones(n, dtype=bool) for c in calls}, single, fold_of)
+            report.validated_scores = _subset_scores(table, replace(data, gather_ms=free_gather_ms), calls,
+                                                     validated, _hand_rule(table)[0])
+        return report
 
     # ------------------------------------------------------------------ exporting
 
@@ -423,6 +444,7 @@ class TrainingReport:
     subset_rows: dict[str, int]
     notes: list[str] = field(default_factory=list)
     held_out: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    validated_scores: dict | None = None  # the same, stage 2 on every row (see evaluate)
 
     def to_dict(self, rows: bool = False) -> dict:
         """JSON-ready; ``rows=True`` adds the per-row held-out choices."""
@@ -439,6 +461,9 @@ class TrainingReport:
             "subset_rows": self.subset_rows,
             "notes": list(self.notes),
         }
+        if self.validated_scores is not None:
+            result["validated_scores"] = {s: {str(c): m for c, m in per_calls.items()}
+                                          for s, per_calls in self.validated_scores.items()}
         if rows:
             result["held_out"] = self.held_out.to_dict(orient="records")
         return result
@@ -464,14 +489,7 @@ def _report(table: ProfileTable, data: _Data, calls: tuple[int, ...], folds: int
     hand, notes = _hand_rule(table)
     if hand is not None:
         notes.append("the hand rule is charged no gathering cost")
-    subsets = {"all": np.ones(len(table), dtype=bool)}
-    if table.sources is not None:
-        real = table.sources == "real"
-        subsets.update({name: mask for name, mask in (("real", real), ("other", ~real)) if mask.any()})
-    scores = {
-        name: {c: _scores(table, data, mask, c, outcome, hand) for c in calls}
-        for name, mask in subsets.items()
-    }
+    subsets = _subsets(table)
     return TrainingReport(
         op=table.op,
         variants=table.variants,
@@ -481,11 +499,25 @@ def _report(table: ProfileTable, data: _Data, calls: tuple[int, ...], folds: int
         groups=int(len(np.unique(data.groups))),
         sources=_source_counts(table),
         best_single=table.variants[_best_single(data.times)],
-        scores=scores,
+        scores=_subset_scores(table, data, calls, outcome, hand, subsets),
         subset_rows={name: int(mask.sum()) for name, mask in subsets.items()},
         notes=notes,
         held_out=_held_out_frame(table, data, calls, outcome),
     )
+
+
+def _subsets(table: ProfileTable) -> dict[str, np.ndarray]:
+    subsets = {"all": np.ones(len(table), dtype=bool)}
+    if table.sources is not None:
+        real = table.sources == "real"
+        subsets.update({name: mask for name, mask in (("real", real), ("other", ~real)) if mask.any()})
+    return subsets
+
+
+def _subset_scores(table, data: _Data, calls, outcome: _Outcome, hand, subsets=None) -> dict:
+    """``scores[subset][calls][metric]`` (see :class:`TrainingReport`)."""
+    subsets = _subsets(table) if subsets is None else subsets
+    return {name: {c: _scores(table, data, mask, c, outcome, hand) for c in calls} for name, mask in subsets.items()}
 
 
 def _scores(table: ProfileTable, data: _Data, mask: np.ndarray, calls: int, outcome: _Outcome, hand: np.ndarray | None) -> dict[str, float]:

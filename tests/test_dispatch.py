@@ -11,8 +11,12 @@ import torch
 
 import seer
 from seer.errors import InputError, SeerWarning
+from seer.features import spmv as spmv_features
+from seer.model import GATHER, SelectorModel
+from seer.sparse import as_csr
 from seer.table import ProfileTable
 from seer.train import TwoStageSelector
+from seer.tree import Tree
 
 SMALL, BIG = "scalar_r128", "vector_g32"
 
@@ -79,6 +83,35 @@ def test_model_choice_and_explanation(spmv_model):
         assert any("nnz" in step for step in decision.path)
         assert expected in str(decision) and "nnz=" in str(decision)
         _check(y, m, x)
+
+
+def _split(features, labels, feature, threshold, left, right):
+    return Tree(features, labels, feature=(features.index(feature), -1, -1), threshold=(threshold, None, None),
+                left=(1, -1, -1), right=(2, -1, -1), label=(-1, labels.index(left), labels.index(right)),
+                n_samples=(10, 6, 4), mean_regret=(0.0, 0.0, 0.0))
+
+
+def test_validated_matrices_skip_stage1(monkeypatch):
+    """Stage 1 runs SMALL without gathering; stage 2 runs BIG on skewed rows. A validated matrix
+    brings its row statistics, so stage 2 decides; an unchecked one is left to stage 1."""
+    known = tuple(f.name for f in spmv_features.KNOWN)
+    everything = known + tuple(f.name for f in spmv_features.GATHERED)
+    model = SelectorModel(
+        op="spmv", variants=(SMALL, BIG), known_features=known, gathered_features=everything[len(known):],
+        stage1={1: _split(known, (SMALL, BIG, GATHER), "nnz", 1e12, SMALL, GATHER)},
+        stage2=_split(everything, (SMALL, BIG), "row_cv", 0.5, SMALL, BIG),
+        device={"name": "cpu", "capability": None}, versions={}, training={})
+    m = _matrix(400, 300, 0.02, 3)
+    m[0, :] = 1.0  # one dense row: row-length CV far above 0.5
+    m = m.tocsr()
+    x = torch.randn(m.shape[1])
+    monkeypatch.setattr(spmv_features, "gathered", lambda csr: pytest.fail("the validation pass had the features"))
+    decision = seer.explain("spmv", (_parts(m), x), model=model)
+    assert decision.variant == BIG and decision.features["row_cv"] > 0.5
+    assert decision.path[0] == "gathered features came with the validation pass"
+    _check(seer.dispatch("spmv", (_parts(m), x), model=model), m, x)
+    unchecked = seer.explain("spmv", (as_csr(_parts(m), check=False), x), model=model)
+    assert (unchecked.variant, unchecked.stage) == (SMALL, "stage 1 (known features)")
 
 
 def test_cache_hit_and_in_place_change():

@@ -1,9 +1,12 @@
-"""SpMV features: the Triton reduction over indptr agrees with the numpy one and with scipy."""
+"""SpMV features and the validation pass they come from: the Triton pass (interpreted here)
+agrees with numpy, and both with scipy's row lengths, on random, skewed and real matrices."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
 
+from seer import sparse
+from seer.errors import InputError
 from seer.features import spmv as features
 from seer.sparse import as_csr
 
@@ -29,19 +32,91 @@ def _expected(m):
     }
 
 
-@pytest.mark.parametrize("seed, index_dtype", [(0, np.int32), (1, np.int64)])
-def test_triton_and_numpy_statistics_match_reference(seed, index_dtype):
-    m = _skewed(3000, 700, seed)
+def _with_index_dtype(m, index_dtype):
     m.indptr = m.indptr.astype(index_dtype)
     m.indices = m.indices.astype(index_dtype)
-    csr = as_csr(m)
-    triton_sums = features._row_length_sums_triton(csr.indptr, csr.rows)  # runs under the interpreter
-    numpy_sums = features._row_length_sums_numpy(csr.indptr)
-    assert triton_sums == numpy_sums
-    got = features.gathered(csr)
+    return m
+
+
+def _real_matrices(folder, count=4):
+    from seer.datasets.suitesparse import list_matrices, read_matrix
+
+    small = [info for info in list_matrices(folder) if 1_000 <= info.nnz <= 60_000]
+    matrices = []
+    for info in small[:: max(len(small) // count, 1)]:
+        try:
+            matrices.append(read_matrix(info.path).tocsr().astype(np.float32))
+        except InputError:  # a complex matrix: seer reads real ones only
+            continue
+    return matrices[:count]
+
+
+def _assert_pass_matches_numpy(m):
+    csr = as_csr(m, check=False)
+    for check in (True, False):
+        interpreted = sparse._structure_triton(csr, check=check, stats=True)
+        reference = sparse._structure_numpy(csr, check)
+        assert interpreted.sums == reference.sums
+        if check:
+            assert interpreted == reference
+
+
+@pytest.mark.parametrize("seed, index_dtype", [(0, np.int32), (1, np.int64)])
+def test_statistics_match_reference(seed, index_dtype):
+    m = _with_index_dtype(_skewed(3000, 700, seed), index_dtype)
+    _assert_pass_matches_numpy(m)
+    validated = as_csr(m)
+    got = features.gathered(validated)
     for name, value in _expected(m).items():
         assert got[name] == pytest.approx(value, rel=1e-12), name
     assert set(got) == {f.name for f in features.GATHERED}
+    assert features.gathered_if_free(validated) == got
+
+
+def test_statistics_of_real_matrices(suitesparse_dir):
+    for m in _real_matrices(suitesparse_dir):
+        _assert_pass_matches_numpy(m)
+        got = features.gathered_if_free(as_csr(m))
+        for name, value in _expected(m).items():
+            assert got[name] == pytest.approx(value, rel=1e-12), name
+
+
+def test_more_rows_than_the_programs_cover():
+    # Past the program cap, every program loops over several blocks of rows and of indices.
+    m = sp.random(3000, 50, density=0.2, format="csr", random_state=3, dtype=np.float32)
+    csr = as_csr(m, check=False)
+    sparse._programs_cap[csr.device] = 2
+    try:
+        _assert_pass_matches_numpy(m)
+    finally:
+        del sparse._programs_cap[csr.device]
+
+
+def test_pass_counts_what_validation_refuses():
+    m = _skewed(500, 300, 4)
+    bad = m.copy()
+    bad.indices[[3, 50, 400]] = [-2, 300, 10_000]
+    bad.indptr[[10, 20]] += 5_000  # rows 10 and 20 now end before they start
+    for index_dtype in (np.int32, np.int64):
+        csr = as_csr(_with_index_dtype(bad.copy(), index_dtype), check=False)
+        found = sparse._structure_triton(csr, check=True, stats=True)
+        assert found == sparse._structure_numpy(csr, True)
+        assert (found.out_of_range, found.decreasing) == (3, 2)
+    with pytest.raises(InputError, match="2 rows end before they start"):
+        as_csr(bad)
+    bad.indptr = m.indptr
+    with pytest.raises(InputError, match=r"3 lie outside, in \[-2, 10000\]"):
+        as_csr(bad)
+
+
+def test_free_statistics_need_a_validated_unchanged_matrix():
+    m = _skewed(400, 200, 5)
+    assert features.gathered_if_free(as_csr(m, check=False)) is None
+    parts = tuple(torch.from_numpy(a.astype(np.int64)) for a in (m.indptr, m.indices)) + (torch.from_numpy(m.data), m.shape)
+    csr = as_csr(parts)
+    assert features.gathered_if_free(csr) == features.gathered(csr)
+    csr.indptr[1:] = csr.indptr[1:]  # an in-place write: the validated sums may be stale
+    assert features.gathered_if_free(csr) is None
 
 
 def test_known_features_need_no_pass():
@@ -64,3 +139,29 @@ def test_hand_rule_names_registered_variants():
 
     for nnz in (10, 10**6):
         assert features.hand_rule({"nnz": nnz, "rows": 10, "cols": 10, "mean_row": 1.0}) in VARIANTS
+
+
+@pytest.mark.gpu
+def test_pass_on_gpu_matches_numpy(suitesparse_dir):
+    """Large and real matrices, int32 and int64, each twice (Triton's launch path, then seer's
+    direct one), and a matrix with every kind of fault."""
+    rng = np.random.default_rng(6)
+    lengths = np.minimum(rng.lognormal(1.5, 1.5, 2_000_000).astype(np.int64), 50_000)
+    lengths[7] = 3_000_000
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    huge = sp.csr_matrix((np.ones(indptr[-1], np.float32), rng.integers(0, 2_000_000, indptr[-1]), indptr),
+                         shape=(2_000_000, 2_000_000))
+    bad = _skewed(5000, 3000, 7)
+    bad.indices[[1, 2]] = [-1, 3000]
+    bad.indptr[[100, 200, 300]] += 10_000
+    for m in (huge, bad, *_real_matrices(suitesparse_dir, count=8)):
+        for index_dtype in (np.int32, np.int64):
+            m = _with_index_dtype(m, index_dtype)
+            host = as_csr(m, check=False)
+            csr = as_csr((host.indptr.cuda(), host.indices.cuda(), host.values.cuda(), host.shape), check=False)
+            for check in (True, False, True):
+                found = sparse._structure_triton(csr, check=check, stats=True)
+                assert found.sums == sparse._structure_numpy(host, check).sums
+                if check:
+                    assert found == sparse._structure_numpy(host, True)
+            assert sparse._structure_triton(csr, check=True, stats=False).sums == (0, 0, 0, 0)

@@ -72,6 +72,15 @@ def test_choose_gathers_once_and_asks_stage2():
     assert make_model().choose(known(20_000), lambda: {"row_cv": 1.5, "row_max": 4}).variant == "b"
 
 
+def test_free_features_go_straight_to_stage2():
+    # Stage 1 would run "a" on this small input without gathering; free features outrank it.
+    choice = make_model().choose(known(1000), never_gather, free={"row_cv": 3.0, "row_max": 40})
+    assert (choice.variant, choice.gathered, choice.stage) == ("c", True, 2)
+    assert choice.path == ["gathered features came with the validation pass", "row-length CV = 3 > 2", "stage 2 -> c"]
+    without_stage2 = make_model(stage2=False, stage1={1: split_tree(KNOWN_NAMES, VARIANTS, 2, 4999.5, "a", "b")})
+    assert without_stage2.choose(known(1000), never_gather, free={"row_cv": 3.0}).variant == "a"
+
+
 def test_more_calls_use_their_own_tree():
     model = make_model()
     assert model.stage1_tree(1) is model.stage1[1]

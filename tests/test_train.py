@@ -106,6 +106,22 @@ def test_stage1_gathers_only_where_it_pays(cheap, costly):
     assert costly_report.scores["all"][1000]["fraction_of_oracle_with_gather"] > 0.97
 
 
+def test_validated_path_scores_stage2_with_its_own_cost():
+    """Where gathering costs 20 calls, one call never gathers; a validation pass that measures the
+    features for 1 % of a call lets stage 2 decide every row, and the report charges that 1 %."""
+    table = ProfileTable.from_frame(planted_frame(gather_cost=20.0, seed=1), "toy", planted_meta())
+    free = 0.01 * table.times.min(axis=1)
+    report = TwoStageSelector().evaluate(table, calls=(1, 100), free_gather_ms=free)
+    assert report.scores["all"][1]["gather_rate"] == 0 and report.scores["all"][1]["fraction_of_oracle"] < 0.9
+    validated = report.validated_scores["all"]
+    assert validated[1]["gather_rate"] == 1 and validated[1]["fraction_of_oracle"] > 0.97
+    assert validated[1]["fraction_of_oracle_with_gather"] == pytest.approx(validated[1]["fraction_of_oracle"] / 1.01,
+                                                                           rel=0.01)
+    assert json.loads(json.dumps(report.to_dict()))["validated_scores"]["real"]["100"]["accuracy"] > 0.95
+    with pytest.raises(ValueError, match="one per row"):
+        TwoStageSelector().evaluate(table, calls=(1,), free_gather_ms=free[:-1])
+
+
 def test_grouped_folds_never_split_a_group(cheap):
     rng = np.random.default_rng(0)
     groups = rng.choice([f"g{i}" for i in range(23)], size=500, p=rng.dirichlet(np.ones(23)))

@@ -1,0 +1,137 @@
+"""What a first SpMV call pays to validate its matrix, and what the row statistics add to it.
+
+seer validates a matrix on its first call (monotone ``indptr``, in-range columns) with one pass
+and one read-back, and the same pass sums the row lengths that stage 2 of the selector needs.
+For every input of the profile campaign (the real matrices and the large generated suite) this
+times, on one GPU:
+  before_us      the validation seer made before the pass was fused: five torch reductions and
+                 one read-back, no statistics (kept below as the baseline)
+  validate_us    ``as_csr`` now: metadata checks plus the fused pass with statistics
+  plain_us       the fused pass without statistics (``stats=False``)
+  gather_us      the statistics alone from a fresh pass (a matrix passed unchecked)
+host wall times, median of 15 runs after one warm-up, the device drained before each; and
+  kernel_us      device time of the pass's kernel alone (CUDA events through ``do_bench``,
+                 median, L2 flushed; the least of three medians, with and without statistics
+                 in alternation); everything else in a call is the same either way, so
+  stats_us       kernel_us with statistics minus without is what the statistics add to a first
+                 call, which ``benchmarks/selection.py --validation`` charges to the validated path.
+Writes benchmarks/results/spmv-validation-<device>.json and .md.
+
+    python benchmarks/spmv_validation.py --matrices .carry/suitesparse --out benchmarks/results
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from contextlib import closing
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from seer import sparse
+from seer.datasets.cases import spmv_cases
+from seer.errors import SeerError
+from seer.features import spmv as features
+from seer.profiling import _loaded_ahead, _median_wall_ms, device_tag, environment, time_ms, write_result
+from seer.sparse import as_csr
+
+NNZ_BANDS = ((0, 1e5), (1e5, 1e6), (1e6, 1e7), (1e7, float("inf")))
+
+
+def previous_check(csr) -> list:
+    """seer's validation before the fused pass (commit 3804e60), for comparison."""
+    p = csr.indptr
+    lo, hi = torch.aminmax(csr.indices) if csr.nnz else (p.new_zeros(()), p.new_zeros(()))
+    return torch.stack([p[0].long(), p[-1].long(), (p[1:] >= p[:-1]).all().long(), lo.long(), hi.long()]).tolist()
+
+
+def wall_us(fn) -> float:
+    fn()
+    return _median_wall_ms(fn) * 1e3
+
+
+def kernel_us(csr, rounds: int = 3) -> tuple[float, float]:
+    """Device time of the pass with and without statistics, each the least of ``rounds`` medians
+    taken in alternation: a host stalled by the loader threads (the GIL) delays a launch past its
+    start event and only ever adds time, which a single median let through."""
+    times = {True: [], False: []}
+    for _ in range(rounds):
+        for stats in (True, False):
+            times[stats].append(time_ms(lambda: sparse.launch_structure(csr, check=True, stats=stats)) * 1e3)
+    return min(times[True]), min(times[False])
+
+
+def measure(case, loaded) -> dict:
+    source, _ = case.build(loaded)
+    csr = as_csr(source, check=False)
+    with_stats, without = kernel_us(csr)
+    return {
+        "id": case.id, "source": case.source, "rows": csr.rows, "nnz": csr.nnz,
+        "before_us": wall_us(lambda: previous_check(csr)),
+        "validate_us": wall_us(lambda: as_csr(source)),
+        "plain_us": wall_us(lambda: sparse._structure(csr, check=True, stats=False)),
+        "gather_us": wall_us(lambda: features.gathered(csr)),
+        "kernel_us": with_stats, "plain_kernel_us": without, "stats_us": with_stats - without,
+    }
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    """Medians per subset: real matrices, and the generated suite by nnz band."""
+    groups = [("real", [r for r in rows if r["source"] == "real"])]
+    for lo, hi in NNZ_BANDS:
+        band = [r for r in rows if r["source"] != "real" and lo <= r["nnz"] < hi]
+        if band:
+            groups.append((f"generated, nnz {lo:.0e}-{hi:.0e}".replace("e+0", "e").replace("-inf", "+"), band))
+    keys = ("before_us", "validate_us", "plain_us", "gather_us", "kernel_us", "stats_us")
+    return [{"subset": name, "inputs": len(group), **{k: float(np.median([r[k] for r in group])) for k in keys}}
+            for name, group in groups]
+
+
+def markdown(result: dict) -> str:
+    env = result["environment"]
+    lines = [f"# SpMV validation pass on {env['device']['name']}", "",
+             f"{env['date']}; torch {env['versions']['torch']}, triton {env['versions']['triton']}; "
+             f"`{result['command']}`; {len(result['rows'])} inputs.", "",
+             "Medians, µs. before: seer's validation until this change (torch reductions, one read-back, no "
+             "statistics); validate: `as_csr` with the fused pass (statistics included); plain: the fused pass "
+             "without statistics; gather: statistics from a fresh pass (matrix passed unchecked): host wall times. "
+             "kernel: device time of the pass's kernel (CUDA events); stats: what the statistics add to it "
+             "(with minus without).", "",
+             "| inputs | count | before | validate | plain | gather | kernel | stats |",
+             "|---|---|---|---|---|---|---|---|"]
+    for s in result["summary"]:
+        lines.append(f"| {s['subset']} | {s['inputs']} | {s['before_us']:.1f} | {s['validate_us']:.1f} | "
+                     f"{s['plain_us']:.1f} | {s['gather_us']:.1f} | {s['kernel_us']:.1f} | {s['stats_us']:+.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--matrices", type=Path, required=True, help="folder of real matrices (SuiteSparse layout)")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--budget-s", type=float, default=None, help="stop after this many seconds")
+    args = parser.parse_args()
+    cases = spmv_cases([args.matrices], synthetic="large")
+    started, rows = time.monotonic(), []
+    with closing(_loaded_ahead(cases, ahead=3)) as loads:
+        for case in cases:
+            if args.budget_s is not None and time.monotonic() - started > args.budget_s:
+                print(f"budget reached after {len(rows)} of {len(cases)} inputs")
+                break
+            try:
+                loaded = next(loads).result()
+            except SeerError as error:  # as the profile campaign does: an unreadable input is skipped
+                print(f"skipped {case.id}: {error}")
+                continue
+            rows.append(measure(case, loaded))
+    result = {"benchmark": "spmv validation pass", "environment": environment(torch.device("cuda")),
+              "command": " ".join(["python", *sys.argv]), "summary": summary(rows), "rows": rows}
+    name = device_tag(torch.cuda.get_device_name())
+    write_result(args.out, f"spmv-validation-{name}", result, markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+"""benchmarks/selection.py on a planted table (CPU): the validated path's charges and columns."""
+import json
+
+import numpy as np
+import pytest
+from conftest import load_benchmark
+from synthetic_profiles import planted_frame, planted_meta, toy_op  # noqa: F401 (toy_op is a fixture)
+
+from seer.table import ProfileTable
+from seer.train import TwoStageSelector
+
+pytestmark = pytest.mark.usefixtures("toy_op")
+
+
+@pytest.fixture(scope="module")
+def selection():
+    return load_benchmark("selection")
+
+
+def test_validation_costs_charge_measured_inputs_and_whole_gathers_for_the_rest(selection, tmp_path):
+    table = ProfileTable.from_frame(planted_frame(gather_cost=20.0, seed=1), "toy", planted_meta())
+    ids = list(table.ids)
+    rows = [{"id": i, "stats_us": 2.0} for i in ids[2:]] + [{"id": ids[2], "stats_us": -1.0}]  # last entry wins
+    path = tmp_path / "validation.json"
+    path.write_text(json.dumps({"rows": rows}))
+    costs, notes = selection.validation_costs(table, path)
+    np.testing.assert_array_equal(costs[:2], table.gather_ms[:2])
+    assert costs[2] == 0.0 and np.all(costs[3:] == 0.002)
+    assert notes == [f"validated path: 2 inputs absent from {path} are charged their whole gather_ms"]
+
+    report = TwoStageSelector().evaluate(table, calls=(1, 100), free_gather_ms=costs)
+    columns = selection.columns(report)
+    assert list(columns) == ["1", "100", "1 validated", "100 validated"]
+    assert columns["1 validated"]["real"] == report.validated_scores["real"][1]
+    spread = selection.fold_spread([columns, columns])
+    assert spread["metrics"]["all"]["1 validated"]["speedup_vs_best_single"]["min"] == pytest.approx(
+        report.validated_scores["all"][1]["speedup_vs_best_single"])
