@@ -99,3 +99,22 @@ def test_a_rank_resumes_past_the_merged_table(tmp_path, suitesparse_dir, host_ti
     profiling.profile("spmv", cases, out, command="second", progress=False)
     shard = pd.read_csv(tmp_path / "spmv-x.rank1.csv")
     assert shard["id"].tolist() == [cases[3].id]  # rank 1's shard is cases 1 and 3; case 1 was merged
+
+
+def test_each_candidate_keeps_its_least_median_over_interleaved_rounds(monkeypatch):
+    """A stall inflates whatever is timed while it lasts; rounds interleave the candidates, so a
+    stall costs each at most one of its rounds, and the least median is kept."""
+    order = []
+    stalled = {("a", 1), ("b", 0), ("b", 2)}  # (candidate, round) timed during a host stall
+
+    def fake_time_ms(fn, rep_ms):
+        name = fn()
+        rounds_done = order.count(name)
+        order.append(name)
+        assert rep_ms == pytest.approx(25 / 3)
+        return (100.0 if (name, rounds_done) in stalled else 1.0) + rounds_done
+
+    monkeypatch.setattr(profiling, "time_ms", fake_time_ms)
+    times = profiling._least_of_rounds({"time_ms:a": lambda: "a", "time_ms:b": lambda: "b"})
+    assert order == ["a", "b"] * 3
+    assert times == {"time_ms:a": 1.0, "time_ms:b": 2.0}
