@@ -146,7 +146,7 @@ def profile_case(op_name: str, case: Case, *, call_overhead: bool, log=print, lo
 # A host stalled for a while (loader threads holding the GIL) launches after its start event and
 # inflates one median: 62 entries of the H100 table of 2026-11-23 read >3x the H200's (NOTES SpMV
 # 15). Each candidate is timed in several rounds, interleaved with the others, and keeps its least
-# median; the rounds share the time one median used to take.
+# median; the rounds split the repetitions one median used to take (each adds its own warm-up).
 TIMING_ROUNDS = 3
 
 
