@@ -29,7 +29,7 @@ import numpy as np
 
 from seer.profiling import device_tag, write_result
 from seer.table import read_table
-from seer.train import TwoStageSelector
+from seer.train import TwoStageSelector, subset_masks
 
 SUBSET_NAMES = {"all": "all", "real": "real inputs (SuiteSparse matrices, LLM layer shapes)",
                 "other": "derived and synthetic inputs"}
@@ -44,7 +44,7 @@ def end_to_end(table, held_out, bookkeeping_us: float) -> dict:
     if "call_us:cusparse" not in frame:
         return {}
     result = {}
-    for subset, mask in _subsets(held_out).items():
+    for subset, mask in subset_masks(table).items():  # held_out rows are in table order
         rows = held_out[mask]
         seer_us = np.array([frame.at[i, f"call_us:{c}"] for i, c in zip(rows["id"], rows["choice@1"])]) + bookkeeping_us
         torch_us = frame.loc[rows["id"], "call_us:cusparse"].to_numpy(dtype=float)
@@ -102,19 +102,11 @@ def single_variants(table) -> dict:
     best = times.min(axis=1, keepdims=True)
     fastest = times.argmin(axis=1)
     result = {}
-    for subset, mask in _subsets(table.frame).items():
+    for subset, mask in subset_masks(table).items():
         fraction = np.exp(np.log(best[mask] / times[mask]).mean(axis=0))
         result[subset] = {v: {"fraction_of_oracle": float(fraction[i]), "fastest_on": int((fastest[mask] == i).sum())}
                           for i, v in enumerate(table.variants)}
     return result
-
-
-def _subsets(held_out) -> dict:
-    subsets = {"all": np.ones(len(held_out), dtype=bool)}
-    if "source" in held_out:
-        real = (held_out["source"] == "real").to_numpy()
-        subsets.update({name: m for name, m in (("real", real), ("other", ~real)) if m.any()})
-    return subsets
 
 
 def markdown(result: dict) -> str:

@@ -209,7 +209,7 @@ def _rows_run(rows_per_program: int, group: int, num_warps: int):
         args = (csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), csr.rows,
                 rows_per_program, group)
         matrix_key = csr.cached(("specialisation",),
-                             lambda m: (m.device, specialisation(m.indptr, m.indices, m.values, m.rows)))
+                                lambda m: (m.device, specialisation(m.indptr, m.indices, m.values, m.rows)))
         key = (matrix_key, specialisation(x, args[4], y, args[6]), rows_per_program, group, num_warps)
         _rows_launch.launch(key, grid, args, num_warps=num_warps)
         return y

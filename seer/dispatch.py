@@ -4,8 +4,9 @@ The first call on an input validates it, reads its features, asks the op's model
 chosen variant, which also warms the variant's per-input preprocessing. Stage 2 (all features)
 decides at once when the validation pass measured the gathered features on its way (SpMV's
 row statistics); otherwise stage 1 decides on known features, gathering first only where it
-says gathering pays (inputs passed unchecked, e.g. ``as_csr(A, check=False)``). The decision is cached, keyed by the input's
-identity and in-place version, so later calls on the same input go straight to the launch.
+says gathering pays (inputs passed unchecked, e.g. ``as_csr(A, check=False)``). The decision
+is cached, keyed by the input's identity and in-place version, so later calls on the same input
+go straight to the launch.
 """
 from __future__ import annotations
 

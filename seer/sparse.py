@@ -326,7 +326,7 @@ _structure_launch = LaunchCache(_structure_kernel)
 def _structure_triton(csr: CsrMatrix, check: bool, stats: bool) -> _Structure:
     parts = launch_structure(csr, check, stats).cpu().numpy()
     decreasing, outside, sum_sq, _, empty, long_nnz = (int(v) for v in parts[:, :6].sum(axis=0))
-    first, last = (int(v) for v in parts[0, 6:]) if check else (0, csr.nnz)
+    first, last = (int(v) for v in parts[0, 6:])
     return _Structure(first, last, decreasing, outside, RowLengthSums(sum_sq, int(parts[:, 3].max()), empty, long_nnz))
 
 

@@ -489,7 +489,7 @@ def _report(table: ProfileTable, data: _Data, calls: tuple[int, ...], folds: int
     hand, notes = _hand_rule(table)
     if hand is not None:
         notes.append("the hand rule is charged no gathering cost")
-    subsets = _subsets(table)
+    subsets = subset_masks(table)
     return TrainingReport(
         op=table.op,
         variants=table.variants,
@@ -506,7 +506,9 @@ def _report(table: ProfileTable, data: _Data, calls: tuple[int, ...], folds: int
     )
 
 
-def _subsets(table: ProfileTable) -> dict[str, np.ndarray]:
+def subset_masks(table: ProfileTable) -> dict[str, np.ndarray]:
+    """Row masks of the subsets scores are reported on: ``all``, and ``real`` / ``other`` when the
+    table has a ``source`` column."""
     subsets = {"all": np.ones(len(table), dtype=bool)}
     if table.sources is not None:
         real = table.sources == "real"
@@ -516,7 +518,7 @@ def _subsets(table: ProfileTable) -> dict[str, np.ndarray]:
 
 def _subset_scores(table, data: _Data, calls, outcome: _Outcome, hand, subsets=None) -> dict:
     """``scores[subset][calls][metric]`` (see :class:`TrainingReport`)."""
-    subsets = _subsets(table) if subsets is None else subsets
+    subsets = subset_masks(table) if subsets is None else subsets
     return {name: {c: _scores(table, data, mask, c, outcome, hand) for c in calls} for name, mask in subsets.items()}
 
 
