@@ -10,9 +10,13 @@ host work, so the loop time is host time) of:
   hit       the same without ``out=``: a new y per call
   cold      ``seer.dispatch`` after ``seer.clear_cache()`` (validate + features + tree + launch)
   torch     ``torch`` sparse CSR ``A @ x`` (cuSPARSE)
+With ``--matrices``, also every real matrix of that folder as a user holds it (a torch sparse CSR
+tensor): one cached ``seer.dispatch`` call (the shipped model's choice, a new y) against one
+``A @ x`` on the same tensor, each the least of five alternated loops' per-call times, after
+checking that the two results agree.
 Writes benchmarks/results/dispatch-<device>.json and .md.
 
-    python benchmarks/dispatch.py --out benchmarks/results
+    python benchmarks/dispatch.py --out benchmarks/results --matrices .carry/suitesparse
 """
 from __future__ import annotations
 
@@ -29,22 +33,25 @@ import torch
 
 import seer
 import seer.dispatch
+from seer.datasets.cases import spmv_cases
+from seer.errors import SeerError
 from seer.kernels import spmv as kernels
-from seer.profiling import device_tag, environment, write_result
+from seer.profiling import _sync, device_tag, environment, write_result
 
 dispatch_module = sys.modules["seer.dispatch"]
 
 SIZES = (1_000, 16_000, 100_000)
+REAL_ROUNDS = 5
 
 
 def per_call_us(fn, calls: int) -> float:
     for _ in range(20):
         fn()
-    torch.cuda.synchronize()
+    _sync()
     start = time.perf_counter()
     for _ in range(calls):
         fn()
-    torch.cuda.synchronize()
+    _sync()
     return (time.perf_counter() - start) / calls * 1e6
 
 
@@ -111,6 +118,42 @@ def measure(nnz: int, calls: int, repeats: int) -> dict:
     return result
 
 
+def real_matrix_calls(folder: Path, calls: int, rounds: int = REAL_ROUNDS, device: str = "cuda") -> list[dict]:
+    """Host time per call of seer.dispatch (cached) and torch CSR on each real matrix of ``folder``."""
+    rows = []
+    cases = spmv_cases([folder], device=device)
+    # Seeded shuffle: the host's speed drifts over minutes, which in size order would pass for a
+    # trend with matrix size.
+    for i in np.random.default_rng(0).permutation(len(cases)):
+        case = cases[i]
+        try:
+            parts, (x,) = case.build(case.load())
+        except SeerError as error:  # as the profile campaign does: an unreadable input is skipped
+            print(f"skipped {case.id}: {error}")
+            continue
+        A = torch.sparse_csr_tensor(*parts[:3], parts[3])
+        y_seer, y_torch = seer.dispatch("spmv", (A, x)), A @ x  # the first seer call validates and decides
+        error = ((y_seer - y_torch).norm() / y_torch.norm().clamp_min(1e-30)).item()
+        if not error < 1e-4:
+            raise AssertionError(f"seer and torch CSR disagree on {case.id}: relative difference {error:.1e}")
+        paths = {"seer": lambda: seer.dispatch("spmv", (A, x)), "torch": lambda: A @ x}
+        samples = {name: [] for name in paths}
+        for _ in range(rounds):  # alternated, least kept: a stalled host only ever adds time
+            for name, fn in paths.items():
+                samples[name].append(per_call_us(fn, calls))
+        rows.append({"id": case.id, "rows": A.shape[0], "nnz": A.values().numel(),
+                     "seer_choice": seer.explain("spmv", (A, x)).variant,
+                     **{f"{name}_us": min(values) for name, values in samples.items()}})
+    return rows
+
+
+def real_summary(rows: list[dict]) -> dict:
+    seer_us, torch_us = (np.array([r[f"{k}_us"] for r in rows]) for k in ("seer", "torch"))
+    return {"matrices": len(rows), "speedup_vs_torch_call": float(np.exp(np.log(torch_us / seer_us).mean())),
+            "median_seer_us": float(np.median(seer_us)), "median_torch_us": float(np.median(torch_us)),
+            "seer_faster_on": int((seer_us < torch_us).sum())}
+
+
 def render(result: dict) -> str:
     """Markdown of a result: medians of the repeats, with the spread (max - min) of each path."""
     has_out = all("hit_out_us" in r for r in result["rows"])  # results from before out= have no such column
@@ -127,7 +170,21 @@ def render(result: dict) -> str:
             f"median of {result['repeats']} loops of {result['calls_per_loop']} calls (± half the spread)\n\n"
             + header + "\n".join(lines) + "\n\nbookkeeping: what a cache hit adds to seer's own launcher "
             "(split, cache key, LRU lookup, operand checks), timed alone. hit - raw: "
-            + ("with out=, the same work as the raw launch.\n" if has_out else "the hit allocates y, raw does not.\n"))
+            + ("with out=, the same work as the raw launch.\n" if has_out else "the hit allocates y, raw does not.\n")
+            + render_real(result.get("real_matrices")))
+
+
+def render_real(real: dict | None) -> str:
+    if not real:
+        return ""
+    s = real["summary"]
+    return (f"\n## Real matrices: one cached call against one torch CSR call\n\n`{real['folder']}`; per matrix the "
+            f"least of {real['rounds']} alternated loops of {real['calls_per_loop']} calls; seer: `seer.dispatch` on the torch CSR "
+            "tensor (the shipped model's choice, a new y per call); torch: `A @ x` on the same tensor.\n\n"
+            "| matrices | speed-up over torch CSR (geomean) | seer faster on | median seer call | median torch call |\n"
+            "|---|---|---|---|---|\n"
+            f"| {s['matrices']} | {s['speedup_vs_torch_call']:.2f}x | {s['seer_faster_on']} | "
+            f"{s['median_seer_us']:.1f} µs | {s['median_torch_us']:.1f} µs |\n")
 
 
 def main() -> int:
@@ -136,6 +193,9 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--render", type=Path, default=None, help="only rewrite the .md of this result JSON")
+    parser.add_argument("--matrices", type=Path, default=None,
+                        help="folder of real matrices (SuiteSparse layout): also time every one against torch CSR")
+    parser.add_argument("--real-calls", type=int, default=500, help="calls per loop on each real matrix")
     args = parser.parse_args()
     if args.render:
         args.render.with_suffix(".md").write_text(render(json.loads(args.render.read_text())))
@@ -146,6 +206,10 @@ def main() -> int:
     result = {"benchmark": "dispatch host cost per call (us)", **env,
               "command": " ".join([Path(sys.executable).name, *sys.argv]), "calls_per_loop": args.calls,
               "repeats": args.repeats, "rows": rows}
+    if args.matrices:
+        real = real_matrix_calls(args.matrices, args.real_calls)
+        result["real_matrices"] = {"folder": str(args.matrices), "calls_per_loop": args.real_calls, "rounds": REAL_ROUNDS,
+                                   "summary": real_summary(real), "rows": real}
     write_result(args.out, f"dispatch-{device_tag(env['device']['name'])}", result, render(result))
     return 0
 

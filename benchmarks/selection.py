@@ -2,10 +2,9 @@
 
 Every number is out-of-fold: the table's rows are split by family (grouped K-fold: for SpMV a
 matrix, its replicas and its SuiteSparse group never sit on both sides; for GEMM a model's layer
-family) and each row is scored with a model trained without its family. Kernel times come from the table (CUDA events through
-``do_bench``, median, L2 flushed); end-to-end times from its ``call_us`` columns (host wall time
-of one call in a back-to-back loop) plus seer's dispatch bookkeeping measured by
-``benchmarks/dispatch.py`` on the same GPU.
+family) and each row is scored with a model trained without its family. Kernel times come from
+the table (CUDA events through ``do_bench``, median, L2 flushed). Host time of a whole call against
+torch CSR is measured directly, side by side, by ``benchmarks/dispatch.py --matrices``.
 
 Two ways a first SpMV call can decide: a matrix seer validates (the default) brings its row
 statistics from the validation pass, so stage 2 decides every input, charged what the statistics
@@ -13,7 +12,7 @@ add to that pass (``--validation``: per input, from ``benchmarks/spmv_validation
 GPU); a matrix passed unchecked is decided by stage 1, which gathers only where it says the
 table's ``gather_ms`` pays.
 
-    python benchmarks/selection.py datasets/profiles/spmv-h100.csv --dispatch benchmarks/results/dispatch-h100.json \
+    python benchmarks/selection.py datasets/profiles/spmv-h100.csv \
         --validation benchmarks/results/spmv-validation-h100.json
     python benchmarks/selection.py datasets/profiles/gemm-h100.csv
 write benchmarks/results/<op>-<device>.json and .md.
@@ -35,26 +34,6 @@ SUBSET_NAMES = {"all": "all", "real": "real inputs (SuiteSparse matrices, LLM la
                 "other": "derived and synthetic inputs"}
 COLUMN_TITLES = {"1": "1 call", "100": "100 calls", "1 validated": "1 call, validated matrix",
                  "100 validated": "100 calls, validated matrix"}
-
-
-def end_to_end(table, held_out, bookkeeping_us: float) -> dict:
-    """Geometric-mean speed-up of one seer.dispatch call over one torch CSR call, per subset
-    (SpMV tables, whose `call_us:cusparse` column holds the host time of the vendor call)."""
-    frame = table.frame.set_index("id")
-    if "call_us:cusparse" not in frame:
-        return {}
-    result = {}
-    for subset, mask in subset_masks(table).items():  # held_out rows are in table order
-        rows = held_out[mask]
-        seer_us = np.array([frame.at[i, f"call_us:{c}"] for i, c in zip(rows["id"], rows["choice@1"])]) + bookkeeping_us
-        torch_us = frame.loc[rows["id"], "call_us:cusparse"].to_numpy(dtype=float)
-        ok = np.isfinite(seer_us) & np.isfinite(torch_us)
-        if ok.any():
-            result[subset] = {"matrices": int(ok.sum()),
-                              "speedup_vs_cusparse_call": float(np.exp(np.log(torch_us[ok] / seer_us[ok]).mean())),
-                              "median_seer_call_us": float(np.median(seer_us[ok])),
-                              "median_cusparse_call_us": float(np.median(torch_us[ok]))}
-    return result
 
 
 SPREAD_METRICS = ("fraction_of_oracle_with_gather", "speedup_vs_best_single", "speedup_vs_cusparse")
@@ -121,10 +100,6 @@ def markdown(result: dict) -> str:
         for metric in result["columns"]["1"][subset]:
             cells = [result["columns"][c][subset].get(metric) for c in names]
             lines.append(f"| {metric} | " + " | ".join("" if v is None else f"{v:.3f}" for v in cells) + " |")
-        e2e = result["end_to_end"].get(subset)
-        if e2e:
-            lines.append(f"| speedup_vs_cusparse, end-to-end call ({e2e['matrices']} matrices with host timings) | "
-                         f"{e2e['speedup_vs_cusparse_call']:.3f} |" + " |" * (len(names) - 1))
         lines.append("")
     lines += [f"Best single variant (chosen on training folds): {result['best_single']}.", "",
               "## Each variant alone (every input, no model)", "",
@@ -158,7 +133,6 @@ def markdown(result: dict) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table", type=Path)
-    parser.add_argument("--dispatch", type=Path, default=None, help="dispatch-<device>.json for the bookkeeping cost")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--validation", type=Path, default=None,
                         help="spmv-validation-<device>.json: also score matrices that seer validated")
@@ -171,19 +145,13 @@ def main() -> int:
     report.notes.extend(notes)
     repeats = [columns(TwoStageSelector(fold_seed=seed).evaluate(table, calls=(1, 100), free_gather_ms=free))
                for seed in range(args.fold_seeds)]
-    bookkeeping = 0.0
-    if args.dispatch and args.dispatch.exists():
-        rows = json.loads(args.dispatch.read_text())["rows"]
-        bookkeeping = float(np.median([r["hit_us"] - r["launcher_us"] for r in rows]))
     meta = table.meta
     device = meta["device"]["name"]
     result = {
         "benchmark": f"{table.op} selection, held-out",
         "device": meta["device"], "versions": meta.get("versions", {}), "measured": meta.get("date"),
         "table": str(args.table), "command": " ".join(["python", *sys.argv]),
-        **report.to_dict(), "dispatch_bookkeeping_us": bookkeeping,
-        # End to end needs seer's bookkeeping measured on the same machine: without it, left out.
-        "end_to_end": end_to_end(table, report.held_out, bookkeeping) if args.dispatch else {},
+        **report.to_dict(),
         "single_variants": single_variants(table),
         "validation": None if args.validation is None else str(args.validation),
         "columns": columns(report),

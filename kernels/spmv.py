@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from seer.errors import InputError
-from seer.launch import LaunchCache, specialisation
+from seer.launch import LaunchCache, cdiv, operand_key, specialisation
 from seer.registry import Variant
 from seer.sparse import CsrMatrix, as_csr, check_dense_vector
 
@@ -175,10 +175,11 @@ def _combine_pieces_kernel(partials, piece_ptr, long_rows, y, y_stride, BLOCK: t
 # ------------------------------------------------------------------ host side
 
 
-def _output(csr: CsrMatrix, out: torch.Tensor | None) -> torch.Tensor:
-    """``out`` checked against the result y, or a fresh y."""
+def _output(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    """``out`` checked against the result y, or a fresh y (x has the matrix's dtype and device:
+    ``new_empty`` skips the parsing of ``torch.empty``'s arguments, a third of its host time)."""
     if out is None:
-        return torch.empty(csr.rows, dtype=csr.dtype, device=csr.device)
+        return x.new_empty(csr.rows)
     if not isinstance(out, torch.Tensor):
         raise InputError(f"out must be a torch.Tensor, got {type(out).__name__}")
     if out.dim() != 1 or out.shape[0] != csr.rows:
@@ -200,18 +201,20 @@ _adaptive_launch = LaunchCache(_adaptive_kernel)
 
 def _rows_run(rows_per_program: int, group: int, num_warps: int):
     """run() of a scalar (group 1) or vector CSR variant: no preprocessing at all."""
+    key = ("rows", rows_per_program)
+
+    def launch_plan(csr: CsrMatrix) -> tuple:
+        return (cdiv(csr.rows, rows_per_program),), (csr.device, specialisation(csr.indptr, csr.indices, csr.values, csr.rows))
 
     def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        y = _output(csr, out)
+        y = _output(csr, x, out)
         if csr.nnz == 0:
             return y.zero_()
-        grid = (triton.cdiv(csr.rows, rows_per_program),)
-        args = (csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), csr.rows,
-                rows_per_program, group)
-        matrix_key = csr.cached(("specialisation",),
-                                lambda m: (m.device, specialisation(m.indptr, m.indices, m.values, m.rows)))
-        key = (matrix_key, specialisation(x, args[4], y, args[6]), rows_per_program, group, num_warps)
-        _rows_launch.launch(key, grid, args, num_warps=num_warps)
+        grid, matrix_key = csr.cached(key, launch_plan)
+        x_stride, y_stride = x.stride(0), y.stride(0)
+        args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, csr.rows, rows_per_program, group)
+        launch_key = (matrix_key, operand_key(x, x_stride), operand_key(y, y_stride), rows_per_program, group, num_warps)
+        _rows_launch.launch(launch_key, grid, args, num_warps=num_warps)
         return y
 
     return run
@@ -236,14 +239,15 @@ def _merge_run(chunk: int, sub: int, num_warps: int):
     key = ("merge", sub)  # the brackets depend on sub only: variants of one sub share them
 
     def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        y = _output(csr, out)
+        y = _output(csr, x, out)
         if csr.nnz == 0:
             return y.zero_()
         sub_rows, matrix_key = csr.cached(key, lambda m: _merge_plan(m, sub))
         acc = y.zero_() if y.dtype == torch.float32 else torch.zeros(csr.rows, dtype=torch.float32, device=y.device)
-        args = (csr.indptr, csr.indices, csr.values, x, x.stride(0), acc, acc.stride(0), sub_rows, csr.nnz, chunk, sub)
-        launch_key = (matrix_key, specialisation(x, args[4], acc, args[6]), chunk, sub, num_warps)
-        _merge_launch.launch(launch_key, (triton.cdiv(csr.nnz, chunk),), args, num_warps=num_warps)
+        x_stride, acc_stride = x.stride(0), acc.stride(0)
+        args = (csr.indptr, csr.indices, csr.values, x, x_stride, acc, acc_stride, sub_rows, csr.nnz, chunk, sub)
+        launch_key = (matrix_key, operand_key(x, x_stride), operand_key(acc, acc_stride), chunk, sub, num_warps)
+        _merge_launch.launch(launch_key, (cdiv(csr.nnz, chunk),), args, num_warps=num_warps)
         if acc is not y:
             y.copy_(acc)
         return y
@@ -302,7 +306,7 @@ def _adaptive_run(p: dict):
     shapes = (*p["short"], *p["medium"], *p["large"], *p["pieces"])  # the kernel's constexprs, in order
 
     def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        y = _output(csr, out)
+        y = _output(csr, x, out)
         if csr.nnz == 0:
             return y.zero_()
         plan = csr.cached(key, lambda m: _adaptive_plan(m, p))
@@ -310,9 +314,11 @@ def _adaptive_run(p: dict):
         medium_base, large_base, pieces_base, grid = plan["bases"]
         partials = (torch.empty(plan["n_pieces"], dtype=torch.float32, device=y.device)
                     if n[3] else plan["no_partials"])
-        args = (csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), *plan["matrix_args"],
+        x_stride, y_stride = x.stride(0), y.stride(0)
+        args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, *plan["matrix_args"],
                 partials, plan["n_pieces"], medium_base, large_base, pieces_base, *shapes)
-        launch_key = (plan["specialisation"], specialisation(x, args[4], y, args[6], partials))
+        launch_key = (plan["specialisation"], operand_key(x, x_stride), operand_key(y, y_stride),
+                      partials.data_ptr() % 16 == 0)
         _adaptive_launch.launch(launch_key, (grid,), args, num_warps=p["num_warps"])
         if n[3]:
             _combine_pieces_kernel[(n[3],)](partials, plan["piece_ptr"], plan["long"], y, y.stride(0),
@@ -359,8 +365,9 @@ def split(inputs):
 def cache_key(matrix):
     """Identity and in-place version of the arrays the decision was made from."""
     if isinstance(matrix, torch.Tensor) and matrix.layout == torch.sparse_csr:
-        crow, col = matrix.crow_indices(), matrix.col_indices()
-        return (id(matrix), crow._version, col._version)
+        # Its member tensors share the tensor's version counter (tests/test_dispatch.py checks):
+        # one read instead of two member aliases made per call.
+        return (id(matrix), matrix._version)
     if isinstance(matrix, CsrMatrix):
         return (id(matrix), matrix.indptr._version, matrix.indices._version)
     if isinstance(matrix, (tuple, list)) and len(matrix) == 4 and isinstance(matrix[0], torch.Tensor):

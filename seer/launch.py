@@ -32,6 +32,18 @@ def specialisation(*values) -> tuple:
     return tuple(key)
 
 
+def operand_key(tensor: torch.Tensor, stride: int) -> tuple:
+    """:func:`specialisation` of a per-call vector operand and its stride, at a fraction of the
+    host time: the exact stride is a finer key than Triton's (== 1, % 16), so never a wrong one."""
+    return tensor.dtype, tensor.data_ptr() % 16 == 0, stride
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division on host ints (``triton.cdiv`` is a constexpr function in newer Tritons,
+    ~3 us a call: more than a small kernel's launch budget)."""
+    return -(-a // b)
+
+
 class LaunchCache:
     """Compiled launchers of one jit kernel, keyed by the caller's specialisation key.
 

@@ -354,6 +354,11 @@ def _max_programs(device: torch.device) -> int:
 
 def check_dense_vector(csr: CsrMatrix, x: torch.Tensor, name: str = "x") -> None:
     """Cheap per-call checks of the dense operand of a sparse matrix-vector op."""
+    values = csr.values
+    # Every call of a cached decision passes here: the common case is decided in one expression.
+    if (isinstance(x, torch.Tensor) and x.shape == (csr.shape[1],) and x.dtype == values.dtype
+            and x.device == values.device):
+        return
     if not isinstance(x, torch.Tensor):
         raise InputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != 1:

@@ -129,6 +129,23 @@ def test_cache_hit_and_in_place_change():
     assert info["hits"] == 1 and info["misses"] == 2
 
 
+@pytest.mark.parametrize("member", ["crow_indices", "col_indices"])
+def test_torch_csr_in_place_change_is_seen(member):
+    """The cache key of a torch CSR tensor reads only its own version: in-place writes to its
+    structure must bump it (they share one version counter), or the cached plan would be stale."""
+    m = _matrix()
+    A = torch.sparse_csr_tensor(*(t.clone() for t in _parts(m)[:3]), m.shape)
+    x = torch.randn(m.shape[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeerWarning)
+        seer.dispatch("spmv", (A, x))
+        seer.dispatch("spmv", (A, x))
+        getattr(A, member)()[0] = getattr(A, member)()[0]
+        seer.dispatch("spmv", (A, x))
+    info = seer.cache_info()
+    assert info["hits"] == 1 and info["misses"] == 2
+
+
 def test_hot_path_still_validates_the_vector():
     m = _matrix()
     parts = _parts(m)

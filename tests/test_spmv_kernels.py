@@ -267,9 +267,9 @@ def test_preprocessing_runs_once_per_matrix(name, monkeypatch):
 
 def test_cache_entries_follow_the_preprocessing_they_hold():
     """Merge variants with the same brackets share one entry (the brackets and the matrix's part of
-    their launch specialisation); every adaptive variant has its own; the row-mapped variants
-    share one: the matrix's part of their launch specialisation. Validation keeps the row-length
-    sums beside them."""
+    their launch specialisation); every adaptive variant has its own; row-mapped variants with the
+    same rows per program share one (their grid and the matrix's part of their launch
+    specialisation). Validation keeps the row-length sums beside them."""
     rng = np.random.default_rng(6)
     csr, _ = to_seer(random_csr(rng, 100, 100, skewed_lengths(rng, 100, 100, 20)))
     x = random_vector(rng, 100, torch.float32)
@@ -278,8 +278,9 @@ def test_cache_entries_follow_the_preprocessing_they_hold():
     params = [v.params for v in spmv.VARIANTS.values()]
     brackets = {p["bracket"] for p in params if p["kind"] == "merge"}
     adaptive = [p for p in params if p["kind"] == "adaptive"]
-    assert len(csr.scratch) == len(brackets) + len(adaptive) + 2
-    assert ("specialisation",) in csr.scratch and sparse._ROW_SUMS in csr.scratch
+    row_blocks = {p["rows"] for p in params if p["kind"] in ("scalar", "vector")}
+    assert len(csr.scratch) == len(brackets) + len(adaptive) + len(row_blocks) + 1
+    assert all(("rows", r) in csr.scratch for r in row_blocks) and sparse._ROW_SUMS in csr.scratch
     assert all(("merge", b) in csr.scratch for b in brackets)
 
 

@@ -1,0 +1,39 @@
+"""benchmarks/dispatch.py's real-matrix section on the CPU (Triton interpreter): it times seer's
+cached call and torch CSR on real files, and refuses to time results that disagree."""
+import shutil
+
+import pytest
+from conftest import load_benchmark
+
+from seer.kernels.spmv import VARIANTS
+
+SMALL_FILES = ("HB__bcsstk01.mtx.gz", "HB__west0156.mtx.gz", "JGD_Homology__n3c5-b2.mtx.gz")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return load_benchmark("dispatch")
+
+
+@pytest.fixture
+def small_folder(suitesparse_dir, tmp_path):
+    for name in SMALL_FILES:
+        shutil.copy(suitesparse_dir / name, tmp_path / name)
+    return tmp_path
+
+
+def test_real_matrix_calls_time_both_paths(bench, small_folder):
+    rows = bench.real_matrix_calls(small_folder, calls=2, device="cpu")
+    assert sorted(r["id"].replace("/", "__") + ".mtx.gz" for r in rows) == sorted(SMALL_FILES)
+    assert all(r["seer_choice"] in VARIANTS and r["seer_us"] > 0 and r["torch_us"] > 0 and r["nnz"] > 0 for r in rows)
+    summary = bench.real_summary(rows)
+    assert summary["matrices"] == 3 and 0 <= summary["seer_faster_on"] <= 3
+    text = bench.render_real({"folder": str(small_folder), "calls_per_loop": 2, "rounds": 5, "summary": summary, "rows": rows})
+    assert "| 3 |" in text and "speed-up over torch CSR" in text
+
+
+def test_real_matrix_calls_refuse_disagreeing_results(bench, small_folder, monkeypatch):
+    real_dispatch = bench.seer.dispatch
+    monkeypatch.setattr(bench.seer, "dispatch", lambda op, inputs, **kw: real_dispatch(op, inputs, **kw) * 1.01)
+    with pytest.raises(AssertionError, match="disagree"):
+        bench.real_matrix_calls(small_folder, calls=2, device="cpu")
