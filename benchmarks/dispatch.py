@@ -178,9 +178,9 @@ def render_real(real: dict | None) -> str:
     if not real:
         return ""
     s = real["summary"]
-    return (f"\n## Real matrices: one cached call against one torch CSR call\n\n`{real['folder']}`; per matrix the "
-            f"least of {real['rounds']} alternated loops of {real['calls_per_loop']} calls; seer: `seer.dispatch` on the torch CSR "
-            "tensor (the shipped model's choice, a new y per call); torch: `A @ x` on the same tensor.\n\n"
+    return (f"\n## Real matrices: one cached call against one torch CSR call\n\n`{real['folder']}`; per matrix "
+            f"the least of {real['rounds']} alternated loops of {real['calls_per_loop']} calls; seer: `seer.dispatch` "
+            "on the torch CSR tensor (the shipped model's choice, a new y per call); torch: `A @ x` on the same tensor.\n\n"
             "| matrices | speed-up over torch CSR (geomean) | seer faster on | median seer call | median torch call |\n"
             "|---|---|---|---|---|\n"
             f"| {s['matrices']} | {s['speedup_vs_torch_call']:.2f}x | {s['seer_faster_on']} | "
@@ -208,8 +208,8 @@ def main() -> int:
               "repeats": args.repeats, "rows": rows}
     if args.matrices:
         real = real_matrix_calls(args.matrices, args.real_calls)
-        result["real_matrices"] = {"folder": str(args.matrices), "calls_per_loop": args.real_calls, "rounds": REAL_ROUNDS,
-                                   "summary": real_summary(real), "rows": real}
+        result["real_matrices"] = {"folder": str(args.matrices), "calls_per_loop": args.real_calls,
+                                   "rounds": REAL_ROUNDS, "summary": real_summary(real), "rows": real}
     write_result(args.out, f"dispatch-{device_tag(env['device']['name'])}", result, render(result))
     return 0
 

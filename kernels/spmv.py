@@ -204,7 +204,9 @@ def _rows_run(rows_per_program: int, group: int, num_warps: int):
     key = ("rows", rows_per_program)
 
     def launch_plan(csr: CsrMatrix) -> tuple:
-        return (cdiv(csr.rows, rows_per_program),), (csr.device, specialisation(csr.indptr, csr.indices, csr.values, csr.rows))
+        """The grid and the matrix's part of the launch specialisation."""
+        matrix_key = (csr.device, specialisation(csr.indptr, csr.indices, csr.values, csr.rows))
+        return (cdiv(csr.rows, rows_per_program),), matrix_key
 
     def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         y = _output(csr, x, out)
@@ -213,7 +215,8 @@ def _rows_run(rows_per_program: int, group: int, num_warps: int):
         grid, matrix_key = csr.cached(key, launch_plan)
         x_stride, y_stride = x.stride(0), y.stride(0)
         args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, csr.rows, rows_per_program, group)
-        launch_key = (matrix_key, operand_key(x, x_stride), operand_key(y, y_stride), rows_per_program, group, num_warps)
+        launch_key = (matrix_key, operand_key(x, x_stride), operand_key(y, y_stride), rows_per_program, group,
+                      num_warps)
         _rows_launch.launch(launch_key, grid, args, num_warps=num_warps)
         return y
 

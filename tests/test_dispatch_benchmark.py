@@ -25,10 +25,11 @@ def small_folder(suitesparse_dir, tmp_path):
 def test_real_matrix_calls_time_both_paths(bench, small_folder):
     rows = bench.real_matrix_calls(small_folder, calls=2, device="cpu")
     assert sorted(r["id"].replace("/", "__") + ".mtx.gz" for r in rows) == sorted(SMALL_FILES)
-    assert all(r["seer_choice"] in VARIANTS and r["seer_us"] > 0 and r["torch_us"] > 0 and r["nnz"] > 0 for r in rows)
+    assert all(r["seer_choice"] in VARIANTS and min(r["seer_us"], r["torch_us"], r["nnz"]) > 0 for r in rows)
     summary = bench.real_summary(rows)
     assert summary["matrices"] == 3 and 0 <= summary["seer_faster_on"] <= 3
-    text = bench.render_real({"folder": str(small_folder), "calls_per_loop": 2, "rounds": 5, "summary": summary, "rows": rows})
+    real = {"folder": str(small_folder), "calls_per_loop": 2, "rounds": 5, "summary": summary, "rows": rows}
+    text = bench.render_real(real)
     assert "| 3 |" in text and "speed-up over torch CSR" in text
 
 
