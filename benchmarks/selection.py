@@ -4,7 +4,8 @@ Every number is out-of-fold: the table's rows are split by family (grouped K-fol
 matrix, its replicas and its SuiteSparse group never sit on both sides; for GEMM a model's layer
 family) and each row is scored with a model trained without its family. Kernel times come from
 the table (CUDA events through ``do_bench``, median, L2 flushed). Host time of a whole call against
-torch CSR is measured directly, side by side, by ``benchmarks/dispatch.py --matrices``.
+torch CSR is measured directly, side by side, by ``benchmarks/dispatch.py --matrices``; given its
+result (``--dispatch``), this file quotes it beside the kernel times.
 
 Two ways a first SpMV call can decide: a matrix seer validates (the default) brings its row
 statistics from the validation pass, so stage 2 decides every input, charged what the statistics
@@ -13,7 +14,7 @@ GPU); a matrix passed unchecked is decided by stage 1, which gathers only where 
 table's ``gather_ms`` pays.
 
     python benchmarks/selection.py datasets/profiles/spmv-h100.csv \
-        --validation benchmarks/results/spmv-validation-h100.json
+        --validation benchmarks/results/spmv-validation-h100.json --dispatch benchmarks/results/dispatch-h100.json
     python benchmarks/selection.py datasets/profiles/gemm-h100.csv
 write benchmarks/results/<op>-<device>.json and .md.
 """
@@ -34,6 +35,15 @@ SUBSET_NAMES = {"all": "all", "real": "real inputs (SuiteSparse matrices, LLM la
                 "other": "derived and synthetic inputs"}
 COLUMN_TITLES = {"1": "1 call", "100": "100 calls", "1 validated": "1 call, validated matrix",
                  "100 validated": "100 calls, validated matrix"}
+
+
+def end_to_end(path: Path) -> dict:
+    """The real-matrix summary of a ``benchmarks/dispatch.py --matrices`` result: one cached
+    seer.dispatch call against one torch CSR call, host time included, measured side by side."""
+    real = json.loads(path.read_text()).get("real_matrices")
+    if not real:
+        raise SystemExit(f"{path} has no real-matrix section: run benchmarks/dispatch.py with --matrices")
+    return {**real["summary"], "source": str(path)}
 
 
 SPREAD_METRICS = ("fraction_of_oracle_with_gather", "speedup_vs_best_single", "speedup_vs_cusparse")
@@ -100,6 +110,10 @@ def markdown(result: dict) -> str:
         for metric in result["columns"]["1"][subset]:
             cells = [result["columns"][c][subset].get(metric) for c in names]
             lines.append(f"| {metric} | " + " | ".join("" if v is None else f"{v:.3f}" for v in cells) + " |")
+        if subset == "real" and result.get("end_to_end"):
+            e2e = result["end_to_end"]
+            lines.append(f"| speedup_vs_cusparse, end-to-end call ({e2e['matrices']} matrices, `{e2e['source']}`; "
+                         f"the shipped model's choice) | {e2e['speedup_vs_torch_call']:.3f} |" + " |" * (len(names) - 1))
         lines.append("")
     lines += [f"Best single variant (chosen on training folds): {result['best_single']}.", "",
               "## Each variant alone (every input, no model)", "",
@@ -136,6 +150,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--validation", type=Path, default=None,
                         help="spmv-validation-<device>.json: also score matrices that seer validated")
+    parser.add_argument("--dispatch", type=Path, default=None,
+                        help="dispatch-<device>.json with a real-matrix section: quote its end-to-end speed-up")
     parser.add_argument("--fold-seeds", type=int, default=3,
                         help="also score with this many random assignments of groups to folds (the spread)")
     args = parser.parse_args()
@@ -156,6 +172,7 @@ def main() -> int:
         "validation": None if args.validation is None else str(args.validation),
         "columns": columns(report),
         "fold_spread": fold_spread([columns(report), *repeats]),
+        "end_to_end": end_to_end(args.dispatch) if args.dispatch else None,
     }
     write_result(args.out, f"{table.op}-{device_tag(device)}", result, markdown(result))
     return 0

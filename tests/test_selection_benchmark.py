@@ -35,3 +35,12 @@ def test_validation_costs_charge_measured_inputs_and_whole_gathers_for_the_rest(
     spread = selection.fold_spread([columns, columns])
     assert spread["metrics"]["all"]["1 validated"]["speedup_vs_best_single"]["min"] == pytest.approx(
         report.validated_scores["all"][1]["speedup_vs_best_single"])
+
+
+def test_end_to_end_quotes_the_dispatch_benchmark(selection, tmp_path):
+    path = tmp_path / "dispatch.json"
+    path.write_text(json.dumps({"rows": [], "real_matrices": {"summary": {"matrices": 3, "speedup_vs_torch_call": 0.9}}}))
+    assert selection.end_to_end(path) == {"matrices": 3, "speedup_vs_torch_call": 0.9, "source": str(path)}
+    path.write_text(json.dumps({"rows": []}))  # a result from before --matrices
+    with pytest.raises(SystemExit, match="no real-matrix section"):
+        selection.end_to_end(path)
