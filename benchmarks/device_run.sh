@@ -36,6 +36,9 @@ run_stage() {
     dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" --matrices .carry/suitesparse ;;
     spmv-validation) python3 benchmarks/spmv_validation.py --matrices .carry/suitesparse --out benchmarks/results \
                        --budget-s "$budget" ;;
+    spmv-stats-epilogue) python3 benchmarks/spmv_stats_epilogue.py --matrices .carry/suitesparse --out benchmarks/results \
+                           --budget-s "$budget" ;;
+    launch-pointers) python3 benchmarks/launch_pointers.py --matrices .carry/suitesparse --out benchmarks/results ;;
     *) echo "unknown stage $1"; exit 2 ;;
   esac
 }

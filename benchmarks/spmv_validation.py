@@ -107,25 +107,31 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def each_loaded(cases: list, budget_s: float | None):
+    """``(case, loaded input)`` in order, loaded ahead in threads, until ``budget_s`` seconds have
+    passed; an unreadable input is skipped, as the profile campaign does."""
+    started = time.monotonic()
+    with closing(_loaded_ahead(cases, ahead=3)) as loads:
+        for done, case in enumerate(cases):
+            if budget_s is not None and time.monotonic() - started > budget_s:
+                print(f"budget reached after {done} of {len(cases)} inputs")
+                return
+            try:
+                loaded = next(loads).result()
+            except SeerError as error:
+                print(f"skipped {case.id}: {error}")
+                continue
+            yield case, loaded
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--matrices", type=Path, required=True, help="folder of real matrices (SuiteSparse layout)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--budget-s", type=float, default=None, help="stop after this many seconds")
     args = parser.parse_args()
-    cases = spmv_cases([args.matrices], synthetic="large")
-    started, rows = time.monotonic(), []
-    with closing(_loaded_ahead(cases, ahead=3)) as loads:
-        for case in cases:
-            if args.budget_s is not None and time.monotonic() - started > args.budget_s:
-                print(f"budget reached after {len(rows)} of {len(cases)} inputs")
-                break
-            try:
-                loaded = next(loads).result()
-            except SeerError as error:  # as the profile campaign does: an unreadable input is skipped
-                print(f"skipped {case.id}: {error}")
-                continue
-            rows.append(measure(case, loaded))
+    rows = [measure(case, loaded) for case, loaded in each_loaded(spmv_cases([args.matrices], synthetic="large"),
+                                                                   args.budget_s)]
     result = {"benchmark": "spmv validation pass", "environment": environment(torch.device("cuda")),
               "command": " ".join(["python", *sys.argv]), "summary": summary(rows), "rows": rows}
     name = device_tag(torch.cuda.get_device_name())

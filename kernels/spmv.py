@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from seer.errors import InputError
-from seer.launch import LaunchCache, cdiv, operand_key, specialisation
+from seer.launch import LaunchCache, addresses, cdiv, operand, specialisation
 from seer.registry import Variant
 from seer.sparse import CsrMatrix, as_csr, check_dense_vector
 
@@ -214,10 +214,12 @@ def _rows_run(rows_per_program: int, group: int, num_warps: int):
             return y.zero_()
         grid, matrix_key = csr.cached(key, launch_plan)
         x_stride, y_stride = x.stride(0), y.stride(0)
-        args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, csr.rows, rows_per_program, group)
-        launch_key = (matrix_key, operand_key(x, x_stride), operand_key(y, y_stride), rows_per_program, group,
-                      num_warps)
-        _rows_launch.launch(launch_key, grid, args, num_warps=num_warps)
+        (x_key, x_at), (y_key, y_at) = operand(x, x_stride), operand(y, y_stride)
+        shape = (csr.rows, rows_per_program, group)
+        args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, *shape)
+        direct_args = (*csr.addresses(), x_at, x_stride, y_at, y_stride, *shape)
+        launch_key = (matrix_key, x_key, y_key, rows_per_program, group, num_warps)
+        _rows_launch.launch(launch_key, grid, args, direct_args, num_warps=num_warps)
         return y
 
     return run
@@ -232,9 +234,11 @@ def _bracket_rows(csr: CsrMatrix, sub: int) -> torch.Tensor:
 
 
 def _merge_plan(csr: CsrMatrix, sub: int) -> tuple:
-    """The brackets of ``sub`` nonzeros, and the matrix's part of the merge launch specialisation."""
+    """The brackets of ``sub`` nonzeros, their address, and the matrix's part of the merge launch
+    specialisation."""
     sub_rows = _bracket_rows(csr, sub)
-    return sub_rows, (csr.device, specialisation(csr.indptr, csr.indices, csr.values, sub_rows, csr.nnz))
+    return sub_rows, sub_rows.data_ptr(), (csr.device, specialisation(csr.indptr, csr.indices, csr.values, sub_rows,
+                                                                      csr.nnz))
 
 
 def _merge_run(chunk: int, sub: int, num_warps: int):
@@ -245,12 +249,14 @@ def _merge_run(chunk: int, sub: int, num_warps: int):
         y = _output(csr, x, out)
         if csr.nnz == 0:
             return y.zero_()
-        sub_rows, matrix_key = csr.cached(key, lambda m: _merge_plan(m, sub))
+        sub_rows, sub_rows_at, matrix_key = csr.cached(key, lambda m: _merge_plan(m, sub))
         acc = y.zero_() if y.dtype == torch.float32 else torch.zeros(csr.rows, dtype=torch.float32, device=y.device)
         x_stride, acc_stride = x.stride(0), acc.stride(0)
+        (x_key, x_at), (acc_key, acc_at) = operand(x, x_stride), operand(acc, acc_stride)
         args = (csr.indptr, csr.indices, csr.values, x, x_stride, acc, acc_stride, sub_rows, csr.nnz, chunk, sub)
-        launch_key = (matrix_key, operand_key(x, x_stride), operand_key(acc, acc_stride), chunk, sub, num_warps)
-        _merge_launch.launch(launch_key, (cdiv(csr.nnz, chunk),), args, num_warps=num_warps)
+        direct_args = (*csr.addresses(), x_at, x_stride, acc_at, acc_stride, sub_rows_at, csr.nnz, chunk, sub)
+        launch_key = (matrix_key, x_key, acc_key, chunk, sub, num_warps)
+        _merge_launch.launch(launch_key, (cdiv(csr.nnz, chunk),), args, direct_args, num_warps=num_warps)
         if acc is not y:
             y.copy_(acc)
         return y
@@ -298,6 +304,7 @@ def _adaptive_plan(csr: CsrMatrix, p: dict) -> dict:
     # Every kernel argument but x, y and the partial sums is fixed for the matrix.
     plan["matrix_args"] = (plan["short"], counts[0], plan["medium"], counts[1], plan["large"], counts[2],
                            plan["piece_start"], plan["piece_end"])
+    plan["matrix_at"] = addresses(plan["matrix_args"])
     plan["specialisation"] = (csr.device, specialisation(csr.indptr, csr.indices, csr.values, *plan["matrix_args"],
                                                          plan["n_pieces"], *plan["bases"][:3]))
     return plan
@@ -318,11 +325,13 @@ def _adaptive_run(p: dict):
         partials = (torch.empty(plan["n_pieces"], dtype=torch.float32, device=y.device)
                     if n[3] else plan["no_partials"])
         x_stride, y_stride = x.stride(0), y.stride(0)
-        args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, *plan["matrix_args"],
-                partials, plan["n_pieces"], medium_base, large_base, pieces_base, *shapes)
-        launch_key = (plan["specialisation"], operand_key(x, x_stride), operand_key(y, y_stride),
-                      partials.data_ptr() % 16 == 0)
-        _adaptive_launch.launch(launch_key, (grid,), args, num_warps=p["num_warps"])
+        (x_key, x_at), (y_key, y_at) = operand(x, x_stride), operand(y, y_stride)
+        partials_at = partials.data_ptr()
+        tail = (plan["n_pieces"], medium_base, large_base, pieces_base, *shapes)
+        args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, *plan["matrix_args"], partials, *tail)
+        direct_args = (*csr.addresses(), x_at, x_stride, y_at, y_stride, *plan["matrix_at"], partials_at, *tail)
+        launch_key = (plan["specialisation"], x_key, y_key, partials_at % 16 == 0)
+        _adaptive_launch.launch(launch_key, (grid,), args, direct_args, num_warps=p["num_warps"])
         if n[3]:
             _combine_pieces_kernel[(n[3],)](partials, plan["piece_ptr"], plan["long"], y, y.stride(0),
                                             BLOCK=128, num_warps=4)

@@ -32,10 +32,19 @@ def specialisation(*values) -> tuple:
     return tuple(key)
 
 
-def operand_key(tensor: torch.Tensor, stride: int) -> tuple:
-    """:func:`specialisation` of a per-call vector operand and its stride, at a fraction of the
-    host time: the exact stride is a finer key than Triton's (== 1, % 16), so never a wrong one."""
-    return tensor.dtype, tensor.data_ptr() % 16 == 0, stride
+def operand(tensor: torch.Tensor, stride: int) -> tuple[tuple, int]:
+    """A per-call vector operand's share of the launch key, and its address (read once for both).
+
+    The key is :func:`specialisation` of the operand and its stride at a fraction of the host
+    time: the exact stride is a finer key than Triton's (== 1, % 16), so never a wrong one."""
+    address = tensor.data_ptr()
+    return (tensor.dtype, address % 16 == 0, stride), address
+
+
+def addresses(args: tuple) -> tuple:
+    """``args`` with every tensor replaced by its device address (for ``direct_args`` of arguments
+    fixed per matrix: worked out once, with the plan that holds the tensors)."""
+    return tuple(a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -49,13 +58,17 @@ class LaunchCache:
 
     ``args`` are every kernel parameter in order, constexprs included (the launcher skips them);
     ``options`` are Triton launch options (``num_warps``, ...), which must not change for a key.
+    ``direct_args``, if given, are ``args`` with every tensor replaced by its address, and the
+    direct path passes them instead: Triton's launcher takes an int pointer as is, where a tensor
+    costs a ``data_ptr()`` call and a driver query of the address, ~0.45 us of host time each
+    (``benchmarks/results/launch-pointers-h100.md``). The caller has checked the devices.
     """
 
     def __init__(self, kernel):
         self.kernel = kernel
         self._compiled: dict = {}
 
-    def launch(self, key, grid: tuple, args: tuple, **options) -> None:
+    def launch(self, key, grid: tuple, args: tuple, direct_args: tuple | None = None, **options) -> None:
         compiled = None if _INTERPRETING else self._compiled.get(key)
         if compiled is None:
             compiled = self.kernel[grid](*args, **options)
@@ -64,7 +77,8 @@ class LaunchCache:
             return
         stream = torch._C._cuda_getCurrentRawStream(torch.cuda.current_device())
         compiled.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, stream,
-                     compiled.function, compiled.packed_metadata, None, None, None, *args)
+                     compiled.function, compiled.packed_metadata, None, None, None,
+                     *(args if direct_args is None else direct_args))
 
 
 def _launchable(compiled) -> bool:

@@ -81,15 +81,26 @@ def test_statistics_of_real_matrices(suitesparse_dir):
             assert got[name] == pytest.approx(value, rel=1e-12), name
 
 
-def test_more_rows_than_the_programs_cover():
-    # Past the program cap, every program loops over several blocks of rows and of indices.
-    m = sp.random(3000, 50, density=0.2, format="csr", random_state=3, dtype=np.float32)
+@pytest.mark.parametrize("shape, density", [((3000, 50), 0.2), ((9000, 400), 0.0005)])
+def test_more_rows_than_the_programs_cover(shape, density):
+    # Past the program cap, every program loops over several blocks; a loop step loads a block of
+    # rows and a block of indices, and either runs out first (more index blocks, more row blocks).
+    m = sp.random(*shape, density=density, format="csr", random_state=3, dtype=np.float32)
     csr = as_csr(m, check=False)
     sparse._programs_cap[csr.device] = 2
     try:
         _assert_pass_matches_numpy(m)
     finally:
         del sparse._programs_cap[csr.device]
+
+
+def test_wide_lanes_match_narrow_ones(monkeypatch):
+    # Past 2**31 nonzeros the statistics keep 64-bit lanes; the same sums on a small matrix.
+    m = _skewed(3000, 700, 8)
+    narrow = sparse._structure_triton(as_csr(m, check=False), check=True, stats=True)
+    monkeypatch.setattr(sparse, "_NARROW_BELOW", 0)
+    assert sparse._structure_triton(as_csr(m, check=False), check=True, stats=True) == narrow
+    _assert_pass_matches_numpy(m)
 
 
 def test_pass_counts_what_validation_refuses():
@@ -142,7 +153,7 @@ def test_hand_rule_names_registered_variants():
 
 
 @pytest.mark.gpu
-def test_pass_on_gpu_matches_numpy(suitesparse_dir):
+def test_pass_on_gpu_matches_numpy(suitesparse_dir, monkeypatch):
     """Large and real matrices, int32 and int64, each twice (Triton's launch path, then seer's
     direct one), and a matrix with every kind of fault."""
     rng = np.random.default_rng(6)
@@ -165,3 +176,7 @@ def test_pass_on_gpu_matches_numpy(suitesparse_dir):
                 if check:
                     assert found == sparse._structure_numpy(host, True)
             assert sparse._structure_triton(csr, check=True, stats=False).sums == (0, 0, 0, 0)
+    monkeypatch.setattr(sparse, "_NARROW_BELOW", 0)  # the 64-bit lanes of a matrix past 2**31 nonzeros
+    host = as_csr(huge, check=False)
+    csr = as_csr((host.indptr.cuda(), host.indices.cuda(), host.values.cuda(), host.shape), check=False)
+    assert sparse._structure_triton(csr, check=True, stats=True) == sparse._structure_numpy(host, True)

@@ -78,3 +78,20 @@ def test_dense_vector_checks():
     ):
         with pytest.raises(InputError, match=message):
             check_dense_vector(csr, x)
+
+
+def test_addresses_follow_arrays_that_move():
+    indptr, indices, values, shape = _parts()
+    csr = as_csr((indptr, indices, values, shape))
+    assert csr.addresses() == tuple(t.data_ptr() for t in (csr.indptr, csr.indices, csr.values))
+    csr.values.set_(csr.values.clone())  # same values, new memory: the kept address is stale
+    assert csr.addresses()[2] == csr.values.data_ptr()
+    csr.indices.set_(torch.cat([csr.indices, csr.indices])[: csr.nnz])
+    assert csr.addresses()[1] == csr.indices.data_ptr()
+    with torch.inference_mode():
+        parts = tuple(t.clone() for t in _parts()[:3])
+    inference = as_csr((*parts, (5, 4)))
+    first = inference.addresses()
+    with torch.inference_mode():
+        inference.values.set_(inference.values.clone())  # no version to see it by: read every call
+    assert inference.addresses() == (first[0], first[1], inference.values.data_ptr()) != first

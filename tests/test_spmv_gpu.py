@@ -113,3 +113,18 @@ def test_cuda_graph_replay(name):
         graph.replay()
         torch.cuda.synchronize()
         assert_spmv_close(out.cpu(), exact, fresh, torch.float16)
+
+
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+def test_values_moved_in_place_are_followed(name):
+    """Later calls launch with the arrays' cached addresses; an array moved by ``set_`` (a version
+    bump) must be read at its new place."""
+    csr, exact, rng = skewed_on_gpu()
+    run = spmv.VARIANTS[name].run
+    x = random_vector(rng, csr.cols, torch.float16)
+    run(csr, x.cuda())
+    run(csr, x.cuda())  # the direct path, addresses kept
+    moved = csr.values.clone()
+    csr.values.set_(moved)
+    csr.values.mul_(-1)
+    assert_spmv_close(run(csr, x.cuda()).cpu(), -exact, x, torch.float16)

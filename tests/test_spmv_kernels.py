@@ -247,7 +247,7 @@ def test_preprocessing_runs_once_per_matrix(name, monkeypatch):
     rng = np.random.default_rng(4)
     matrix = random_csr(rng, 200, 150, skewed_lengths(rng, 200, 150, 30))
     csr = run_and_check(name, matrix, rng)
-    (key, entry), = [(k, e) for k, e in csr.scratch.items() if k != sparse._ROW_SUMS]  # validation's own
+    (key, entry), = [(k, e) for k, e in csr.scratch.items() if k not in (sparse._ROW_SUMS, sparse._ADDRESSES)]
     cached = entry[-1]
 
     def no_rebuild(*args):
@@ -269,7 +269,8 @@ def test_cache_entries_follow_the_preprocessing_they_hold():
     """Merge variants with the same brackets share one entry (the brackets and the matrix's part of
     their launch specialisation); every adaptive variant has its own; row-mapped variants with the
     same rows per program share one (their grid and the matrix's part of their launch
-    specialisation). Validation keeps the row-length sums beside them."""
+    specialisation). Validation keeps the row-length sums beside them, and the launches the
+    arrays' addresses."""
     rng = np.random.default_rng(6)
     csr, _ = to_seer(random_csr(rng, 100, 100, skewed_lengths(rng, 100, 100, 20)))
     x = random_vector(rng, 100, torch.float32)
@@ -279,8 +280,9 @@ def test_cache_entries_follow_the_preprocessing_they_hold():
     brackets = {p["bracket"] for p in params if p["kind"] == "merge"}
     adaptive = [p for p in params if p["kind"] == "adaptive"]
     row_blocks = {p["rows"] for p in params if p["kind"] in ("scalar", "vector")}
-    assert len(csr.scratch) == len(brackets) + len(adaptive) + len(row_blocks) + 1
-    assert all(("rows", r) in csr.scratch for r in row_blocks) and sparse._ROW_SUMS in csr.scratch
+    assert len(csr.scratch) == len(brackets) + len(adaptive) + len(row_blocks) + 2
+    assert all(("rows", r) in csr.scratch for r in row_blocks)
+    assert sparse._ROW_SUMS in csr.scratch and sparse._ADDRESSES in csr.scratch
     assert all(("merge", b) in csr.scratch for b in brackets)
 
 
