@@ -129,6 +129,21 @@ def test_cache_hit_and_in_place_change():
     assert info["hits"] == 1 and info["misses"] == 2
 
 
+def test_values_written_in_place_keep_the_decision_of_a_tuple():
+    """Separate arrays: new values in place are a cache hit, and the next call reads them."""
+    m = _matrix()
+    parts = _parts(m)
+    x = torch.randn(m.shape[1])
+    expected = -2 * m  # before the write: the values tensor shares m's memory
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeerWarning)
+        seer.dispatch("spmv", (parts, x))
+        parts[2].mul_(-2)
+        y = seer.dispatch("spmv", (parts, x))
+    assert seer.cache_info()["hits"] == 1
+    _check(y, expected, x)
+
+
 @pytest.mark.parametrize("member", ["crow_indices", "col_indices"])
 def test_torch_csr_in_place_change_is_seen(member):
     """The cache key of a torch CSR tensor reads only its own version: in-place writes to its
