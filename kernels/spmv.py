@@ -14,6 +14,8 @@ so they can be captured in CUDA graphs.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import torch
 import triton
@@ -28,7 +30,22 @@ from seer.sparse import CsrMatrix, as_csr, check_dense_vector
 
 
 @triton.jit
-def _segment_sums(start, end, indices, values, x, x_stride, G: tl.constexpr):
+def _gather_x(x, x_stride, x_hot, n_hot, col, mask, HOT: tl.constexpr):
+    """x[col] where ``mask``. With HOT the matrix's columns were renumbered (``_hot_plan``): the
+    ``n_hot`` most used ones are 0..n_hot-1 and read from ``x_hot``, their values packed together
+    so they share cache sectors and stay in L1; every other column c was shifted to c + n_hot."""
+    if HOT:
+        hot = col < n_hot
+        packed = tl.load(x_hot + col, mask=mask & hot, other=0.0)
+        spread = tl.load(x + (col - n_hot) * x_stride, mask=mask & (col >= n_hot), other=0.0)
+        value = tl.where(hot, packed, spread)
+    else:
+        value = tl.load(x + col * x_stride, mask=mask, other=0.0)
+    return value
+
+
+@triton.jit
+def _segment_sums(start, end, indices, values, x, x_stride, x_hot, n_hot, G: tl.constexpr, HOT: tl.constexpr):
     """fp32 sums of A[k] * x[col[k]] over k in [start, end) for each of a block of segments.
 
     ``start``/``end`` have shape [S]; G lanes walk each segment, so the loads of one
@@ -44,20 +61,20 @@ def _segment_sums(start, end, indices, values, x, x_stride, G: tl.constexpr):
         inside = k < stop
         col = tl.load(indices + k, mask=inside, other=0)
         a = tl.load(values + k, mask=inside, other=0.0)
-        xv = tl.load(x + col * x_stride, mask=inside, other=0.0)
+        xv = _gather_x(x, x_stride, x_hot, n_hot, col, inside, HOT)
         acc += a.to(tl.float32) * xv.to(tl.float32)
     return tl.sum(acc, axis=1)
 
 
 @triton.jit
-def _csr_rows_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows,
-                     ROWS: tl.constexpr, G: tl.constexpr):
+def _csr_rows_kernel(indptr, indices, values, x, x_stride, x_hot, n_hot, y, y_stride, rows,
+                     ROWS: tl.constexpr, G: tl.constexpr, HOT: tl.constexpr):
     """Scalar (G == 1) and vector CSR: program p owns rows [p * ROWS, (p + 1) * ROWS)."""
     row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     ok = row < rows
     start = tl.load(indptr + row, mask=ok, other=0)
     end = tl.load(indptr + row + 1, mask=ok, other=0)
-    sums = _segment_sums(start, end, indices, values, x, x_stride, G)
+    sums = _segment_sums(start, end, indices, values, x, x_stride, x_hot, n_hot, G, HOT)
     tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=ok)
 
 
@@ -68,8 +85,8 @@ def _segmented_add(a_sum, a_head, b_sum, b_head):
 
 
 @triton.jit
-def _merge_kernel(indptr, indices, values, x, x_stride, acc, acc_stride, sub_rows, nnz,
-                  CHUNK: tl.constexpr, SUB: tl.constexpr):
+def _merge_kernel(indptr, indices, values, x, x_stride, x_hot, n_hot, acc, acc_stride, sub_rows, nnz,
+                  CHUNK: tl.constexpr, SUB: tl.constexpr, HOT: tl.constexpr):
     """Program p owns the nonzeros [p * CHUNK, (p + 1) * CHUNK): equal work whatever the rows.
 
     ``sub_rows[j]`` is the row holding nonzero j * SUB (the last entry: the row of the last
@@ -102,7 +119,7 @@ def _merge_kernel(indptr, indices, values, x, x_stride, acc, acc_stride, sub_row
 
     col = tl.load(indices + k, mask=live, other=0)
     a = tl.load(values + k, mask=live, other=0.0)
-    xv = tl.load(x + col * x_stride, mask=live, other=0.0)
+    xv = _gather_x(x, x_stride, x_hot, n_hot, col, live, HOT)
     prod = a.to(tl.float32) * xv.to(tl.float32)
 
     head = ((k == row_start) | (k == first)).to(tl.int32)
@@ -123,7 +140,7 @@ def _bin_rows(pid, bin_rows, count, indptr, indices, values, x, x_stride, y, y_s
     row = tl.load(bin_rows + slot, mask=ok, other=0)
     start = tl.load(indptr + row, mask=ok, other=0)
     end = tl.load(indptr + row + 1, mask=ok, other=0)
-    sums = _segment_sums(start, end, indices, values, x, x_stride, G)
+    sums = _segment_sums(start, end, indices, values, x, x_stride, x, 0, G, False)
     tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=ok)
 
 
@@ -154,7 +171,7 @@ def _adaptive_kernel(indptr, indices, values, x, x_stride, y, y_stride,
         ok = piece < n_pieces
         start = tl.load(piece_start + piece, mask=ok, other=0)
         end = tl.load(piece_end + piece, mask=ok, other=0)
-        sums = _segment_sums(start, end, indices, values, x, x_stride, PIECE_G)
+        sums = _segment_sums(start, end, indices, values, x, x_stride, x, 0, PIECE_G, False)
         tl.store(partials + piece, sums, mask=ok)
 
 
@@ -199,26 +216,72 @@ _merge_launch = LaunchCache(_merge_kernel)
 _adaptive_launch = LaunchCache(_adaptive_kernel)
 
 
-def _rows_run(rows_per_program: int, group: int, num_warps: int):
-    """run() of a scalar (group 1) or vector CSR variant: no preprocessing at all."""
-    key = ("rows", rows_per_program)
+class _HotColumns(NamedTuple):
+    """A matrix's columns renumbered by use (see ``_gather_x``): the kernels read ``indices``."""
+
+    indices: torch.Tensor  # the matrix's column indices, renumbered
+    indices_at: int
+    columns: torch.Tensor  # the original column of each packed slot, most used first
+    count: int
+
+
+# A column read by one row gains nothing from being packed; the plan packs at most ``limit``.
+_HOT_MIN_USES = 2
+
+
+def _hot_plan(csr: CsrMatrix, limit: int) -> _HotColumns:
+    """Packs the ``limit`` most used columns (those used twice or more) into slots 0..count-1 and
+    shifts every other column up by count. Runs once per matrix (one synchronisation) and keeps a
+    renumbered copy of the column indices: nnz more indices in device memory."""
+    uses = torch.bincount(csr.indices, minlength=csr.cols)
+    top_uses, top = torch.topk(uses, min(limit, csr.cols))
+    # At least one slot even if no column repeats, so that x_hot is never an empty tensor.
+    count = max(int((top_uses >= _HOT_MIN_USES).sum()), 1)
+    columns = top[:count].to(csr.indices.dtype)
+    wide = csr.indices.dtype == torch.int32 and csr.cols + count >= 2**31
+    dtype = torch.int64 if wide else csr.indices.dtype
+    slot = torch.full((csr.cols,), -1, dtype=dtype, device=csr.device)
+    slot[columns.long()] = torch.arange(count, dtype=dtype, device=csr.device)
+    renumbered = slot.index_select(0, csr.indices)
+    renumbered = torch.where(renumbered >= 0, renumbered, csr.indices.to(dtype) + count)
+    return _HotColumns(renumbered, renumbered.data_ptr(), columns, count)
+
+
+def _hot_operands(csr: CsrMatrix, hot: _HotColumns, x: torch.Tensor) -> tuple:
+    """Per call: the packed hot entries of x, their address, and the matrix's addresses with the
+    renumbered indices in place of the matrix's own."""
+    x_hot = x.index_select(0, hot.columns)
+    indptr_at, _, values_at = csr.addresses()
+    return x_hot, x_hot.data_ptr(), (indptr_at, hot.indices_at, values_at)
+
+
+def _rows_run(rows_per_program: int, group: int, num_warps: int, hot: int = 0):
+    """run() of a scalar (group 1) or vector CSR variant; with ``hot``, columns packed by use."""
+    key = ("rows", rows_per_program, hot)
 
     def launch_plan(csr: CsrMatrix) -> tuple:
-        """The grid and the matrix's part of the launch specialisation."""
-        matrix_key = (csr.device, specialisation(csr.indptr, csr.indices, csr.values, csr.rows))
-        return (cdiv(csr.rows, rows_per_program),), matrix_key
+        """The grid, the matrix's part of the launch specialisation and its hot columns."""
+        columns = _hot_plan(csr, hot) if hot else None
+        indices, count = (columns.indices, columns.count) if hot else (csr.indices, 0)
+        matrix_key = (csr.device, specialisation(csr.indptr, indices, csr.values, csr.rows, count))
+        return (cdiv(csr.rows, rows_per_program),), matrix_key, columns
 
     def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         y = _output(csr, x, out)
         if csr.nnz == 0:
             return y.zero_()
-        grid, matrix_key = csr.cached(key, launch_plan)
+        grid, matrix_key, columns = csr.cached(key, launch_plan, on_indices=bool(hot))
         x_stride, y_stride = x.stride(0), y.stride(0)
         (x_key, x_at), (y_key, y_at) = operand(x, x_stride), operand(y, y_stride)
-        shape = (csr.rows, rows_per_program, group)
-        args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, *shape)
-        direct_args = (*csr.addresses(), x_at, x_stride, y_at, y_stride, *shape)
-        launch_key = (matrix_key, x_key, y_key, rows_per_program, group, num_warps)
+        if hot:
+            x_hot, x_hot_at, matrix_at = _hot_operands(csr, columns, x)
+            indices, count = columns.indices, columns.count
+        else:
+            x_hot, x_hot_at, matrix_at, indices, count = x, x_at, csr.addresses(), csr.indices, 0
+        tail = (y_stride, csr.rows, rows_per_program, group, bool(hot))
+        args = (csr.indptr, indices, csr.values, x, x_stride, x_hot, count, y, *tail)
+        direct_args = (*matrix_at, x_at, x_stride, x_hot_at, count, y_at, *tail)
+        launch_key = (matrix_key, x_key, y_key, x_hot_at % 16 == 0, rows_per_program, group, num_warps, hot)
         _rows_launch.launch(launch_key, grid, args, direct_args, num_warps=num_warps)
         return y
 
@@ -233,29 +296,39 @@ def _bracket_rows(csr: CsrMatrix, sub: int) -> torch.Tensor:
     return torch.searchsorted(csr.indptr, firsts, right=True).to(csr.indptr.dtype) - 1
 
 
-def _merge_plan(csr: CsrMatrix, sub: int) -> tuple:
-    """The brackets of ``sub`` nonzeros, their address, and the matrix's part of the merge launch
-    specialisation."""
+def _merge_plan(csr: CsrMatrix, sub: int, hot: int) -> tuple:
+    """The brackets of ``sub`` nonzeros, their address, the matrix's part of the merge launch
+    specialisation and its hot columns."""
     sub_rows = _bracket_rows(csr, sub)
-    return sub_rows, sub_rows.data_ptr(), (csr.device, specialisation(csr.indptr, csr.indices, csr.values, sub_rows,
-                                                                      csr.nnz))
+    columns = _hot_plan(csr, hot) if hot else None
+    indices, count = (columns.indices, columns.count) if hot else (csr.indices, 0)
+    matrix_key = (csr.device, specialisation(csr.indptr, indices, csr.values, sub_rows, csr.nnz, count))
+    return sub_rows, sub_rows.data_ptr(), matrix_key, columns
 
 
-def _merge_run(chunk: int, sub: int, num_warps: int):
-    """run() of an nnz-balanced variant; float32 y is accumulated in place, others via a copy."""
-    key = ("merge", sub)  # the brackets depend on sub only: variants of one sub share them
+def _merge_run(chunk: int, sub: int, num_warps: int, hot: int = 0):
+    """run() of an nnz-balanced variant; float32 y is accumulated in place, others via a copy.
+    With ``hot``, columns packed by use."""
+    key = ("merge", sub, hot)  # the plan depends on sub and hot only: variants share it
 
     def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         y = _output(csr, x, out)
         if csr.nnz == 0:
             return y.zero_()
-        sub_rows, sub_rows_at, matrix_key = csr.cached(key, lambda m: _merge_plan(m, sub))
+        sub_rows, sub_rows_at, matrix_key, columns = csr.cached(key, lambda m: _merge_plan(m, sub, hot),
+                                                                on_indices=bool(hot))
         acc = y.zero_() if y.dtype == torch.float32 else torch.zeros(csr.rows, dtype=torch.float32, device=y.device)
         x_stride, acc_stride = x.stride(0), acc.stride(0)
         (x_key, x_at), (acc_key, acc_at) = operand(x, x_stride), operand(acc, acc_stride)
-        args = (csr.indptr, csr.indices, csr.values, x, x_stride, acc, acc_stride, sub_rows, csr.nnz, chunk, sub)
-        direct_args = (*csr.addresses(), x_at, x_stride, acc_at, acc_stride, sub_rows_at, csr.nnz, chunk, sub)
-        launch_key = (matrix_key, x_key, acc_key, chunk, sub, num_warps)
+        if hot:
+            x_hot, x_hot_at, matrix_at = _hot_operands(csr, columns, x)
+            indices, count = columns.indices, columns.count
+        else:
+            x_hot, x_hot_at, matrix_at, indices, count = x, x_at, csr.addresses(), csr.indices, 0
+        tail = (acc_stride, sub_rows, csr.nnz, chunk, sub, bool(hot))
+        args = (csr.indptr, indices, csr.values, x, x_stride, x_hot, count, acc, *tail)
+        direct_args = (*matrix_at, x_at, x_stride, x_hot_at, count, acc_at, acc_stride, sub_rows_at, *tail[2:])
+        launch_key = (matrix_key, x_key, acc_key, x_hot_at % 16 == 0, chunk, sub, num_warps, hot)
         _merge_launch.launch(launch_key, (cdiv(csr.nnz, chunk),), args, direct_args, num_warps=num_warps)
         if acc is not y:
             y.copy_(acc)
