@@ -6,15 +6,15 @@ Kinds of kernel (a variant is a kind plus fixed block shapes):
     scalar    one lane per row, a block of rows per program: cheap for very short rows.
     vector    G lanes per row, a [ROWS, G] tile per program: coalesced loads along each row.
     merge     equal-nnz chunks per program whatever the row lengths (merge-path style).
+    coo       merge's chunks, each nonzero's row read from a row-index array built once per
+              matrix (4 bytes per nonzero kept with it) instead of searched for in indptr.
     adaptive  rows binned by length once, each bin with its own mapping, very long rows
               split over several programs.
-Preprocessing (merge chunk rows, adaptive bins) runs on the first call for a matrix and is
+Preprocessing (merge chunk rows, coo row indices, adaptive bins) runs on the first call for a matrix and is
 cached with the matrix (``CsrMatrix.cached``); later calls do not synchronise with the host,
 so they can be captured in CUDA graphs.
 """
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -30,22 +30,7 @@ from seer.sparse import CsrMatrix, as_csr, check_dense_vector
 
 
 @triton.jit
-def _gather_x(x, x_stride, x_hot, n_hot, col, mask, HOT: tl.constexpr):
-    """x[col] where ``mask``. With HOT the matrix's columns were renumbered (``_hot_plan``): the
-    ``n_hot`` most used ones are 0..n_hot-1 and read from ``x_hot``, their values packed together
-    so they share cache sectors and stay in L1; every other column c was shifted to c + n_hot."""
-    if HOT:
-        hot = col < n_hot
-        packed = tl.load(x_hot + col, mask=mask & hot, other=0.0)
-        spread = tl.load(x + (col - n_hot) * x_stride, mask=mask & (col >= n_hot), other=0.0)
-        value = tl.where(hot, packed, spread)
-    else:
-        value = tl.load(x + col * x_stride, mask=mask, other=0.0)
-    return value
-
-
-@triton.jit
-def _segment_sums(start, end, indices, values, x, x_stride, x_hot, n_hot, G: tl.constexpr, HOT: tl.constexpr):
+def _segment_sums(start, end, indices, values, x, x_stride, G: tl.constexpr):
     """fp32 sums of A[k] * x[col[k]] over k in [start, end) for each of a block of segments.
 
     ``start``/``end`` have shape [S]; G lanes walk each segment, so the loads of one
@@ -61,20 +46,20 @@ def _segment_sums(start, end, indices, values, x, x_stride, x_hot, n_hot, G: tl.
         inside = k < stop
         col = tl.load(indices + k, mask=inside, other=0)
         a = tl.load(values + k, mask=inside, other=0.0)
-        xv = _gather_x(x, x_stride, x_hot, n_hot, col, inside, HOT)
+        xv = tl.load(x + col * x_stride, mask=inside, other=0.0)
         acc += a.to(tl.float32) * xv.to(tl.float32)
     return tl.sum(acc, axis=1)
 
 
 @triton.jit
-def _csr_rows_kernel(indptr, indices, values, x, x_stride, x_hot, n_hot, y, y_stride, rows,
-                     ROWS: tl.constexpr, G: tl.constexpr, HOT: tl.constexpr):
+def _csr_rows_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows,
+                     ROWS: tl.constexpr, G: tl.constexpr):
     """Scalar (G == 1) and vector CSR: program p owns rows [p * ROWS, (p + 1) * ROWS)."""
     row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     ok = row < rows
     start = tl.load(indptr + row, mask=ok, other=0)
     end = tl.load(indptr + row + 1, mask=ok, other=0)
-    sums = _segment_sums(start, end, indices, values, x, x_stride, x_hot, n_hot, G, HOT)
+    sums = _segment_sums(start, end, indices, values, x, x_stride, G)
     tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=ok)
 
 
@@ -85,8 +70,8 @@ def _segmented_add(a_sum, a_head, b_sum, b_head):
 
 
 @triton.jit
-def _merge_kernel(indptr, indices, values, x, x_stride, x_hot, n_hot, acc, acc_stride, sub_rows, nnz,
-                  CHUNK: tl.constexpr, SUB: tl.constexpr, HOT: tl.constexpr):
+def _merge_kernel(indptr, indices, values, x, x_stride, acc, acc_stride, sub_rows, nnz,
+                  CHUNK: tl.constexpr, SUB: tl.constexpr):
     """Program p owns the nonzeros [p * CHUNK, (p + 1) * CHUNK): equal work whatever the rows.
 
     ``sub_rows[j]`` is the row holding nonzero j * SUB (the last entry: the row of the last
@@ -119,7 +104,7 @@ def _merge_kernel(indptr, indices, values, x, x_stride, x_hot, n_hot, acc, acc_s
 
     col = tl.load(indices + k, mask=live, other=0)
     a = tl.load(values + k, mask=live, other=0.0)
-    xv = _gather_x(x, x_stride, x_hot, n_hot, col, live, HOT)
+    xv = tl.load(x + col * x_stride, mask=live, other=0.0)
     prod = a.to(tl.float32) * xv.to(tl.float32)
 
     head = ((k == row_start) | (k == first)).to(tl.int32)
@@ -132,6 +117,44 @@ def _merge_kernel(indptr, indices, values, x, x_stride, x_hot, n_hot, acc, acc_s
 
 
 @triton.jit
+def _coo_kernel(row_of, indices, values, x, x_stride, acc, acc_stride, nnz, CHUNK: tl.constexpr):
+    """Program p owns the nonzeros [p * CHUNK, (p + 1) * CHUNK), as in ``_merge_kernel``, but
+    reads each nonzero's row from ``row_of`` instead of searching indptr for it: three
+    coalesced loads replace a chain of dependent ones, most of them hits in L1.
+
+    ``acc`` is float32 and zeroed by the caller. Rows wholly inside the chunk are stored; the
+    chunk's first row, if it began in the chunk before, and its last, if it goes on in the next,
+    are added atomically.
+    """
+    pid = tl.program_id(0)
+    first = pid.to(indices.dtype.element_ty) * CHUNK  # int64 when indices are: nnz may pass 2**31
+    k = first + tl.arange(0, CHUNK)
+    live = k < nnz
+    last = tl.minimum(first + CHUNK, nnz) - 1
+    row = tl.load(row_of + k, mask=live, other=-1)
+    row_before = tl.load(row_of + k - 1, mask=live & (k > first), other=-1)  # -1: a head at the chunk's start
+    row_after = tl.load(row_of + k + 1, mask=k < last, other=-1)  # -1: a tail at the chunk's end
+
+    col = tl.load(indices + k, mask=live, other=0)
+    a = tl.load(values + k, mask=live, other=0.0)
+    xv = tl.load(x + col * x_stride, mask=live, other=0.0)
+    prod = a.to(tl.float32) * xv.to(tl.float32)
+
+    head = (row != row_before).to(tl.int32)
+    sums, _ = tl.associative_scan((prod, head), 0, _segmented_add)
+    tail = live & (row != row_after)
+    # The chunk's edge rows, or -1 where the row does not reach past the edge (no live row is -1).
+    first_row = tl.load(row_of + first)
+    last_row = tl.load(row_of + last)
+    begun_row = tl.where(tl.load(row_of + first - 1, mask=first > 0, other=-1) == first_row, first_row, -1)
+    going_on_row = tl.where(tl.load(row_of + last + 1, mask=last + 1 < nnz, other=-1) == last_row, last_row, -1)
+    shared = (row == begun_row) | (row == going_on_row)
+    target = acc + row * acc_stride
+    tl.store(target, sums, mask=tail & ~shared)
+    tl.atomic_add(target, sums, mask=tail & shared)
+
+
+@triton.jit
 def _bin_rows(pid, bin_rows, count, indptr, indices, values, x, x_stride, y, y_stride,
               ROWS: tl.constexpr, G: tl.constexpr):
     """Vector CSR over a list of rows: this program takes list entries [pid * ROWS, ...)."""
@@ -140,7 +163,7 @@ def _bin_rows(pid, bin_rows, count, indptr, indices, values, x, x_stride, y, y_s
     row = tl.load(bin_rows + slot, mask=ok, other=0)
     start = tl.load(indptr + row, mask=ok, other=0)
     end = tl.load(indptr + row + 1, mask=ok, other=0)
-    sums = _segment_sums(start, end, indices, values, x, x_stride, x, 0, G, False)
+    sums = _segment_sums(start, end, indices, values, x, x_stride, G)
     tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=ok)
 
 
@@ -171,7 +194,7 @@ def _adaptive_kernel(indptr, indices, values, x, x_stride, y, y_stride,
         ok = piece < n_pieces
         start = tl.load(piece_start + piece, mask=ok, other=0)
         end = tl.load(piece_end + piece, mask=ok, other=0)
-        sums = _segment_sums(start, end, indices, values, x, x_stride, x, 0, PIECE_G, False)
+        sums = _segment_sums(start, end, indices, values, x, x_stride, PIECE_G)
         tl.store(partials + piece, sums, mask=ok)
 
 
@@ -213,75 +236,30 @@ def _output(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None) -> torch.
 # key is fixed, so it is worked out once per matrix (``CsrMatrix.cached``).
 _rows_launch = LaunchCache(_csr_rows_kernel)
 _merge_launch = LaunchCache(_merge_kernel)
+_coo_launch = LaunchCache(_coo_kernel)
 _adaptive_launch = LaunchCache(_adaptive_kernel)
 
 
-class _HotColumns(NamedTuple):
-    """A matrix's columns renumbered by use (see ``_gather_x``): the kernels read ``indices``."""
-
-    indices: torch.Tensor  # the matrix's column indices, renumbered
-    indices_at: int
-    columns: torch.Tensor  # the original column of each packed slot, most used first
-    count: int
-
-
-# A column read by one row gains nothing from being packed; the plan packs at most ``limit``.
-_HOT_MIN_USES = 2
-
-
-def _hot_plan(csr: CsrMatrix, limit: int) -> _HotColumns:
-    """Packs the ``limit`` most used columns (those used twice or more) into slots 0..count-1 and
-    shifts every other column up by count. Runs once per matrix (one synchronisation) and keeps a
-    renumbered copy of the column indices: nnz more indices in device memory."""
-    uses = torch.bincount(csr.indices, minlength=csr.cols)
-    top_uses, top = torch.topk(uses, min(limit, csr.cols))
-    # At least one slot even if no column repeats, so that x_hot is never an empty tensor.
-    count = max(int((top_uses >= _HOT_MIN_USES).sum()), 1)
-    columns = top[:count].to(csr.indices.dtype)
-    wide = csr.indices.dtype == torch.int32 and csr.cols + count >= 2**31
-    dtype = torch.int64 if wide else csr.indices.dtype
-    slot = torch.full((csr.cols,), -1, dtype=dtype, device=csr.device)
-    slot[columns.long()] = torch.arange(count, dtype=dtype, device=csr.device)
-    renumbered = slot.index_select(0, csr.indices)
-    renumbered = torch.where(renumbered >= 0, renumbered, csr.indices.to(dtype) + count)
-    return _HotColumns(renumbered, renumbered.data_ptr(), columns, count)
-
-
-def _hot_operands(csr: CsrMatrix, hot: _HotColumns, x: torch.Tensor) -> tuple:
-    """Per call: the packed hot entries of x, their address, and the matrix's addresses with the
-    renumbered indices in place of the matrix's own."""
-    x_hot = x.index_select(0, hot.columns)
-    indptr_at, _, values_at = csr.addresses()
-    return x_hot, x_hot.data_ptr(), (indptr_at, hot.indices_at, values_at)
-
-
-def _rows_run(rows_per_program: int, group: int, num_warps: int, hot: int = 0):
-    """run() of a scalar (group 1) or vector CSR variant; with ``hot``, columns packed by use."""
-    key = ("rows", rows_per_program, hot)
+def _rows_run(rows_per_program: int, group: int, num_warps: int):
+    """run() of a scalar (group 1) or vector CSR variant: no preprocessing at all."""
+    key = ("rows", rows_per_program)
 
     def launch_plan(csr: CsrMatrix) -> tuple:
-        """The grid, the matrix's part of the launch specialisation and its hot columns."""
-        columns = _hot_plan(csr, hot) if hot else None
-        indices, count = (columns.indices, columns.count) if hot else (csr.indices, 0)
-        matrix_key = (csr.device, specialisation(csr.indptr, indices, csr.values, csr.rows, count))
-        return (cdiv(csr.rows, rows_per_program),), matrix_key, columns
+        """The grid and the matrix's part of the launch specialisation."""
+        matrix_key = (csr.device, specialisation(csr.indptr, csr.indices, csr.values, csr.rows))
+        return (cdiv(csr.rows, rows_per_program),), matrix_key
 
     def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         y = _output(csr, x, out)
         if csr.nnz == 0:
             return y.zero_()
-        grid, matrix_key, columns = csr.cached(key, launch_plan, on_indices=bool(hot))
+        grid, matrix_key = csr.cached(key, launch_plan)
         x_stride, y_stride = x.stride(0), y.stride(0)
         (x_key, x_at), (y_key, y_at) = operand(x, x_stride), operand(y, y_stride)
-        if hot:
-            x_hot, x_hot_at, matrix_at = _hot_operands(csr, columns, x)
-            indices, count = columns.indices, columns.count
-        else:
-            x_hot, x_hot_at, matrix_at, indices, count = x, x_at, csr.addresses(), csr.indices, 0
-        tail = (y_stride, csr.rows, rows_per_program, group, bool(hot))
-        args = (csr.indptr, indices, csr.values, x, x_stride, x_hot, count, y, *tail)
-        direct_args = (*matrix_at, x_at, x_stride, x_hot_at, count, y_at, *tail)
-        launch_key = (matrix_key, x_key, y_key, x_hot_at % 16 == 0, rows_per_program, group, num_warps, hot)
+        shape = (csr.rows, rows_per_program, group)
+        args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, *shape)
+        direct_args = (*csr.addresses(), x_at, x_stride, y_at, y_stride, *shape)
+        launch_key = (matrix_key, x_key, y_key, rows_per_program, group, num_warps)
         _rows_launch.launch(launch_key, grid, args, direct_args, num_warps=num_warps)
         return y
 
@@ -296,40 +274,64 @@ def _bracket_rows(csr: CsrMatrix, sub: int) -> torch.Tensor:
     return torch.searchsorted(csr.indptr, firsts, right=True).to(csr.indptr.dtype) - 1
 
 
-def _merge_plan(csr: CsrMatrix, sub: int, hot: int) -> tuple:
-    """The brackets of ``sub`` nonzeros, their address, the matrix's part of the merge launch
-    specialisation and its hot columns."""
+def _merge_plan(csr: CsrMatrix, sub: int) -> tuple:
+    """The brackets of ``sub`` nonzeros, their address, and the matrix's part of the merge launch
+    specialisation."""
     sub_rows = _bracket_rows(csr, sub)
-    columns = _hot_plan(csr, hot) if hot else None
-    indices, count = (columns.indices, columns.count) if hot else (csr.indices, 0)
-    matrix_key = (csr.device, specialisation(csr.indptr, indices, csr.values, sub_rows, csr.nnz, count))
-    return sub_rows, sub_rows.data_ptr(), matrix_key, columns
+    return sub_rows, sub_rows.data_ptr(), (csr.device, specialisation(csr.indptr, csr.indices, csr.values, sub_rows,
+                                                                      csr.nnz))
 
 
-def _merge_run(chunk: int, sub: int, num_warps: int, hot: int = 0):
-    """run() of an nnz-balanced variant; float32 y is accumulated in place, others via a copy.
-    With ``hot``, columns packed by use."""
-    key = ("merge", sub, hot)  # the plan depends on sub and hot only: variants share it
+def _merge_run(chunk: int, sub: int, num_warps: int):
+    """run() of an nnz-balanced variant; float32 y is accumulated in place, others via a copy."""
+    key = ("merge", sub)  # the brackets depend on sub only: variants of one sub share them
 
     def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         y = _output(csr, x, out)
         if csr.nnz == 0:
             return y.zero_()
-        sub_rows, sub_rows_at, matrix_key, columns = csr.cached(key, lambda m: _merge_plan(m, sub, hot),
-                                                                on_indices=bool(hot))
+        sub_rows, sub_rows_at, matrix_key = csr.cached(key, lambda m: _merge_plan(m, sub))
         acc = y.zero_() if y.dtype == torch.float32 else torch.zeros(csr.rows, dtype=torch.float32, device=y.device)
         x_stride, acc_stride = x.stride(0), acc.stride(0)
         (x_key, x_at), (acc_key, acc_at) = operand(x, x_stride), operand(acc, acc_stride)
-        if hot:
-            x_hot, x_hot_at, matrix_at = _hot_operands(csr, columns, x)
-            indices, count = columns.indices, columns.count
-        else:
-            x_hot, x_hot_at, matrix_at, indices, count = x, x_at, csr.addresses(), csr.indices, 0
-        tail = (acc_stride, sub_rows, csr.nnz, chunk, sub, bool(hot))
-        args = (csr.indptr, indices, csr.values, x, x_stride, x_hot, count, acc, *tail)
-        direct_args = (*matrix_at, x_at, x_stride, x_hot_at, count, acc_at, acc_stride, sub_rows_at, *tail[2:])
-        launch_key = (matrix_key, x_key, acc_key, x_hot_at % 16 == 0, chunk, sub, num_warps, hot)
+        args = (csr.indptr, csr.indices, csr.values, x, x_stride, acc, acc_stride, sub_rows, csr.nnz, chunk, sub)
+        direct_args = (*csr.addresses(), x_at, x_stride, acc_at, acc_stride, sub_rows_at, csr.nnz, chunk, sub)
+        launch_key = (matrix_key, x_key, acc_key, chunk, sub, num_warps)
         _merge_launch.launch(launch_key, (cdiv(csr.nnz, chunk),), args, direct_args, num_warps=num_warps)
+        if acc is not y:
+            y.copy_(acc)
+        return y
+
+    return run
+
+
+def _coo_plan(csr: CsrMatrix) -> tuple:
+    """The row of every nonzero (int32 unless rows pass 2**31), its address, and the matrix's part
+    of the coo launch specialisation. No synchronisation: nnz sizes the array."""
+    dtype = torch.int32 if csr.rows < 2**31 else torch.int64
+    lengths = csr.indptr[1:] - csr.indptr[:-1]
+    row_of = torch.repeat_interleave(torch.arange(csr.rows, dtype=dtype, device=csr.device), lengths,
+                                     output_size=csr.nnz)
+    return row_of, row_of.data_ptr(), (csr.device, specialisation(row_of, csr.indices, csr.values, csr.nnz))
+
+
+def _coo_run(chunk: int, num_warps: int):
+    """run() of a coo variant; float32 y is accumulated in place, others via a copy."""
+    key = ("coo",)  # every coo variant reads the same row indices
+
+    def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        y = _output(csr, x, out)
+        if csr.nnz == 0:
+            return y.zero_()
+        row_of, row_of_at, matrix_key = csr.cached(key, _coo_plan)
+        acc = y.zero_() if y.dtype == torch.float32 else torch.zeros(csr.rows, dtype=torch.float32, device=y.device)
+        x_stride, acc_stride = x.stride(0), acc.stride(0)
+        (x_key, x_at), (acc_key, acc_at) = operand(x, x_stride), operand(acc, acc_stride)
+        _, indices_at, values_at = csr.addresses()
+        args = (row_of, csr.indices, csr.values, x, x_stride, acc, acc_stride, csr.nnz, chunk)
+        direct_args = (row_of_at, indices_at, values_at, x_at, x_stride, acc_at, acc_stride, csr.nnz, chunk)
+        launch_key = (matrix_key, x_key, acc_key, chunk, num_warps)
+        _coo_launch.launch(launch_key, (cdiv(csr.nnz, chunk),), args, direct_args, num_warps=num_warps)
         if acc is not y:
             y.copy_(acc)
         return y
@@ -431,6 +433,11 @@ for _chunk, _warps in ((256, 4), (512, 4), (1024, 4)):
     _register(f"merge_c{_chunk}", _merge_run(_chunk, 32, _warps),
               {"kind": "merge", "chunk": _chunk, "bracket": 32, "num_warps": _warps},
               f"{_chunk} nonzeros per program whatever the rows; segmented scan, atomics at chunk edges")
+# Row indices read, not searched for: fewer registers than merge at the same chunk.
+for _chunk, _warps in ((512, 4), (1024, 4), (2048, 8)):
+    _register(f"coo_c{_chunk}", _coo_run(_chunk, _warps),
+              {"kind": "coo", "chunk": _chunk, "num_warps": _warps},
+              f"{_chunk} nonzeros per program, each nonzero's row read from row indices built once per matrix")
 # Narrow groups for short rows, wider ones as rows grow; pieces bound any program's work.
 _ADAPTIVE = {"bin_max": [8, 128, 4096], "short": [128, 2], "medium": [32, 16], "large": [4, 128],
              "pieces": [4, 256], "piece": 4096, "num_warps": 4}

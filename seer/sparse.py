@@ -72,21 +72,20 @@ class CsrMatrix:
     def dtype(self) -> torch.dtype:
         return self.values.dtype
 
-    def cached(self, key: tuple, build: Callable, *, on_indices: bool = False):
-        """``build(self)`` computed once and kept in ``scratch``, rebuilt only if indptr changed
-        (or, with ``on_indices``, the column indices too: for what is computed from them).
+    def cached(self, key: tuple, build: Callable):
+        """``build(self)`` computed once and kept in ``scratch``, rebuilt only if indptr changed.
 
-        The stamp (the arrays' objects and in-place versions) costs no device work."""
+        The stamp (the indptr object and its in-place version) costs no device work."""
         entry = self.scratch.get(key)
         if entry is None or not self._stamped(entry):
-            entry = (self._stamp(on_indices), build(self))
+            entry = (self.indptr, self._indptr_version(), build(self))
             self.scratch[key] = entry
-        return entry[1]
+        return entry[2]
 
     def peek(self, key: tuple):
         """What :meth:`cached` holds for ``key`` if still current, else None; never builds."""
         entry = self.scratch.get(key)
-        return entry[1] if entry is not None and self._stamped(entry) else None
+        return entry[2] if entry is not None and self._stamped(entry) else None
 
     def addresses(self) -> tuple[int, int, int]:
         """Device addresses of indptr, indices and values, for launches that pass raw pointers.
@@ -106,14 +105,11 @@ class CsrMatrix:
         except RuntimeError:  # an inference tensor
             return None
 
-    def _stamp(self, on_indices: bool) -> tuple:
-        stamp = (self.indptr, _version(self.indptr))
-        return (*stamp, self.indices, _version(self.indices)) if on_indices else stamp
-
     def _stamped(self, entry: tuple) -> bool:
-        stamp = entry[0]
-        return (stamp[0] is self.indptr and stamp[1] == _version(self.indptr)
-                and (len(stamp) == 2 or (stamp[2] is self.indices and stamp[3] == _version(self.indices))))
+        return entry[0] is self.indptr and entry[1] == self._indptr_version()
+
+    def _indptr_version(self):
+        return None if self.indptr.is_inference() else self.indptr._version
 
     def to_scipy(self):
         """The same matrix as a float64 scipy CSR matrix (for references and features)."""
@@ -127,11 +123,6 @@ class CsrMatrix:
             ),
             shape=self.shape,
         )
-
-
-def _version(tensor: torch.Tensor):
-    """In-place version of a tensor; None for an inference tensor, which keeps none."""
-    return None if tensor.is_inference() else tensor._version
 
 
 def as_csr(matrix, *, check: bool = True) -> CsrMatrix:

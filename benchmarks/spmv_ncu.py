@@ -1,0 +1,112 @@
+"""Nsight Compute counters of SpMV kernels on two large irregular matrices: where their time goes.
+
+    python benchmarks/spmv_ncu.py [--out benchmarks/results] [--variants merge_c512 coo_c1024 ...]
+
+Runs itself under ``ncu --clock-control none`` (the card's clocks are left alone) on an R-MAT
+(scale 20, edge factor 16, a = 0.57: power-law rows and columns) and a log-normal matrix (918,559
+rows of mean length 8, sigma 1, uniform columns), each variant and cuSPARSE twice (one ncu run
+each), and tabulates
+per kernel: duration, DRAM and L2 throughput (% of peak), L1 hit rate, occupancy and registers.
+Writes ``spmv-ncu-<device>.md`` and the raw report ``spmv-ncu-<device>.txt``.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+METRICS = ("Duration", "DRAM Throughput", "L2 Cache Throughput", "L1/TEX Hit Rate", "L2 Hit Rate",
+           "Achieved Occupancy", "Registers Per Thread")
+KERNELS = r"merge_kernel|coo_kernel|rows_kernel|adaptive_kernel|csrmv|partition_kernel"
+MATRICES = {"rmat scale 20, ef 16, a 0.57": ("rmat", (20, 16, 0.57, 0.19, 0.19)),
+            "log-normal rows 918559, mean 8, sigma 1": ("lognormal_rows", (918559, 918559, 8, 1.0))}
+
+
+def workload(matrix: str, variant: str) -> None:
+    """What ncu profiles: one variant (or cuSPARSE) twice on one matrix."""
+    import numpy as np
+    import torch
+
+    from seer.datasets import generators
+    from seer.kernels import spmv
+    from seer.sparse import as_csr
+
+    generator, args = MATRICES[matrix]
+    A = getattr(generators, generator)(*args, seed=1)
+    parts = (torch.from_numpy(A.indptr.astype(np.int32)).cuda(), torch.from_numpy(A.indices.astype(np.int32)).cuda(),
+             torch.from_numpy(A.data).cuda(), A.shape)
+    csr, x = as_csr(parts), torch.rand(A.shape[1], device="cuda") - 0.5
+    if variant == "cusparse":
+        tensor = torch.sparse_csr_tensor(*parts[:3], A.shape)
+        run = lambda: tensor @ x  # noqa: E731
+    else:
+        run = lambda: spmv.VARIANTS[variant].run(csr, x)  # noqa: E731
+    for _ in range(2):
+        run()
+    torch.cuda.synchronize()
+
+
+def parse(report: str) -> list[dict]:
+    """One dict per profiled kernel launch: its name and the metrics of METRICS it reports."""
+    launches = []
+    for line in report.splitlines():
+        if re.match(r"^  \S.*\(\d+, \d+, \d+\)x\(\d+, \d+, \d+\)", line):
+            launches.append({"kernel": line.strip().split("(")[0].split("<")[0].split()[-1]})
+        elif launches:
+            for metric in METRICS:
+                found = re.match(rf"^\s+{re.escape(metric)}\s+(\S+)\s+([\d.,]+)$", line)
+                if found:
+                    unit, value = found.groups()
+                    launches[-1][metric] = float(value.replace(",", "")) * (1e3 if unit == "ms" else 1)
+    return launches
+
+
+def markdown(launches: list[dict], device: str, command: str) -> str:
+    lines = [f"# Nsight Compute counters of SpMV kernels, {device}", "", f"`{command}` (ncu --clock-control none; "
+             "each kernel's second launch; durations in us, throughputs in % of peak).", "",
+             "| matrix | variant | kernel | " + " | ".join(METRICS) + " |", "|" + "---|" * (3 + len(METRICS))]
+    seen = {}
+    for launch in launches:  # the second launch of each (matrix, variant, kernel) replaces the first
+        seen[(launch["matrix"], launch["variant"], launch["kernel"])] = launch
+    for (matrix, variant, kernel), launch in seen.items():
+        lines.append(f"| {matrix} | {variant} | {kernel} | " +
+                     " | ".join(f"{launch.get(m, float('nan')):.1f}" for m in METRICS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--variants", nargs="+", default=["merge_c512", "coo_c1024"])
+    parser.add_argument("--workload", nargs=2, metavar=("MATRIX", "VARIANT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.workload:
+        workload(*args.workload)
+        return 0
+    import torch
+
+    from seer.profiling import device_tag
+
+    reports, launches = [], []
+    for matrix in MATRICES:
+        for variant in [*args.variants, "cusparse"]:
+            command = ["ncu", "--clock-control", "none", "--section", "SpeedOfLight", "--section",
+                       "MemoryWorkloadAnalysis", "--section", "Occupancy", "--section", "LaunchStats",
+                       "--kernel-name", f"regex:{KERNELS}", sys.executable, __file__, "--workload", matrix, variant]
+            report = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+            reports.append(f"##### {matrix} | {variant}\n{report}")
+            launches += [{**launch, "matrix": matrix, "variant": variant} for launch in parse(report)]
+    device = torch.cuda.get_device_name()
+    stem = f"spmv-ncu-{device_tag(device)}"
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{stem}.txt").write_text("\n".join(reports))
+    text = markdown(launches, device, " ".join(["python", *sys.argv]))
+    (args.out / f"{stem}.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
