@@ -79,7 +79,7 @@ def markdown(launches: list[dict], device: str, command: str) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    parser.add_argument("--variants", nargs="+", default=["merge_c512", "coo_c1024"])
+    parser.add_argument("--variants", nargs="+", default=["merge_c512", "adaptive"])
     parser.add_argument("--workload", nargs=2, metavar=("MATRIX", "VARIANT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.workload:

@@ -6,15 +6,17 @@ Kinds of kernel (a variant is a kind plus fixed block shapes):
     scalar    one lane per row, a block of rows per program: cheap for very short rows.
     vector    G lanes per row, a [ROWS, G] tile per program: coalesced loads along each row.
     merge     equal-nnz chunks per program whatever the row lengths (merge-path style).
-    coo       merge's chunks, each nonzero's row read from a row-index array built once per
-              matrix (4 bytes per nonzero kept with it) instead of searched for in indptr.
     adaptive  rows binned by length once, each bin with its own mapping, very long rows
               split over several programs.
-Preprocessing (merge chunk rows, coo row indices, adaptive bins) runs on the first call for a matrix and is
+    torch     torch's own sparse CSR product (cuSPARSE's SpMV on CUDA), so that seer picks the
+              vendor kernel where it is the fastest, as the GEMM op keeps cuBLAS.
+Preprocessing (merge chunk rows, adaptive bins) runs on the first call for a matrix and is
 cached with the matrix (``CsrMatrix.cached``); later calls do not synchronise with the host,
 so they can be captured in CUDA graphs.
 """
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 import torch
@@ -117,44 +119,6 @@ def _merge_kernel(indptr, indices, values, x, x_stride, acc, acc_stride, sub_row
 
 
 @triton.jit
-def _coo_kernel(row_of, indices, values, x, x_stride, acc, acc_stride, nnz, CHUNK: tl.constexpr):
-    """Program p owns the nonzeros [p * CHUNK, (p + 1) * CHUNK), as in ``_merge_kernel``, but
-    reads each nonzero's row from ``row_of`` instead of searching indptr for it: three
-    coalesced loads replace a chain of dependent ones, most of them hits in L1.
-
-    ``acc`` is float32 and zeroed by the caller. Rows wholly inside the chunk are stored; the
-    chunk's first row, if it began in the chunk before, and its last, if it goes on in the next,
-    are added atomically.
-    """
-    pid = tl.program_id(0)
-    first = pid.to(indices.dtype.element_ty) * CHUNK  # int64 when indices are: nnz may pass 2**31
-    k = first + tl.arange(0, CHUNK)
-    live = k < nnz
-    last = tl.minimum(first + CHUNK, nnz) - 1
-    row = tl.load(row_of + k, mask=live, other=-1)
-    row_before = tl.load(row_of + k - 1, mask=live & (k > first), other=-1)  # -1: a head at the chunk's start
-    row_after = tl.load(row_of + k + 1, mask=k < last, other=-1)  # -1: a tail at the chunk's end
-
-    col = tl.load(indices + k, mask=live, other=0)
-    a = tl.load(values + k, mask=live, other=0.0)
-    xv = tl.load(x + col * x_stride, mask=live, other=0.0)
-    prod = a.to(tl.float32) * xv.to(tl.float32)
-
-    head = (row != row_before).to(tl.int32)
-    sums, _ = tl.associative_scan((prod, head), 0, _segmented_add)
-    tail = live & (row != row_after)
-    # The chunk's edge rows, or -1 where the row does not reach past the edge (no live row is -1).
-    first_row = tl.load(row_of + first)
-    last_row = tl.load(row_of + last)
-    begun_row = tl.where(tl.load(row_of + first - 1, mask=first > 0, other=-1) == first_row, first_row, -1)
-    going_on_row = tl.where(tl.load(row_of + last + 1, mask=last + 1 < nnz, other=-1) == last_row, last_row, -1)
-    shared = (row == begun_row) | (row == going_on_row)
-    target = acc + row * acc_stride
-    tl.store(target, sums, mask=tail & ~shared)
-    tl.atomic_add(target, sums, mask=tail & shared)
-
-
-@triton.jit
 def _bin_rows(pid, bin_rows, count, indptr, indices, values, x, x_stride, y, y_stride,
               ROWS: tl.constexpr, G: tl.constexpr):
     """Vector CSR over a list of rows: this program takes list entries [pid * ROWS, ...)."""
@@ -236,7 +200,6 @@ def _output(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None) -> torch.
 # key is fixed, so it is worked out once per matrix (``CsrMatrix.cached``).
 _rows_launch = LaunchCache(_csr_rows_kernel)
 _merge_launch = LaunchCache(_merge_kernel)
-_coo_launch = LaunchCache(_coo_kernel)
 _adaptive_launch = LaunchCache(_adaptive_kernel)
 
 
@@ -298,40 +261,6 @@ def _merge_run(chunk: int, sub: int, num_warps: int):
         direct_args = (*csr.addresses(), x_at, x_stride, acc_at, acc_stride, sub_rows_at, csr.nnz, chunk, sub)
         launch_key = (matrix_key, x_key, acc_key, chunk, sub, num_warps)
         _merge_launch.launch(launch_key, (cdiv(csr.nnz, chunk),), args, direct_args, num_warps=num_warps)
-        if acc is not y:
-            y.copy_(acc)
-        return y
-
-    return run
-
-
-def _coo_plan(csr: CsrMatrix) -> tuple:
-    """The row of every nonzero (int32 unless rows pass 2**31), its address, and the matrix's part
-    of the coo launch specialisation. No synchronisation: nnz sizes the array."""
-    dtype = torch.int32 if csr.rows < 2**31 else torch.int64
-    lengths = csr.indptr[1:] - csr.indptr[:-1]
-    row_of = torch.repeat_interleave(torch.arange(csr.rows, dtype=dtype, device=csr.device), lengths,
-                                     output_size=csr.nnz)
-    return row_of, row_of.data_ptr(), (csr.device, specialisation(row_of, csr.indices, csr.values, csr.nnz))
-
-
-def _coo_run(chunk: int, num_warps: int):
-    """run() of a coo variant; float32 y is accumulated in place, others via a copy."""
-    key = ("coo",)  # every coo variant reads the same row indices
-
-    def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        y = _output(csr, x, out)
-        if csr.nnz == 0:
-            return y.zero_()
-        row_of, row_of_at, matrix_key = csr.cached(key, _coo_plan)
-        acc = y.zero_() if y.dtype == torch.float32 else torch.zeros(csr.rows, dtype=torch.float32, device=y.device)
-        x_stride, acc_stride = x.stride(0), acc.stride(0)
-        (x_key, x_at), (acc_key, acc_at) = operand(x, x_stride), operand(acc, acc_stride)
-        _, indices_at, values_at = csr.addresses()
-        args = (row_of, csr.indices, csr.values, x, x_stride, acc, acc_stride, csr.nnz, chunk)
-        direct_args = (row_of_at, indices_at, values_at, x_at, x_stride, acc_at, acc_stride, csr.nnz, chunk)
-        launch_key = (matrix_key, x_key, acc_key, chunk, num_warps)
-        _coo_launch.launch(launch_key, (cdiv(csr.nnz, chunk),), args, direct_args, num_warps=num_warps)
         if acc is not y:
             y.copy_(acc)
         return y
@@ -415,6 +344,33 @@ def _adaptive_run(p: dict):
     return run
 
 
+_TORCH_CSR = ("torch_csr",)  # scratch key of the matrix as a torch sparse CSR tensor
+
+
+def _torch_csr_run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """run() of the torch variant: ``torch.addmv`` on a sparse CSR tensor sharing the matrix's
+    arrays, built once and again only if an array has moved (its address changed)."""
+    y = _output(csr, x, out)
+    if csr.nnz == 0:
+        return y.zero_()
+    if csr.device.type == "cpu" and csr.dtype != torch.float32:
+        # torch's CPU product (MKL) has no half types: float32 copies, made afresh on every call
+        # (the interpreter's tests), so values written in place are never missed.
+        return y.copy_(torch.mv(_torch_csr(csr, csr.values.float()), x.float()))
+    matrix_at = csr.addresses()
+    kept = csr.scratch.get(_TORCH_CSR)
+    if kept is None or kept[0] != matrix_at:
+        kept = csr.scratch[_TORCH_CSR] = (matrix_at, _torch_csr(csr, csr.values))
+    return torch.addmv(y, kept[1], x, beta=0, out=y)  # beta 0: y is written, never read
+
+
+def _torch_csr(csr: CsrMatrix, values: torch.Tensor) -> torch.Tensor:
+    """The matrix as a torch sparse CSR tensor on its index arrays and ``values`` (no copy)."""
+    with warnings.catch_warnings():  # torch's notes on every build: beta support, checks skipped
+        warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta state")
+        warnings.filterwarnings("ignore", "Sparse invariant checks are implicitly disabled")
+        return torch.sparse_csr_tensor(csr.indptr, csr.indices, values, csr.shape, check_invariants=False)
+
 def _register(name: str, run, params: dict, doc: str) -> None:
     VARIANTS[name] = Variant(name, run, params, doc)
 
@@ -433,17 +389,14 @@ for _chunk, _warps in ((256, 4), (512, 4), (1024, 4)):
     _register(f"merge_c{_chunk}", _merge_run(_chunk, 32, _warps),
               {"kind": "merge", "chunk": _chunk, "bracket": 32, "num_warps": _warps},
               f"{_chunk} nonzeros per program whatever the rows; segmented scan, atomics at chunk edges")
-# Row indices read, not searched for: fewer registers than merge at the same chunk.
-for _chunk, _warps in ((512, 4), (1024, 4), (2048, 8)):
-    _register(f"coo_c{_chunk}", _coo_run(_chunk, _warps),
-              {"kind": "coo", "chunk": _chunk, "num_warps": _warps},
-              f"{_chunk} nonzeros per program, each nonzero's row read from row indices built once per matrix")
 # Narrow groups for short rows, wider ones as rows grow; pieces bound any program's work.
 _ADAPTIVE = {"bin_max": [8, 128, 4096], "short": [128, 2], "medium": [32, 16], "large": [4, 128],
              "pieces": [4, 256], "piece": 4096, "num_warps": 4}
 _register("adaptive", _adaptive_run(_ADAPTIVE), {"kind": "adaptive", **_ADAPTIVE},
           "rows binned by length (<=8, <=128, <=4096 nonzeros) with a mapping per bin; "
           "longer rows cut into 4096-nonzero pieces over many programs")
+_register("torch_csr", _torch_csr_run, {"kind": "torch"},
+          "torch sparse CSR @ x: cuSPARSE's SpMV on CUDA, torch's own kernel on the CPU")
 
 
 # ---------------------------------------------------------------- dispatch contract

@@ -98,14 +98,14 @@ def run_and_check(name: str, matrix: sp.csr_matrix, rng, dtype=torch.float32, in
 
 
 def test_variants_are_registered_consistently():
-    assert 7 <= len(spmv.VARIANTS) <= 11
+    assert 7 <= len(spmv.VARIANTS) <= 12
     kinds = set()
     for name, variant in spmv.VARIANTS.items():
         assert variant.name == name and variant.doc
         kind = variant.params["kind"]
-        assert name.split("_")[0] == kind and "num_warps" in variant.params
+        assert name.split("_")[0] == kind and ("num_warps" in variant.params) == (kind != "torch")
         kinds.add(kind)
-    assert kinds == {"scalar", "vector", "merge", "adaptive"}
+    assert kinds == {"scalar", "vector", "merge", "adaptive", "torch"}
 
 
 # ------------------------------------------------------------------ random matrices
@@ -269,8 +269,8 @@ def test_cache_entries_follow_the_preprocessing_they_hold():
     """Merge variants with the same brackets share one entry (the brackets and the matrix's part of
     their launch specialisation); every adaptive variant has its own; row-mapped variants with the
     same rows per program share one (their grid and the matrix's part of their launch
-    specialisation). Validation keeps the row-length sums beside them, and the launches the
-    arrays' addresses."""
+    specialisation). Validation keeps the row-length sums beside them, the launches the
+    arrays' addresses, and the torch variant its sparse CSR tensor."""
     rng = np.random.default_rng(6)
     csr, _ = to_seer(random_csr(rng, 100, 100, skewed_lengths(rng, 100, 100, 20)))
     x = random_vector(rng, 100, torch.float32)
@@ -280,8 +280,9 @@ def test_cache_entries_follow_the_preprocessing_they_hold():
     brackets = {p["bracket"] for p in params if p["kind"] == "merge"}
     adaptive = [p for p in params if p["kind"] == "adaptive"]
     row_blocks = {p["rows"] for p in params if p["kind"] in ("scalar", "vector")}
-    assert len(csr.scratch) == len(brackets) + len(adaptive) + len(row_blocks) + 2
-    assert all(("rows", r) in csr.scratch for r in row_blocks)
+    # + the row-length sums, the addresses and the torch CSR tensor
+    assert len(csr.scratch) == len(brackets) + len(adaptive) + len(row_blocks) + 3
+    assert all(("rows", r) in csr.scratch for r in row_blocks) and spmv._TORCH_CSR in csr.scratch
     assert sparse._ROW_SUMS in csr.scratch and sparse._ADDRESSES in csr.scratch
     assert all(("merge", b) in csr.scratch for b in brackets)
 
