@@ -124,6 +124,15 @@ def markdown(result: dict) -> str:
         cells = [f"{per[variant]['fraction_of_oracle']:.3f}, {per[variant]['fastest_on']}"
                  for per in result["single_variants"].values()]
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
+    lines += ["", "Over each subset's best variant alone (picked in-sample, on every input of the subset): "
+              "seer's held-out fraction of oracle (gathering included) over that variant's.", "",
+              "| subset | best variant alone | " + " | ".join(COLUMN_TITLES.get(c, c) for c in names) + " |",
+              "|---|---|" + "---|" * len(names)]
+    for subset, per in result["single_variants"].items():
+        best = max(per, key=lambda v: per[v]["fraction_of_oracle"])
+        cells = [result["columns"][c][subset]["fraction_of_oracle_with_gather"] / per[best]["fraction_of_oracle"]
+                 for c in names]
+        lines.append(f"| {SUBSET_NAMES.get(subset, subset)} | {best} | " + " | ".join(f"{v:.3f}x" for v in cells) + " |")
     lines.append("")
     spread = result["fold_spread"]
     if spread["assignments"] > 1:
