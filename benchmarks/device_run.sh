@@ -33,6 +33,7 @@ run_stage() {
     gemm-results) python3 benchmarks/gemm.py --out "benchmarks/results/gemm-$device" --model "models/gemm-$device.json" \
                     --budget-s "$budget" ;;
     spmv-tiles) python3 benchmarks/spmv_tiles.py --out benchmarks/results --budget-s "$budget" ;;
+    spmv-registers) python3 benchmarks/spmv_registers.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-ncu) python3 benchmarks/spmv_ncu.py --out benchmarks/results --variants merge_c512 adaptive ;;
     dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" --matrices .carry/suitesparse ;;
     spmv-validation) python3 benchmarks/spmv_validation.py --matrices .carry/suitesparse --out benchmarks/results \
