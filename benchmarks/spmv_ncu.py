@@ -1,12 +1,12 @@
 """Nsight Compute counters of SpMV kernels on two large irregular matrices: where their time goes.
 
-    python benchmarks/spmv_ncu.py [--out benchmarks/results] [--variants merge_c512 coo_c1024 ...]
+    python benchmarks/spmv_ncu.py [--out benchmarks/results] [--variants merge_c512 adaptive ...]
 
 Runs itself under ``ncu --clock-control none`` (the card's clocks are left alone) on an R-MAT
 (scale 20, edge factor 16, a = 0.57: power-law rows and columns) and a log-normal matrix (918,559
 rows of mean length 8, sigma 1, uniform columns), each variant and cuSPARSE twice (one ncu run
-each), and tabulates
-per kernel: duration, DRAM and L2 throughput (% of peak), L1 hit rate, occupancy and registers.
+each), and tabulates per kernel: duration, DRAM and L2 throughput (% of peak), L1 hit rate,
+occupancy and registers.
 Writes ``spmv-ncu-<device>.md`` and the raw report ``spmv-ncu-<device>.txt``.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 METRICS = ("Duration", "DRAM Throughput", "L2 Cache Throughput", "L1/TEX Hit Rate", "L2 Hit Rate",
            "Achieved Occupancy", "Registers Per Thread")
-KERNELS = r"merge_kernel|coo_kernel|rows_kernel|adaptive_kernel|csrmv|partition_kernel"
+KERNELS = r"merge_kernel|rows_kernel|adaptive_kernel|csrmv|partition_kernel"
 MATRICES = {"rmat scale 20, ef 16, a 0.57": ("rmat", (20, 16, 0.57, 0.19, 0.19)),
             "log-normal rows 918559, mean 8, sigma 1": ("lognormal_rows", (918559, 918559, 8, 1.0))}
 

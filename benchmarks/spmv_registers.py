@@ -21,9 +21,9 @@ from collections import defaultdict
 from contextlib import closing
 from pathlib import Path
 
-import numpy as np
 import torch
 import triton
+from scipy.stats import gmean
 
 from seer.datasets.cases import spmv_cases
 from seer.kernels import spmv
@@ -72,10 +72,6 @@ def measure(case, loaded) -> dict:
     return {"id": case.id, "nnz": csr.nnz, "time_ms": _least_of_rounds(runs)}
 
 
-def _geomean(values) -> float:
-    return float(np.exp(np.mean(np.log(values))))
-
-
 def markdown(result: dict) -> str:
     rows, names = result["matrices"], list(configurations())
     lines = [f"# Register caps on the merge SpMV kernel, {result['device']['name']}", "",
@@ -88,7 +84,7 @@ def markdown(result: dict) -> str:
     for family in FAMILIES:
         group = [r for r in rows if r["id"].startswith(family)]
         if group:
-            cells = [_geomean([r["time_ms"]["merge_c512_w4"] / r["time_ms"][n] for r in group])
+            cells = [gmean([r["time_ms"]["merge_c512_w4"] / r["time_ms"][n] for r in group])
                      for n in [*names, "cusparse"]]
             lines.append(f"| {family.rstrip('/')} | {len(group)} | " + " | ".join(f"{v:.2f}x" for v in cells) + " |")
     return "\n".join(lines) + "\n"

@@ -73,9 +73,8 @@ def _case(case_id, group, source, size, read, dtype, seed, device) -> Case:
 
 
 def _cusparse(csr, x):
-    """torch sparse CSR @ x: cuSPARSE on CUDA. The tensor is built once per matrix."""
-    tensor = csr.scratch.get("torch_csr")
-    if tensor is None:
-        tensor = torch.sparse_csr_tensor(csr.indptr, csr.indices, csr.values, csr.shape, check_invariants=False)
-        csr.scratch["torch_csr"] = tensor
-    return tensor @ x
+    """torch sparse CSR @ x, as a user would write it: cuSPARSE on CUDA. The tensor is the one the
+    ``torch_csr`` variant keeps with the matrix."""
+    from seer.kernels.spmv import torch_csr_tensor
+
+    return torch_csr_tensor(csr) @ x

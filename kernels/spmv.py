@@ -348,8 +348,7 @@ _TORCH_CSR = ("torch_csr",)  # scratch key of the matrix as a torch sparse CSR t
 
 
 def _torch_csr_run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """run() of the torch variant: ``torch.addmv`` on a sparse CSR tensor sharing the matrix's
-    arrays, built once and again only if an array has moved (its address changed)."""
+    """run() of the torch variant: ``torch.addmv`` on the matrix as a torch sparse CSR tensor."""
     y = _output(csr, x, out)
     if csr.nnz == 0:
         return y.zero_()
@@ -357,11 +356,18 @@ def _torch_csr_run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = N
         # torch's CPU product (MKL) has no half types: float32 copies, made afresh on every call
         # (the interpreter's tests), so values written in place are never missed.
         return y.copy_(torch.mv(_torch_csr(csr, csr.values.float()), x.float()))
+    return torch.addmv(y, torch_csr_tensor(csr), x, beta=0, out=y)  # beta 0: y is written, never read
+
+
+def torch_csr_tensor(csr: CsrMatrix) -> torch.Tensor:
+    """The matrix as a torch sparse CSR tensor sharing its arrays: built once, and again only if
+    an array has moved (its address changed). The torch variant and the profiles' cuSPARSE
+    baseline both use it."""
     matrix_at = csr.addresses()
     kept = csr.scratch.get(_TORCH_CSR)
     if kept is None or kept[0] != matrix_at:
         kept = csr.scratch[_TORCH_CSR] = (matrix_at, _torch_csr(csr, csr.values))
-    return torch.addmv(y, kept[1], x, beta=0, out=y)  # beta 0: y is written, never read
+    return kept[1]
 
 
 def _torch_csr(csr: CsrMatrix, values: torch.Tensor) -> torch.Tensor:
@@ -370,6 +376,7 @@ def _torch_csr(csr: CsrMatrix, values: torch.Tensor) -> torch.Tensor:
         warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta state")
         warnings.filterwarnings("ignore", "Sparse invariant checks are implicitly disabled")
         return torch.sparse_csr_tensor(csr.indptr, csr.indices, values, csr.shape, check_invariants=False)
+
 
 def _register(name: str, run, params: dict, doc: str) -> None:
     VARIANTS[name] = Variant(name, run, params, doc)
