@@ -5,8 +5,10 @@
 Runs itself under ``ncu --clock-control none`` (the card's clocks are left alone) on an R-MAT
 (scale 20, edge factor 16, a = 0.57: power-law rows and columns) and a log-normal matrix (918,559
 rows of mean length 8, sigma 1, uniform columns), each variant and cuSPARSE twice (one ncu run
-each), and tabulates per kernel: duration, DRAM and L2 throughput (% of peak), L1 hit rate,
-occupancy and registers.
+each), and tabulates per kernel: duration, DRAM, L2 and L1 throughput (% of peak), hit rates,
+occupancy and registers, then per nonzero the L2 sectors read for the L1, the L1's load requests
+and sectors, and the instructions. A variant named ``<merge variant>@<configuration>`` is that merge variant
+in one of ``spmv_merge_loads.py``'s configurations of the kernel.
 Writes ``spmv-ncu-<device>.md`` and the raw report ``spmv-ncu-<device>.txt``.
 """
 from __future__ import annotations
@@ -17,8 +19,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-METRICS = ("Duration", "DRAM Throughput", "L2 Cache Throughput", "L1/TEX Hit Rate", "L2 Hit Rate",
-           "Achieved Occupancy", "Registers Per Thread")
+METRICS = ("Duration", "DRAM Throughput", "L2 Cache Throughput", "L1/TEX Cache Throughput", "L1/TEX Hit Rate",
+           "L2 Hit Rate", "Achieved Occupancy", "Registers Per Thread")
+# Which unit of the L2 and of the L1 is the busiest (printed in the raw report only).
+BREAKDOWNS = ("breakdown:lts__throughput.avg.pct_of_peak_sustained_elapsed",
+              "breakdown:l1tex__throughput.avg.pct_of_peak_sustained_elapsed")
+# Per-nonzero traffic (``--counters``): sectors the L1 asked of the L2, load requests and sectors
+# at the L1, instructions; divided by the matrix's nonzeros in the table.
+COUNTERS = ("lts__t_sectors_srcunit_tex_op_read.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
+            "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "smsp__inst_executed.sum")
 KERNELS = r"merge_kernel|rows_kernel|adaptive_kernel|csrmv|partition_kernel"
 MATRICES = {"rmat scale 20, ef 16, a 0.57": ("rmat", (20, 16, 0.57, 0.19, 0.19)),
             "log-normal rows 918559, mean 8, sigma 1": ("lognormal_rows", (918559, 918559, 8, 1.0))}
@@ -38,9 +47,17 @@ def workload(matrix: str, variant: str) -> None:
     parts = (torch.from_numpy(A.indptr.astype(np.int32)).cuda(), torch.from_numpy(A.indices.astype(np.int32)).cuda(),
              torch.from_numpy(A.data).cuda(), A.shape)
     csr, x = as_csr(parts), torch.rand(A.shape[1], device="cuda") - 0.5
+    print(f"nnz {csr.nnz}", flush=True)
     if variant == "cusparse":
         tensor = torch.sparse_csr_tensor(*parts[:3], A.shape)
         run = lambda: tensor @ x  # noqa: E731
+    elif "@" in variant:  # a merge variant in one of spmv_merge_loads.py's configurations
+        from spmv_merge_loads import configured_merge
+
+        name, config = variant.split("@")
+        params = spmv.VARIANTS[name].params
+        sub_rows = spmv._bracket_rows(csr, params["bracket"])
+        run = lambda: configured_merge(csr, x, sub_rows, params, config)  # noqa: E731
     else:
         run = lambda: spmv.VARIANTS[variant].run(csr, x)  # noqa: E731
     for _ in range(2):
@@ -50,13 +67,15 @@ def workload(matrix: str, variant: str) -> None:
 
 def parse(report: str) -> list[dict]:
     """One dict per profiled kernel launch: its name and the metrics of METRICS it reports."""
-    launches = []
+    launches, nnz = [], None
     for line in report.splitlines():
-        if re.match(r"^  \S.*\(\d+, \d+, \d+\)x\(\d+, \d+, \d+\)", line):
-            launches.append({"kernel": line.strip().split("(")[0].split("<")[0].split()[-1]})
+        if line.startswith("nnz "):
+            nnz = int(line.split()[1])
+        elif re.match(r"^  \S.*\(\d+, \d+, \d+\)x\(\d+, \d+, \d+\)", line):
+            launches.append({"kernel": line.strip().split("(")[0].split("<")[0].split()[-1], "nnz": nnz})
         elif launches:
-            for metric in METRICS:
-                found = re.match(rf"^\s+{re.escape(metric)}\s+(\S+)\s+([\d.,]+)$", line)
+            for metric in METRICS + COUNTERS:
+                found = re.match(rf"^\s+{re.escape(metric)}\s+(?:(\S+)\s+)?([\d.,]+)$", line)
                 if found:
                     unit, value = found.groups()
                     launches[-1][metric] = float(value.replace(",", "")) * (1e3 if unit == "ms" else 1)
@@ -73,6 +92,13 @@ def markdown(launches: list[dict], device: str, command: str) -> str:
     for (matrix, variant, kernel), launch in seen.items():
         lines.append(f"| {matrix} | {variant} | {kernel} | " +
                      " | ".join(f"{launch.get(m, float('nan')):.1f}" for m in METRICS) + " |")
+    lines += ["", "Per nonzero of the matrix (each kernel's second launch):", "",
+              "| matrix | variant | kernel | " + " | ".join(f"`{c}`" for c in COUNTERS) + " |",
+              "|" + "---|" * (3 + len(COUNTERS))]
+    for (matrix, variant, kernel), launch in seen.items():
+        if all(c in launch for c in COUNTERS) and launch.get("nnz"):
+            lines.append(f"| {matrix} | {variant} | {kernel} | " +
+                         " | ".join(f"{launch[c] / launch['nnz']:.3f}" for c in COUNTERS) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -94,8 +120,12 @@ def main() -> int:
         for variant in [*args.variants, "cusparse"]:
             command = ["ncu", "--clock-control", "none", "--section", "SpeedOfLight", "--section",
                        "MemoryWorkloadAnalysis", "--section", "Occupancy", "--section", "LaunchStats",
+                       "--section", "WarpStateStats", "--metrics", ",".join(COUNTERS + BREAKDOWNS),
                        "--kernel-name", f"regex:{KERNELS}", sys.executable, __file__, "--workload", matrix, variant]
-            report = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode:
+                raise RuntimeError(f"ncu failed on {matrix} / {variant}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
+            report = done.stdout
             reports.append(f"##### {matrix} | {variant}\n{report}")
             launches += [{**launch, "matrix": matrix, "variant": variant} for launch in parse(report)]
     device = torch.cuda.get_device_name()

@@ -147,6 +147,26 @@ def test_chunk_and_bin_edges(name):
     run_and_check(name, random_csr(rng, len(lengths), 64, lengths), rng)
 
 
+@pytest.mark.parametrize("name", [n for n in VARIANT_NAMES if spmv.VARIANTS[n].params["kind"] == "merge"])
+@pytest.mark.parametrize("nnz", [1, 2, 3, 5, 518, 1031])
+def test_last_nonzeros_outside_a_group_of_four(name, nnz):
+    """Merge loads indices and values four at a time and the last nnz % 4 nonzeros on their own.
+    The arrays are views of buffers poisoned past the end (NaN values, an out-of-range column), so
+    an element past nnz that reached a sum would show in y."""
+    rng = np.random.default_rng(nnz)
+    rows = 7
+    lengths = np.bincount(rng.integers(0, rows, size=nnz), minlength=rows)
+    matrix = random_csr(rng, rows, 40, lengths)
+    csr, exact = to_seer(matrix)
+    indices = torch.full((nnz + 5,), 10**9, dtype=torch.int32)
+    values = torch.full((nnz + 5,), float("nan"))
+    indices[:nnz], values[:nnz] = csr.indices, csr.values
+    poisoned = as_csr((csr.indptr, indices[:nnz], values[:nnz], matrix.shape))
+    x = random_vector(rng, 40, torch.float32)
+    y = spmv.VARIANTS[name].run(poisoned, x, torch.full((rows,), float("nan")))
+    assert_spmv_close(y, exact, x, torch.float32)
+
+
 # ------------------------------------------------------------------ edge cases
 
 
