@@ -8,7 +8,7 @@ rows of mean length 8, sigma 1, uniform columns), each variant and cuSPARSE twic
 each), and tabulates per kernel: duration, DRAM, L2 and L1 throughput (% of peak), hit rates,
 occupancy and registers, then per nonzero the L2 sectors read for the L1, the L1's load requests
 and sectors, and the instructions. A variant named ``<merge variant>@<configuration>`` is that merge variant
-in one of ``spmv_merge_loads.py``'s configurations of the kernel.
+in one of ``spmv_merge_memory.py``'s configurations of the kernel.
 Writes ``spmv-ncu-<device>.md`` and the raw report ``spmv-ncu-<device>.txt``.
 """
 from __future__ import annotations
@@ -51,8 +51,8 @@ def workload(matrix: str, variant: str) -> None:
     if variant == "cusparse":
         tensor = torch.sparse_csr_tensor(*parts[:3], A.shape)
         run = lambda: tensor @ x  # noqa: E731
-    elif "@" in variant:  # a merge variant in one of spmv_merge_loads.py's configurations
-        from spmv_merge_loads import configured_merge
+    elif "@" in variant:  # a merge variant in one of spmv_merge_memory.py's configurations
+        from spmv_merge_memory import configured_merge
 
         name, config = variant.split("@")
         params = spmv.VARIANTS[name].params

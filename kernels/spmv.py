@@ -74,7 +74,7 @@ def _segmented_add(a_sum, a_head, b_sum, b_head):
 @triton.jit
 def _merge_kernel(indptr, indices, values, x, x_stride, acc, acc_stride, sub_rows, nnz,
                   CHUNK: tl.constexpr, SUB: tl.constexpr, VECTOR_LOADS: tl.constexpr = True,
-                  GATHER_CACHE: tl.constexpr = "", STREAM_CACHE: tl.constexpr = ""):
+                  ATOMIC_SEM: tl.constexpr = "relaxed"):
     """Program p owns the nonzeros [p * CHUNK, (p + 1) * CHUNK): equal work whatever the rows.
 
     ``sub_rows[j]`` is the row holding nonzero j * SUB (the last entry: the row of the last
@@ -112,14 +112,12 @@ def _merge_kernel(indptr, indices, values, x, x_stride, acc, acc_stride, sub_row
         # The chunk's last partial group (the matrix's last < 4 nonzeros) is read separately.
         in_groups = (k // 4) * 4 + 3 < nnz
         rest = live & ~in_groups
-        col = (tl.load(indices + k, mask=in_groups, other=0, cache_modifier=STREAM_CACHE)
-               + tl.load(indices + k, mask=rest, other=0, cache_modifier=STREAM_CACHE))
-        a = (tl.load(values + k, mask=in_groups, other=0.0, cache_modifier=STREAM_CACHE)
-             + tl.load(values + k, mask=rest, other=0.0, cache_modifier=STREAM_CACHE))
+        col = tl.load(indices + k, mask=in_groups, other=0) + tl.load(indices + k, mask=rest, other=0)
+        a = tl.load(values + k, mask=in_groups, other=0.0) + tl.load(values + k, mask=rest, other=0.0)
     else:
-        col = tl.load(indices + k, mask=live, other=0, cache_modifier=STREAM_CACHE)
-        a = tl.load(values + k, mask=live, other=0.0, cache_modifier=STREAM_CACHE)
-    xv = tl.load(x + col * x_stride, mask=live, other=0.0, cache_modifier=GATHER_CACHE)
+        col = tl.load(indices + k, mask=live, other=0)
+        a = tl.load(values + k, mask=live, other=0.0)
+    xv = tl.load(x + col * x_stride, mask=live, other=0.0)
     prod = a.to(tl.float32) * xv.to(tl.float32)
 
     head = ((k == row_start) | (k == first)).to(tl.int32)
@@ -128,7 +126,7 @@ def _merge_kernel(indptr, indices, values, x, x_stride, acc, acc_stride, sub_row
     whole = (row_start >= first) & (row_end <= chunk_end)
     target = acc + row * acc_stride
     tl.store(target, sums, mask=tail & whole)
-    tl.atomic_add(target, sums, mask=tail & ~whole)
+    tl.atomic_add(target, sums, mask=tail & ~whole, sem=ATOMIC_SEM)
 
 
 @triton.jit

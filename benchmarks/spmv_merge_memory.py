@@ -1,19 +1,20 @@
-"""How the merge SpMV kernel loads: 4- or 16-byte loads, and which cache levels keep what it reads.
+"""The merge SpMV kernel's atomics and loads: what each costs it on large inputs.
 
-    python benchmarks/spmv_merge_loads.py --matrices .carry/suitesparse [--out benchmarks/results] [--budget-s 200]
+    python benchmarks/spmv_merge_memory.py --matrices .carry/suitesparse [--out benchmarks/results] [--budget-s 200]
 
 Why: Nsight Compute (``spmv-ncu-h100.md``) shows the merge kernel and cuSPARSE both bound by the
-L2's tag lookups (requests, not sectors), the merge kernel making ~1.25x more of them for the
-same nonzeros. Suspects: its indices and values loaded 4 bytes at a time (the mask ``k < nnz``
-is not constant over aligned groups of four, so Triton does not vectorise); and the x gathers,
-which allocate in L1 lines that no other nonzero reads (scattered columns) and so evict the
-row pointers that the row search and the segment heads read again and again, whose misses
-become L2 requests. Configurations of the merge kernel (``_merge_kernel``'s constexprs):
-4-byte loads as before, 16-byte loads, and with 16-byte loads the x gathers and/or the
-index/value streams loaded ``.cg`` (cached in L2 only). Each large input (every family,
-round-robin) gets every shipped variant, each merge variant in every configuration and
-cuSPARSE; every result checked against float64, timed in interleaved rounds (least median).
-Writes ``spmv-merge-loads-<device>.json`` / ``.md``.
+L2's tag lookups (requests, not sectors), the merge kernel making ~1.25x more of them for
+1.07x the sectors, and 16-byte loads or L2-only caching did not change that
+(``spmv-merge-loads-h100.md``). The SASS of the kernel shows why L1 was no help: its atomic add
+(a row cut by a chunk edge) had Triton's default semantics, acquire-release, which compiles to
+a memory barrier before the atomic and an invalidation of the SM's whole L1 (``CCTL.IVALL``)
+after it, up to two per program, so every program on the SM lost the row pointers and x values
+it had cached. The sums only need the addition to be atomic; nothing reads them before the
+kernel ends. Configurations of the merge kernel (``_merge_kernel``'s constexprs): as it was
+(acquire-release atomics, 4-byte loads), relaxed atomics, and relaxed atomics with 16-byte
+index/value loads. Each large input (every family, round-robin) gets every shipped variant,
+each merge variant in every configuration and cuSPARSE; every result checked against float64,
+timed in interleaved rounds (least median). Writes ``spmv-merge-memory-<device>.json`` / ``.md``.
 """
 from __future__ import annotations
 
@@ -35,12 +36,10 @@ from seer.profiling import (_least_of_rounds, _loaded_ahead, device_tag, environ
                             write_result)
 
 MERGES = [name for name, v in spmv.VARIANTS.items() if v.params["kind"] == "merge"]
-CONFIGS = {  # _merge_kernel constexprs; the first is the kernel as it was before this experiment
-    "4-byte": {"VECTOR_LOADS": False},
-    "16-byte": {"VECTOR_LOADS": True},
-    "x.cg": {"VECTOR_LOADS": True, "GATHER_CACHE": ".cg"},
-    "streams.cg": {"VECTOR_LOADS": True, "STREAM_CACHE": ".cg"},
-    "x+streams.cg": {"VECTOR_LOADS": True, "GATHER_CACHE": ".cg", "STREAM_CACHE": ".cg"},
+CONFIGS = {  # _merge_kernel constexprs; the first is the kernel as it was before these experiments
+    "before": {"VECTOR_LOADS": False, "ATOMIC_SEM": "acq_rel"},
+    "relaxed": {"VECTOR_LOADS": False, "ATOMIC_SEM": "relaxed"},
+    "relaxed+16-byte": {"VECTOR_LOADS": True, "ATOMIC_SEM": "relaxed"},
 }
 
 
@@ -85,7 +84,7 @@ def measure(case, loaded) -> dict:
 def markdown(result: dict) -> str:
     rows = result["matrices"]
     others = [n for n in spmv.VARIANTS if n not in MERGES]
-    lines = [f"# How the merge SpMV kernel loads, {result['device']['name']}", "",
+    lines = [f"# The merge SpMV kernel's atomics and loads, {result['device']['name']}", "",
              f"torch {result['versions'].get('torch')}, triton {result['versions'].get('triton')}, measured "
              f"{result['date']}; `{result['command']}`. do_bench medians (L2 flushed), least of three "
              "interleaved rounds; every result checked against float64.", "",
@@ -139,7 +138,7 @@ def main() -> int:
     device = torch.device("cuda")
     result = {**environment(device), "command": " ".join(["python", *sys.argv]), "configs": CONFIGS,
               "matrices": rows}
-    write_result(args.out, f"spmv-merge-loads-{device_tag(torch.cuda.get_device_name())}", result, markdown(result))
+    write_result(args.out, f"spmv-merge-memory-{device_tag(torch.cuda.get_device_name())}", result, markdown(result))
     return 0
 
 
