@@ -7,8 +7,7 @@ Runs itself under ``ncu --clock-control none`` (the card's clocks are left alone
 rows of mean length 8, sigma 1, uniform columns), each variant and cuSPARSE twice (one ncu run
 each), and tabulates per kernel: duration, DRAM, L2 and L1 throughput (% of peak), hit rates,
 occupancy and registers, then per nonzero the L2 sectors read for the L1, the L1's load requests
-and sectors, and the instructions. A variant named ``<merge variant>@<configuration>`` is that merge variant
-in one of ``spmv_merge_memory.py``'s configurations of the kernel.
+and sectors, and the instructions.
 Writes ``spmv-ncu-<device>.md`` and the raw report ``spmv-ncu-<device>.txt``.
 """
 from __future__ import annotations
@@ -51,13 +50,6 @@ def workload(matrix: str, variant: str) -> None:
     if variant == "cusparse":
         tensor = torch.sparse_csr_tensor(*parts[:3], A.shape)
         run = lambda: tensor @ x  # noqa: E731
-    elif "@" in variant:  # a merge variant in one of spmv_merge_memory.py's configurations
-        from spmv_merge_memory import configured_merge
-
-        name, config = variant.split("@")
-        params = spmv.VARIANTS[name].params
-        sub_rows = spmv._bracket_rows(csr, params["bracket"])
-        run = lambda: configured_merge(csr, x, sub_rows, params, config)  # noqa: E731
     else:
         run = lambda: spmv.VARIANTS[variant].run(csr, x)  # noqa: E731
     for _ in range(2):

@@ -1,4 +1,5 @@
-"""Compile every multi-GPU kernel for Hopper (sm_90) without a GPU; run by tests/test_compile_sm90.py.
+"""Compile every multi-GPU kernel, and the SpMV merge kernel, for Hopper (sm_90) without a GPU; run by
+tests/test_compile_sm90.py.
 
 Run as a script, in a process without TRITON_INTERPRET (under the interpreter ``triton.jit`` makes
 functions that cannot be compiled). Prints one line per kernel, ``ok <name>`` or ``FAIL <name>:
@@ -6,6 +7,7 @@ functions that cannot be compiled). Prints one line per kernel, ``ok <name>`` or
 """
 import inspect
 import itertools
+import re
 import sys
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from triton.compiler import ASTSource
 
 sys.path.insert(0, str(Path(__file__).parent))
 import test_remote as remote_kernels  # noqa: E402
-from seer.kernels import overlap  # noqa: E402
+from seer.kernels import overlap, spmv  # noqa: E402
 
 HOPPER = GPUTarget("cuda", 90, 32)
 TILES = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}
@@ -67,8 +69,29 @@ def kernels():
     return found
 
 
+def check_merge_atomics() -> None:
+    """The merge SpMV kernel adds the sums of rows cut by a chunk edge with relaxed atomics: an
+    acquire-release one compiles to a memory barrier and an invalidation of the SM's whole L1,
+    which cost the kernel 13% (benchmarks/NOTES.md, SpMV 19)."""
+    names = list(inspect.signature(spmv._merge_kernel.fn).parameters)
+    types = {"indptr": "*i32", "indices": "*i32", "values": "*fp32", "x": "*fp32", "acc": "*fp32", "sub_rows": "*i32",
+             "x_stride": "i32", "acc_stride": "i32", "nnz": "i32", "CHUNK": "constexpr", "SUB": "constexpr"}
+    source = ASTSource(spmv._merge_kernel, {n: types[n] for n in names},
+                       constexprs={(names.index("CHUNK"),): 512, (names.index("SUB"),): 32})
+    ptx = triton.compile(source, target=HOPPER, options={"num_warps": 4}).asm["ptx"]
+    atomics = re.findall(r"\b(?:atom|red)\.global[\w.]*", ptx)
+    if not atomics or not all(".relaxed." in a for a in atomics):
+        raise AssertionError(f"the merge kernel's atomics should be relaxed, got {sorted(set(atomics))}")
+
+
 def main() -> int:
     failed = 0
+    try:
+        check_merge_atomics()
+        print("ok _merge_kernel atomics relaxed", flush=True)
+    except Exception as exc:
+        failed += 1
+        print(f"FAIL _merge_kernel: {type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]}", flush=True)
     for name, kernel, constants, warps, has_flags in kernels():
         try:
             compiled = compile_for_hopper(kernel, constants, warps)

@@ -149,10 +149,10 @@ def test_chunk_and_bin_edges(name):
 
 @pytest.mark.parametrize("name", [n for n in VARIANT_NAMES if spmv.VARIANTS[n].params["kind"] == "merge"])
 @pytest.mark.parametrize("nnz", [1, 2, 3, 5, 518, 1031])
-def test_last_nonzeros_outside_a_group_of_four(name, nnz):
-    """Merge loads indices and values four at a time and the last nnz % 4 nonzeros on their own.
-    The arrays are views of buffers poisoned past the end (NaN values, an out-of-range column), so
-    an element past nnz that reached a sum would show in y."""
+def test_arrays_that_end_inside_a_chunk(name, nnz):
+    """Matrices whose last chunk is partial, down to one nonzero. The arrays are views of buffers
+    poisoned past the end (NaN values, an out-of-range column), so an element past nnz that
+    reached a sum would show in y."""
     rng = np.random.default_rng(nnz)
     rows = 7
     lengths = np.bincount(rng.integers(0, rows, size=nnz), minlength=rows)
