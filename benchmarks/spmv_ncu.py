@@ -23,8 +23,8 @@ METRICS = ("Duration", "DRAM Throughput", "L2 Cache Throughput", "L1/TEX Cache T
 # Which unit of the L2 and of the L1 is the busiest (printed in the raw report only).
 BREAKDOWNS = ("breakdown:lts__throughput.avg.pct_of_peak_sustained_elapsed",
               "breakdown:l1tex__throughput.avg.pct_of_peak_sustained_elapsed")
-# Per-nonzero traffic (``--counters``): sectors the L1 asked of the L2, load requests and sectors
-# at the L1, instructions; divided by the matrix's nonzeros in the table.
+# Per-nonzero traffic: sectors the L1 asked of the L2, load requests and sectors at the L1,
+# instructions; divided by the matrix's nonzeros in the table.
 COUNTERS = ("lts__t_sectors_srcunit_tex_op_read.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
             "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "smsp__inst_executed.sum")
 KERNELS = r"merge_kernel|rows_kernel|adaptive_kernel|csrmv|partition_kernel"
