@@ -5,6 +5,7 @@ Run as a script, in a process without TRITON_INTERPRET (under the interpreter ``
 functions that cannot be compiled). Prints one line per kernel, ``ok <name>`` or ``FAIL <name>:
 <error>``, and exits 1 if any failed.
 """
+import functools
 import inspect
 import itertools
 import re
@@ -84,20 +85,25 @@ def check_merge_atomics() -> None:
         raise AssertionError(f"the merge kernel's atomics should be relaxed, got {sorted(set(atomics))}")
 
 
+def check_flags_compile(kernel, constants: dict, warps: int, has_flags: bool) -> None:
+    compiled = compile_for_hopper(kernel, constants, warps)
+    missing = [i for i in FLAG_INSTRUCTIONS if has_flags and i not in compiled.asm["ptx"]]
+    if missing or not compiled.asm["cubin"]:
+        raise AssertionError(f"no cubin, or flag instructions missing from the PTX: {missing}")
+
+
+def checks():
+    """(name, check) for every kernel: a check raises on failure."""
+    yield "_merge_kernel atomics relaxed", check_merge_atomics
+    for name, kernel, constants, warps, has_flags in kernels():
+        yield name, functools.partial(check_flags_compile, kernel, constants, warps, has_flags)
+
+
 def main() -> int:
     failed = 0
-    try:
-        check_merge_atomics()
-        print("ok _merge_kernel atomics relaxed", flush=True)
-    except Exception as exc:
-        failed += 1
-        print(f"FAIL _merge_kernel: {type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]}", flush=True)
-    for name, kernel, constants, warps, has_flags in kernels():
+    for name, check in checks():
         try:
-            compiled = compile_for_hopper(kernel, constants, warps)
-            missing = [i for i in FLAG_INSTRUCTIONS if has_flags and i not in compiled.asm["ptx"]]
-            if missing or not compiled.asm["cubin"]:
-                raise AssertionError(f"no cubin, or flag instructions missing from the PTX: {missing}")
+            check()
             print(f"ok {name}", flush=True)
         except Exception as exc:  # every kernel is tried; the report lists each failure
             failed += 1
