@@ -32,7 +32,7 @@ run_stage() {
     overlap-costs) timeout 300 torchrun --nproc-per-node "$nproc" benchmarks/overlap_costs.py --out benchmarks/results ;;
     gemm-results) python3 benchmarks/gemm.py --out "benchmarks/results/gemm-$device" --model "models/gemm-$device.json" \
                     --budget-s "$budget" ;;
-    spmv-tiles) python3 benchmarks/spmv_tiles.py --out benchmarks/results --budget-s "$budget" ;;
+    spmv-tiles) python3 benchmarks/spmv_tiles.py --out benchmarks/results --budget-s "$budget" ${TILES_ARGS:-} ;;
     spmv-registers) python3 benchmarks/spmv_registers.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-ncu) python3 benchmarks/spmv_ncu.py --out benchmarks/results --variants ${NCU_VARIANTS:-merge_c512 adaptive} ;;
     dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" --matrices .carry/suitesparse ;;
@@ -41,6 +41,7 @@ run_stage() {
     spmv-stats-epilogue) python3 benchmarks/spmv_stats_epilogue.py --matrices .carry/suitesparse --out benchmarks/results \
                            --budget-s "$budget" ;;
     launch-pointers) python3 benchmarks/launch_pointers.py --matrices .carry/suitesparse --out benchmarks/results ;;
+    host-path) python3 benchmarks/host_path.py --matrices .carry/suitesparse --out benchmarks/results ;;
     *) echo "unknown stage $1"; exit 2 ;;
   esac
 }

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -36,23 +35,12 @@ import seer.dispatch
 from seer.datasets.cases import spmv_cases
 from seer.errors import SeerError
 from seer.kernels import spmv as kernels
-from seer.profiling import _sync, device_tag, environment, write_result
+from seer.profiling import alternated_host_us, device_tag, environment, host_call_us, write_result
 
 dispatch_module = sys.modules["seer.dispatch"]
 
 SIZES = (1_000, 16_000, 100_000)
 REAL_ROUNDS = 5
-
-
-def per_call_us(fn, calls: int) -> float:
-    for _ in range(20):
-        fn()
-    _sync()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    _sync()
-    return (time.perf_counter() - start) / calls * 1e6
 
 
 def matrix(nnz: int, seed: int = 0):
@@ -92,10 +80,9 @@ def measure(nnz: int, calls: int, repeats: int) -> dict:
 
     entry = seer.get_op("spmv")
 
-    def bookkeeping():  # what a cache hit adds to the launcher: split, key, lookup, checks
-        source, operands = entry.kernels.split((parts, x))
+    def bookkeeping():  # what a cache hit adds to the decision's bound call: split, key, lookup
+        source, _ = entry.kernels.split((parts, x))
         dispatch_module._cache.get(("spmv", entry.kernels.cache_key(source), None, variant))
-        entry.kernels.check_operands(csr, operands)
 
     paths = {
         "bookkeeping": bookkeeping,
@@ -111,7 +98,7 @@ def measure(nnz: int, calls: int, repeats: int) -> dict:
               "seer_stage": decision.stage}
     for name, fn in paths.items():
         n = max(calls // 20, 50) if name == "cold" else calls
-        samples = [per_call_us(fn, n) for _ in range(repeats)]
+        samples = [host_call_us(fn, n, warmup=20) for _ in range(repeats)]
         result[f"{name}_us"] = float(np.median(samples))
         result[f"{name}_us_spread"] = float(np.max(samples) - np.min(samples))
     result["hit_minus_raw_us"] = result["hit_out_us"] - result["raw_us"]
@@ -137,10 +124,7 @@ def real_matrix_calls(folder: Path, calls: int, rounds: int = REAL_ROUNDS, devic
         if not error < 1e-4:
             raise AssertionError(f"seer and torch CSR disagree on {case.id}: relative difference {error:.1e}")
         paths = {"seer": lambda: seer.dispatch("spmv", (A, x)), "torch": lambda: A @ x}
-        samples = {name: [] for name in paths}
-        for _ in range(rounds):  # alternated, least kept: a stalled host only ever adds time
-            for name, fn in paths.items():
-                samples[name].append(per_call_us(fn, calls))
+        samples = alternated_host_us(paths, calls, rounds)  # least kept: a stalled host only ever adds time
         rows.append({"id": case.id, "rows": A.shape[0], "nnz": A.values().numel(),
                      "seer_choice": seer.explain("spmv", (A, x)).variant,
                      **{f"{name}_us": min(values) for name, values in samples.items()}})
@@ -168,8 +152,8 @@ def render(result: dict) -> str:
     return (f"# Dispatch host cost per call (us), {result['device']['name']}\n\n{result['date']}; torch "
             f"{result['versions']['torch']}, triton {result['versions']['triton']}; `{result['command']}`; "
             f"median of {result['repeats']} loops of {result['calls_per_loop']} calls (± half the spread)\n\n"
-            + header + "\n".join(lines) + "\n\nbookkeeping: what a cache hit adds to seer's own launcher "
-            "(split, cache key, LRU lookup, operand checks), timed alone. hit - raw: "
+            + header + "\n".join(lines) + "\n\nbookkeeping: what a cache hit adds to the call its decision keeps "
+            "(split, cache key, LRU lookup; the call checks the operands), timed alone. hit - raw: "
             + ("with out=, the same work as the raw launch.\n" if has_out else "the hit allocates y, raw does not.\n")
             + render_real(result.get("real_matrices")))
 

@@ -18,27 +18,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
 
-from seer.datasets.cases import spmv_cases
+from seer.datasets.cases import launch_bound_case
 from seer.kernels import spmv
-from seer.profiling import device_tag, environment, write_result
+from seer.profiling import alternated_host_us, device_tag, environment, write_result
 from seer.sparse import as_csr
 
 CALLS = 2000
 ROUNDS = 5
-
-
-def loop_us(fn) -> float:
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(CALLS):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / CALLS * 1e6
 
 
 def main() -> int:
@@ -46,7 +36,7 @@ def main() -> int:
     parser.add_argument("--matrices", type=Path, required=True)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args()
-    case = next(c for c in spmv_cases([args.matrices]) if 10_000 <= c.extra["size"] <= 50_000)
+    case = launch_bound_case(args.matrices)
     source, operands = case.build(case.load())
     csr, x = as_csr(source), operands[0]
     y = torch.empty(csr.rows, dtype=x.dtype, device=x.device)
@@ -70,10 +60,7 @@ def main() -> int:
         fn()
         if not torch.allclose(y.double().cpu(), reference, rtol=1e-4, atol=1e-4):
             raise AssertionError(f"{name}: the launch computed a wrong y")
-    times = {name: [] for name in forms}
-    for _ in range(ROUNDS):
-        for name, fn in forms.items():
-            times[name].append(loop_us(fn))
+    times = alternated_host_us(forms, CALLS, ROUNDS)
     least = {name: min(values) for name, values in times.items()}
     result = {"benchmark": "launch pointers", "environment": environment(x.device),
               "command": " ".join(["python", *sys.argv]), "matrix": case.id, "nnz": csr.nnz,

@@ -9,9 +9,9 @@ result (``--dispatch``), this file quotes it beside the kernel times.
 
 Two ways a first SpMV call can decide: a matrix seer validates (the default) brings its row
 statistics from the validation pass, so stage 2 decides every input, charged what the statistics
-add to that pass (``--validation``: per input, from ``benchmarks/spmv_validation.py`` on the same
-GPU); a matrix passed unchecked is decided by stage 1, which gathers only where it says the
-table's ``gather_ms`` pays.
+add to that pass (``--validation``: measured per input by ``benchmarks/spmv_validation.py`` on the
+same GPU, averaged over inputs of similar size); a matrix passed unchecked is decided by stage 1,
+which gathers only where it says the table's ``gather_ms`` pays.
 
     python benchmarks/selection.py datasets/profiles/spmv-h100.csv \
         --validation benchmarks/results/spmv-validation-h100.json --dispatch benchmarks/results/dispatch-h100.json
@@ -49,15 +49,31 @@ def end_to_end(path: Path) -> dict:
 SPREAD_METRICS = ("fraction_of_oracle_with_gather", "speedup_vs_best_single", "speedup_vs_cusparse")
 
 
+# nnz bands over which the statistics' added cost is averaged (as spmv_validation.py reports it)
+COST_BANDS = (0, 1e5, 1e6, 1e7, float("inf"))
+
+
 def validation_costs(table, path: Path) -> tuple[np.ndarray, list[str]]:
-    """Per table row, ms the row statistics add to the validation pass (negative differences are
-    noise: charged 0); an input the file lacks is charged the table's whole gather_ms instead."""
-    added_us = {r["id"]: max(r["stats_us"], 0.0) for r in json.loads(path.read_text())["rows"]}
-    costs = np.array([added_us.get(i, np.nan) for i in table.ids]) / 1e3
+    """Per table row, ms the row statistics add to the validation pass: the mean of the measured
+    differences over the inputs of its nnz band, or 0 where that mean is negative. Each input's
+    own difference (with statistics minus without, ~5 us kernels at small sizes) is mostly timer
+    noise of either sign: charging its positive part alone (this file's earlier rule) charged the
+    noise, not the statistics. An input the file lacks is charged the table's whole gather_ms."""
+    rows = json.loads(path.read_text())["rows"]
+    nnz = np.array([r["nnz"] for r in rows], dtype=float)
+    added_us = np.array([r["stats_us"] for r in rows])
+    band_of = np.digitize(nnz, COST_BANDS[1:-1])
+    band_us = {b: max(float(added_us[band_of == b].mean()), 0.0) for b in set(band_of.tolist())}
+    charged = {r["id"]: band_us[b] for r, b in zip(rows, band_of.tolist())}
+    costs = np.array([charged.get(i, np.nan) for i in table.ids]) / 1e3
     missing = np.isnan(costs)
     costs[missing] = table.gather_ms[missing]
-    notes = [f"validated path: {int(missing.sum())} inputs absent from {path} are charged their whole gather_ms"] \
-        if missing.any() else []
+    labels = [f"nnz {lo:.0e}-{hi:.0e}".replace("e+0", "e").replace("-inf", "+") for lo, hi in
+              zip(COST_BANDS[:-1], COST_BANDS[1:])]
+    notes = ["validated path: the statistics are charged their nnz band's mean added time (a negative mean as 0), "
+             f"from {path}: " + ", ".join(f"{labels[b]}: {band_us[b]:.3f} us" for b in sorted(band_us))]
+    if missing.any():
+        notes.append(f"validated path: {int(missing.sum())} inputs absent from {path} are charged their whole gather_ms")
     return costs, notes
 
 

@@ -35,6 +35,12 @@ def spmv_cases(folders: list[Path], *, synthetic: str = "none", max_nnz: int | N
     return cases
 
 
+def launch_bound_case(folder: Path) -> Case:
+    """The first real matrix of ``folder`` with 10k-50k nonzeros: typical of the real set, where a
+    call's host time exceeds its kernel's, for benchmarks of the launch path."""
+    return next(c for c in spmv_cases([folder]) if 10_000 <= c.extra["size"] <= 50_000)
+
+
 # Parameters that only scale a generated matrix; the others (R-MAT skew, log-normal sigma,
 # stencil points, band fill) set its structure and so its family.
 _SIZE_PARAMETERS = ("n", "scale", "edge_factor", "rows", "cols", "mean_row", "bandwidth")

@@ -17,6 +17,7 @@ so they can be captured in CUDA graphs.
 from __future__ import annotations
 
 import warnings
+from typing import Callable
 
 import numpy as np
 import torch
@@ -24,9 +25,9 @@ import triton
 import triton.language as tl
 
 from seer.errors import InputError
-from seer.launch import LaunchCache, addresses, cdiv, operand, specialisation
+from seer.launch import InputLaunches, LaunchCache, addresses, cdiv, specialisation, vector_operands
 from seer.registry import Variant
-from seer.sparse import CsrMatrix, as_csr, check_dense_vector
+from seer.sparse import CsrMatrix, as_csr, check_dense_vector, dense_vector_check
 
 # ---------------------------------------------------------------- kernels and launchers
 
@@ -185,51 +186,90 @@ def _combine_pieces_kernel(partials, piece_ptr, long_rows, y, y_stride, BLOCK: t
 def _output(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
     """``out`` checked against the result y, or a fresh y (x has the matrix's dtype and device:
     ``new_empty`` skips the parsing of ``torch.empty``'s arguments, a third of its host time)."""
-    if out is None:
-        return x.new_empty(csr.rows)
-    if not isinstance(out, torch.Tensor):
-        raise InputError(f"out must be a torch.Tensor, got {type(out).__name__}")
-    if out.dim() != 1 or out.shape[0] != csr.rows:
-        raise InputError(f"out must have shape ({csr.rows},) for a matrix of {csr.rows} rows, got {tuple(out.shape)}")
-    if out.dtype != csr.dtype:
-        raise InputError(f"out has dtype {out.dtype} but y has the dtype of the matrix values, {csr.dtype}")
-    if out.device != csr.device:
-        raise InputError(f"out is on {out.device} but the matrix is on {csr.device}")
-    return out
+    return x.new_empty(csr.rows) if out is None else _out_check(csr)(out)
 
 
-# On small matrices the host launch costs more than the kernel, so every variant launches through
-# seer's direct path once a specialisation is compiled. The matrix's share of the specialisation
-# key is fixed, so it is worked out once per matrix (``CsrMatrix.cached``).
+def _out_check(csr: CsrMatrix) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The check of ``out`` as y of ``csr``, as a function of ``out`` alone that returns it (no
+    reference to ``csr``: see :func:`seer.sparse.dense_vector_check`)."""
+    rows, dtype, device = csr.rows, csr.dtype, csr.device
+    shape = (rows,)
+
+    def check(out: torch.Tensor) -> torch.Tensor:
+        if isinstance(out, torch.Tensor) and out.shape == shape and out.dtype == dtype and out.device == device:
+            return out
+        if not isinstance(out, torch.Tensor):
+            raise InputError(f"out must be a torch.Tensor, got {type(out).__name__}")
+        if out.shape != shape:
+            raise InputError(f"out must have shape ({rows},) for a matrix of {rows} rows, got {tuple(out.shape)}")
+        if out.dtype != dtype:
+            raise InputError(f"out has dtype {out.dtype} but y has the dtype of the matrix values, {dtype}")
+        raise InputError(f"out is on {out.device} but the matrix is on {device}")
+
+    return check
+
+
+# On small matrices the host path costs more than the kernel (benchmarks/results/host-path-*.md).
+# So a kernel variant plans its work on a matrix once (grid, preprocessing, the matrix's share of
+# the launch specialisation) and keeps the plan with the matrix as a *call*, ``call(x, out=None)``:
+# it checks x (and out), and launches through seer's direct path once the specialisation is
+# compiled. ``run(csr, x, out)`` looks the call up (rebuilt if indptr changed in place); dispatch
+# binds it once per decision. Calls hold the matrix's arrays, never the matrix itself (no cycle
+# through its cache), and read the arrays' addresses afresh: ``set_`` may move them.
 _rows_launch = LaunchCache(_csr_rows_kernel)
 _merge_launch = LaunchCache(_merge_kernel)
 _adaptive_launch = LaunchCache(_adaptive_kernel)
+_combine_launch = LaunchCache(_combine_pieces_kernel)
 
 
-def _rows_run(rows_per_program: int, group: int, num_warps: int):
-    """run() of a scalar (group 1) or vector CSR variant: no preprocessing at all."""
-    key = ("rows", rows_per_program)
+def _kernel_variant(key: tuple, plan: Callable[[CsrMatrix], Callable]) -> tuple[Callable, Callable]:
+    """``(run, bind)`` of a kernel variant whose call on a matrix ``plan(csr)`` builds."""
 
-    def launch_plan(csr: CsrMatrix) -> tuple:
-        """The grid and the matrix's part of the launch specialisation."""
-        matrix_key = (csr.device, specialisation(csr.indptr, csr.indices, csr.values, csr.rows))
-        return (cdiv(csr.rows, rows_per_program),), matrix_key
+    def bind(csr: CsrMatrix) -> Callable:
+        return csr.cached(key, plan)
 
     def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        y = _output(csr, x, out)
-        if csr.nnz == 0:
-            return y.zero_()
-        grid, matrix_key = csr.cached(key, launch_plan)
-        x_stride, y_stride = x.stride(0), y.stride(0)
-        (x_key, x_at), (y_key, y_at) = operand(x, x_stride), operand(y, y_stride)
-        shape = (csr.rows, rows_per_program, group)
-        args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, *shape)
-        direct_args = (*csr.addresses(), x_at, x_stride, y_at, y_stride, *shape)
-        launch_key = (matrix_key, x_key, y_key, rows_per_program, group, num_warps)
-        _rows_launch.launch(launch_key, grid, args, direct_args, num_warps=num_warps)
-        return y
+        return csr.cached(key, plan)(x, out)
 
-    return run
+    return run, bind
+
+
+def _zero_call(csr: CsrMatrix) -> Callable:
+    """The call on a matrix without nonzeros: y = 0."""
+    check, out_check, rows = dense_vector_check(csr), _out_check(csr), csr.rows
+
+    def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        check(x)
+        return (x.new_empty(rows) if out is None else out_check(out)).zero_()
+
+    return call
+
+
+def _rows_variant(rows_per_program: int, group: int, num_warps: int) -> tuple[Callable, Callable]:
+    """Scalar (group 1) and vector CSR: no preprocessing at all."""
+    shape = (rows_per_program, group)  # the kernel's constexprs
+
+    def plan(csr: CsrMatrix) -> Callable:
+        if csr.nnz == 0:
+            return _zero_call(csr)
+        check, out_check = dense_vector_check(csr), _out_check(csr)
+        indptr, indices, values, rows = csr.indptr, csr.indices, csr.values, csr.rows
+        grid = cdiv(rows, rows_per_program)
+        launches = InputLaunches(_rows_launch, (csr.device, specialisation(indptr, indices, values, rows), *shape),
+                                 {"num_warps": num_warps})
+
+        def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+            check(x)
+            y = x.new_empty(rows) if out is None else out_check(out)
+            vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
+            launches.launch(vectors, grid, (indptr, indices, values, x, x_stride, y, y_stride, rows, *shape),
+                            (indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), x_at, x_stride, y_at, y_stride,
+                             rows, *shape))
+            return y
+
+        return call
+
+    return _kernel_variant(("rows", rows_per_program, group, num_warps), plan)
 
 
 def _bracket_rows(csr: CsrMatrix, sub: int) -> torch.Tensor:
@@ -240,41 +280,42 @@ def _bracket_rows(csr: CsrMatrix, sub: int) -> torch.Tensor:
     return torch.searchsorted(csr.indptr, firsts, right=True).to(csr.indptr.dtype) - 1
 
 
-def _merge_plan(csr: CsrMatrix, sub: int) -> tuple:
-    """The brackets of ``sub`` nonzeros, their address, and the matrix's part of the merge launch
-    specialisation."""
-    sub_rows = _bracket_rows(csr, sub)
-    return sub_rows, sub_rows.data_ptr(), (csr.device, specialisation(csr.indptr, csr.indices, csr.values, sub_rows,
-                                                                      csr.nnz))
+def _merge_variant(chunk: int, sub: int, num_warps: int) -> tuple[Callable, Callable]:
+    """nnz-balanced: float32 y is accumulated in place, others via a float32 copy."""
+    brackets_key = ("merge brackets", sub)  # the brackets depend on sub only: variants of one sub share them
 
-
-def _merge_run(chunk: int, sub: int, num_warps: int):
-    """run() of an nnz-balanced variant; float32 y is accumulated in place, others via a copy."""
-    key = ("merge", sub)  # the brackets depend on sub only: variants of one sub share them
-
-    def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        y = _output(csr, x, out)
+    def plan(csr: CsrMatrix) -> Callable:
         if csr.nnz == 0:
-            return y.zero_()
-        sub_rows, sub_rows_at, matrix_key = csr.cached(key, lambda m: _merge_plan(m, sub))
-        acc = y.zero_() if y.dtype == torch.float32 else torch.zeros(csr.rows, dtype=torch.float32, device=y.device)
-        x_stride, acc_stride = x.stride(0), acc.stride(0)
-        (x_key, x_at), (acc_key, acc_at) = operand(x, x_stride), operand(acc, acc_stride)
-        args = (csr.indptr, csr.indices, csr.values, x, x_stride, acc, acc_stride, sub_rows, csr.nnz, chunk, sub)
-        direct_args = (*csr.addresses(), x_at, x_stride, acc_at, acc_stride, sub_rows_at, csr.nnz, chunk, sub)
-        launch_key = (matrix_key, x_key, acc_key, chunk, sub, num_warps)
-        _merge_launch.launch(launch_key, (cdiv(csr.nnz, chunk),), args, direct_args, num_warps=num_warps)
-        if acc is not y:
-            y.copy_(acc)
-        return y
+            return _zero_call(csr)
+        check, out_check = dense_vector_check(csr), _out_check(csr)
+        indptr, indices, values, rows, nnz = csr.indptr, csr.indices, csr.values, csr.rows, csr.nnz
+        sub_rows = csr.cached(brackets_key, lambda m: _bracket_rows(m, sub))
+        sub_rows_at, grid = sub_rows.data_ptr(), cdiv(nnz, chunk)
+        launches = InputLaunches(_merge_launch, (csr.device, specialisation(indptr, indices, values, sub_rows, nnz),
+                                                 chunk, sub), {"num_warps": num_warps})
 
-    return run
+        def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+            check(x)
+            y = x.new_empty(rows) if out is None else out_check(out)
+            acc = y.zero_() if y.dtype == torch.float32 else torch.zeros(rows, dtype=torch.float32, device=y.device)
+            vectors, x_at, x_stride, acc_at, acc_stride = vector_operands(x, acc)
+            launches.launch(vectors, grid, (indptr, indices, values, x, x_stride, acc, acc_stride, sub_rows, nnz,
+                                            chunk, sub),
+                            (indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), x_at, x_stride, acc_at,
+                             acc_stride, sub_rows_at, nnz, chunk, sub))
+            if acc is not y:
+                y.copy_(acc)
+            return y
+
+        return call
+
+    return _kernel_variant(("merge", chunk, sub, num_warps), plan)
 
 
-def _adaptive_plan(csr: CsrMatrix, p: dict) -> dict:
+def _adaptive_bins(csr: CsrMatrix, p: dict) -> dict:
     """Bins rows by length (short, medium, large, long) and cuts long rows into pieces.
 
-    Runs once per matrix and synchronises (bin sizes decide the grid); the plan holds device
+    Runs once per matrix and synchronises (bin sizes decide the grid); the result holds device
     tensors and the host ints every later launch needs."""
     indptr = csr.indptr
     length = indptr[1:] - indptr[:-1]
@@ -284,9 +325,9 @@ def _adaptive_plan(csr: CsrMatrix, p: dict) -> dict:
     counts = torch.bincount(bin_of, minlength=4).tolist()
     short, medium, large, long_rows = torch.split(order, counts)
     # an empty bin still needs a valid pointer argument: its programs never run
-    plan = {name: rows if rows.numel() else indptr
+    bins = {name: rows if rows.numel() else indptr
             for name, rows in zip(("short", "medium", "large"), (short, medium, large))}
-    plan.update(long=long_rows, counts=counts)
+    bins.update(long=long_rows, counts=counts)
 
     piece = p["piece"]
     if counts[3]:
@@ -299,52 +340,60 @@ def _adaptive_plan(csr: CsrMatrix, p: dict) -> dict:
                                         output_size=n_pieces)
         rank = torch.arange(n_pieces, device=indptr.device) - piece_ptr[owner]
         piece_start = starts[owner] + rank.to(indptr.dtype) * piece
-        plan.update(piece_start=piece_start, piece_end=torch.minimum(piece_start + piece, ends[owner]),
+        bins.update(piece_start=piece_start, piece_end=torch.minimum(piece_start + piece, ends[owner]),
                     piece_ptr=piece_ptr, n_pieces=n_pieces)
     else:  # valid pointers for the pieces branch, which never runs
-        plan.update(piece_start=indptr, piece_end=indptr, piece_ptr=None, n_pieces=0,
-                    no_partials=torch.empty(1, dtype=torch.float32, device=indptr.device))
+        bins.update(piece_start=indptr, piece_end=indptr, piece_ptr=None, n_pieces=0)
 
     progs = [triton.cdiv(counts[0], p["short"][0]), triton.cdiv(counts[1], p["medium"][0]),
-             triton.cdiv(counts[2], p["large"][0]), triton.cdiv(plan["n_pieces"], p["pieces"][0])]
-    plan["bases"] = np.cumsum(progs).tolist()  # program id where medium, large, pieces begin; grid
-    # Every kernel argument but x, y and the partial sums is fixed for the matrix.
-    plan["matrix_args"] = (plan["short"], counts[0], plan["medium"], counts[1], plan["large"], counts[2],
-                           plan["piece_start"], plan["piece_end"])
-    plan["matrix_at"] = addresses(plan["matrix_args"])
-    plan["specialisation"] = (csr.device, specialisation(csr.indptr, csr.indices, csr.values, *plan["matrix_args"],
-                                                         plan["n_pieces"], *plan["bases"][:3]))
-    return plan
+             triton.cdiv(counts[2], p["large"][0]), triton.cdiv(bins["n_pieces"], p["pieces"][0])]
+    bins["bases"] = np.cumsum(progs).tolist()  # program id where medium, large, pieces begin; grid
+    return bins
 
 
-def _adaptive_run(p: dict):
-    """run() of the binned variant; ``p`` holds its bin limits and tile shapes."""
+def _adaptive_variant(p: dict) -> tuple[Callable, Callable]:
+    """Binned rows; ``p`` holds its bin limits and tile shapes."""
     key = ("adaptive", repr(sorted(p.items())))
     shapes = (*p["short"], *p["medium"], *p["large"], *p["pieces"])  # the kernel's constexprs, in order
 
-    def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        y = _output(csr, x, out)
+    def plan(csr: CsrMatrix) -> Callable:
         if csr.nnz == 0:
-            return y.zero_()
-        plan = csr.cached(key, lambda m: _adaptive_plan(m, p))
-        n = plan["counts"]
-        medium_base, large_base, pieces_base, grid = plan["bases"]
-        partials = (torch.empty(plan["n_pieces"], dtype=torch.float32, device=y.device)
-                    if n[3] else plan["no_partials"])
-        x_stride, y_stride = x.stride(0), y.stride(0)
-        (x_key, x_at), (y_key, y_at) = operand(x, x_stride), operand(y, y_stride)
-        partials_at = partials.data_ptr()
-        tail = (plan["n_pieces"], medium_base, large_base, pieces_base, *shapes)
-        args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, *plan["matrix_args"], partials, *tail)
-        direct_args = (*csr.addresses(), x_at, x_stride, y_at, y_stride, *plan["matrix_at"], partials_at, *tail)
-        launch_key = (plan["specialisation"], x_key, y_key, partials_at % 16 == 0)
-        _adaptive_launch.launch(launch_key, (grid,), args, direct_args, num_warps=p["num_warps"])
-        if n[3]:
-            _combine_pieces_kernel[(n[3],)](partials, plan["piece_ptr"], plan["long"], y, y.stride(0),
-                                            BLOCK=128, num_warps=4)
-        return y
+            return _zero_call(csr)
+        check, out_check = dense_vector_check(csr), _out_check(csr)
+        indptr, indices, values, rows = csr.indptr, csr.indices, csr.values, csr.rows
+        bins = _adaptive_bins(csr, p)
+        counts, n_pieces, long_rows, piece_ptr = bins["counts"], bins["n_pieces"], bins["long"], bins["piece_ptr"]
+        grid = bins["bases"][3]
+        # Every kernel argument but x, y and the partial sums is fixed for the matrix.
+        bin_args = (bins["short"], counts[0], bins["medium"], counts[1], bins["large"], counts[2],
+                    bins["piece_start"], bins["piece_end"])
+        bin_at = addresses(bin_args)
+        tail = (n_pieces, *bins["bases"][:3], *shapes)
+        launches = InputLaunches(_adaptive_launch, (csr.device, specialisation(indptr, indices, values, *bin_args,
+                                                                              n_pieces, *bins["bases"][:3]), key),
+                                 {"num_warps": p["num_warps"]})
+        no_partials = torch.empty(1, dtype=torch.float32, device=csr.device)
+        combine = InputLaunches(_combine_launch, (csr.device, specialisation(piece_ptr, long_rows)), {"num_warps": 4})
 
-    return run
+        def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+            check(x)
+            y = x.new_empty(rows) if out is None else out_check(out)
+            partials = torch.empty(n_pieces, dtype=torch.float32, device=y.device) if n_pieces else no_partials
+            vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
+            partials_at = partials.data_ptr()
+            launches.launch((*vectors, partials_at % 16 == 0), grid,
+                            (indptr, indices, values, x, x_stride, y, y_stride, *bin_args, partials, *tail),
+                            (indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), x_at, x_stride, y_at, y_stride,
+                             *bin_at, partials_at, *tail))
+            if n_pieces:  # the long rows' sums from their pieces' partial sums
+                vectors, partials_at, _, y_at, y_stride = vector_operands(partials, y)
+                combine.launch(vectors, counts[3], (partials, piece_ptr, long_rows, y, y_stride, 128),
+                               (partials_at, piece_ptr.data_ptr(), long_rows.data_ptr(), y_at, y_stride, 128))
+            return y
+
+        return call
+
+    return _kernel_variant(key, plan)
 
 
 _TORCH_CSR = ("torch_csr",)  # scratch key of the matrix as a torch sparse CSR tensor
@@ -352,6 +401,7 @@ _TORCH_CSR = ("torch_csr",)  # scratch key of the matrix as a torch sparse CSR t
 
 def _torch_csr_run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """run() of the torch variant: ``torch.addmv`` on the matrix as a torch sparse CSR tensor."""
+    check_dense_vector(csr, x)
     y = _output(csr, x, out)
     if csr.nnz == 0:
         return y.zero_()
@@ -381,28 +431,29 @@ def _torch_csr(csr: CsrMatrix, values: torch.Tensor) -> torch.Tensor:
         return torch.sparse_csr_tensor(csr.indptr, csr.indices, values, csr.shape, check_invariants=False)
 
 
-def _register(name: str, run, params: dict, doc: str) -> None:
-    VARIANTS[name] = Variant(name, run, params, doc)
+def _register(name: str, run_and_bind, params: dict, doc: str) -> None:
+    run, bind = run_and_bind if isinstance(run_and_bind, tuple) else (run_and_bind, None)
+    VARIANTS[name] = Variant(name, run, params, doc, bind)
 
 
 VARIANTS: dict[str, Variant] = {}
 
-_register("scalar_r128", _rows_run(128, 1, 4), {"kind": "scalar", "rows": 128, "num_warps": 4},
+_register("scalar_r128", _rows_variant(128, 1, 4), {"kind": "scalar", "rows": 128, "num_warps": 4},
           "one lane per row, 128 rows per program; for rows of a few nonzeros")
 for _g, _rows in ((4, 128), (8, 64), (16, 32), (32, 16), (64, 8), (256, 4)):
-    _register(f"vector_g{_g}", _rows_run(_rows, _g, 4),
+    _register(f"vector_g{_g}", _rows_variant(_rows, _g, 4),
               {"kind": "vector", "group": _g, "rows": _rows, "num_warps": 4},
               f"{_g} lanes per row, {_rows} rows per program")
 # Smaller chunks use fewer registers (ptxas, sm_90a: 32, 44 and 70 per thread for 256, 512 and
 # 1024 nonzeros on 4 warps), so more programs share an SM; 4096 on 8 warps won nowhere.
 for _chunk, _warps in ((256, 4), (512, 4), (1024, 4)):
-    _register(f"merge_c{_chunk}", _merge_run(_chunk, 32, _warps),
+    _register(f"merge_c{_chunk}", _merge_variant(_chunk, 32, _warps),
               {"kind": "merge", "chunk": _chunk, "bracket": 32, "num_warps": _warps},
               f"{_chunk} nonzeros per program whatever the rows; segmented scan, atomics at chunk edges")
 # Narrow groups for short rows, wider ones as rows grow; pieces bound any program's work.
 _ADAPTIVE = {"bin_max": [8, 128, 4096], "short": [128, 2], "medium": [32, 16], "large": [4, 128],
              "pieces": [4, 256], "piece": 4096, "num_warps": 4}
-_register("adaptive", _adaptive_run(_ADAPTIVE), {"kind": "adaptive", **_ADAPTIVE},
+_register("adaptive", _adaptive_variant(_ADAPTIVE), {"kind": "adaptive", **_ADAPTIVE},
           "rows binned by length (<=8, <=128, <=4096 nonzeros) with a mapping per bin; "
           "longer rows cut into 4096-nonzero pieces over many programs")
 _register("torch_csr", _torch_csr_run, {"kind": "torch"},

@@ -42,6 +42,7 @@ class Decision:
     run: Callable = field(repr=False)
     problem: object = field(repr=False)
     source: object = field(repr=False)  # held so the cached input's id cannot be reused
+    call: Callable | None = field(default=None, repr=False)  # run bound to problem, operands checked: bind()
 
     def __str__(self) -> str:
         lines = [f"{self.op}: {self.variant}  ({self.stage}; model: {self.model})"]
@@ -65,14 +66,16 @@ class DecisionCache:
         self.hits = self.misses = 0
 
     def get(self, key):
-        with self._lock:
-            decision = self._entries.get(key)
-            if decision is None:
-                self.misses += 1
-                return None
+        # acquire/release, not `with`: this runs on every cached call, and nothing inside can raise.
+        self._lock.acquire()
+        decision = self._entries.get(key)
+        if decision is None:
+            self.misses += 1
+        else:
             self._entries.move_to_end(key)
             self.hits += 1
-            return decision
+        self._lock.release()
+        return decision
 
     def put(self, key, decision: Decision) -> None:
         with self._lock:
@@ -129,21 +132,38 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
     """
     entry = get_op(op)
     source, operands = entry.kernels.split(inputs, **op_kwargs)
-    run_kwargs = {} if out is None else {"out": out}
     if out is not None and not _takes_out(entry):
         raise InputError(f"{op} does not take out=: its result is allocated by the op")
+    # The cached path runs on every call after the first: keep it short (benchmarks/host_path.py).
     key = entry.kernels.cache_key(source)
     if key is not None:
-        key = (op, key, _model_token(model), variant)
+        key = (op, key, model if model is None else _model_token(model), variant)
         decision = _cache.get(key)
         if decision is not None:
-            entry.kernels.check_operands(decision.problem, operands)
-            return decision.run(decision.problem, *operands, **run_kwargs)
-    decision = _decide(entry, source, operands, calls=calls, model=model, variant=variant)
-    result = decision.run(decision.problem, *operands, **run_kwargs)
+            return decision.call(*operands) if out is None else decision.call(*operands, out=out)
+    decision = _bound(entry, _decide(entry, source, operands, calls=calls, model=model, variant=variant))
+    result = decision.call(*operands) if out is None else decision.call(*operands, out=out)
     if key is not None:
         _cache.put(key, decision)
     return result
+
+
+def _bound(entry: Op, decision: Decision) -> Decision:
+    """``decision`` with its ``call``: the variant's own ``bind`` if it has one, else a check of
+    the operands then ``run``. On the CPU the call holds the interpreter lock."""
+    variant = entry.variants[decision.variant]
+    if variant.bind is not None:
+        call = variant.bind(decision.problem)
+    else:
+        check, run, problem = entry.kernels.check_operands, decision.run, decision.problem
+
+        def call(*operands, **out):
+            check(problem, operands)
+            return run(problem, *operands, **out)
+    if _device_of(decision.problem).type == "cpu":
+        call = _serialised(call)
+    decision.call = call
+    return decision
 
 
 _takes_out_by_op: dict[str, bool] = {}
@@ -208,10 +228,7 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
 
 
 def _decision(entry, variant, stage, path, features, model, problem, source) -> Decision:
-    run = entry.variants[variant].run
-    if _device_of(problem).type == "cpu":
-        run = _serialised(run)
-    return Decision(entry.name, variant, stage, path, features, model, run, problem, source)
+    return Decision(entry.name, variant, stage, path, features, model, entry.variants[variant].run, problem, source)
 
 
 # The Triton interpreter patches triton.language globally while a kernel runs, so two threads

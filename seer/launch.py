@@ -3,19 +3,28 @@
 ``kernel[grid](*args)`` binds every argument, computes a specialisation key, looks the compiled
 kernel up and only then launches: about 20 us of host time on an H100 host with triton 3.6,
 more than the GPU time of a small SpMV. Once seer has decided what to run on an input, most
-arguments are fixed, so :class:`LaunchCache` keeps the compiled kernel per *specialisation*
-(Triton compiles separate code for 16-byte-aligned pointers, for integers equal to 1 or
-divisible by 16, and for integers past 32 bits) and calls its launcher directly. The first
-launch of each specialisation, and every launch under the interpreter, goes through Triton's
-normal path.
+arguments are fixed, so :class:`LaunchCache` keeps a direct launch per *specialisation* (Triton
+compiles separate code for 16-byte-aligned pointers, for integers equal to 1 or divisible by 16,
+and for integers past 32 bits), which calls the compiled kernel's launcher through its C entry
+(:func:`direct_launch`). :class:`InputLaunches` finds them for one input by the per-call
+operands' part of the key alone. The first launch of each specialisation, and every launch under
+the interpreter, goes through Triton's normal path.
 """
 from __future__ import annotations
 
 import os
+from typing import Callable
 
 import torch
+import triton
 
 _INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
+# How the C entry of the Triton launcher's (``CompiledKernel.run``) takes its arguments, for the
+# versions checked (tests/test_launch.py reads the launcher's source for the order): 3.6 builds
+# one module per kernel whose entry takes the kernel's arguments spread out; 3.7 to 3.9 have one
+# entry for every kernel, taking them as a tuple after the kernel's signature. None: unknown.
+LAUNCHER_LAYOUT = {"3.6": "arguments spread", "3.7": "arguments in a tuple", "3.8": "arguments in a tuple",
+                   "3.9": "arguments in a tuple"}.get(".".join(triton.__version__.split(".")[:2]))
 
 
 def specialisation(*values) -> tuple:
@@ -32,13 +41,15 @@ def specialisation(*values) -> tuple:
     return tuple(key)
 
 
-def operand(tensor: torch.Tensor, stride: int) -> tuple[tuple, int]:
-    """A per-call vector operand's share of the launch key, and its address (read once for both).
+def vector_operands(x: torch.Tensor, y: torch.Tensor) -> tuple:
+    """``(key, x address, x stride, y address, y stride)`` of a launch's two per-call vectors.
 
-    The key is :func:`specialisation` of the operand and its stride at a fraction of the host
-    time: the exact stride is a finer key than Triton's (== 1, % 16), so never a wrong one."""
-    address = tensor.data_ptr()
-    return (tensor.dtype, address % 16 == 0, stride), address
+    ``key`` is their share of the launch specialisation, read once with the addresses and strides
+    the launch passes: dtypes, 16-byte alignment and exact strides (a finer key than Triton's
+    ``== 1``, ``% 16``, so never a wrong one)."""
+    x_at, y_at = x.data_ptr(), y.data_ptr()
+    x_stride, y_stride = x.stride()[0], y.stride()[0]  # stride() then [0]: a third of stride(0)'s host time
+    return (x.dtype, x_at % 16 == 0, x_stride, y.dtype, y_at % 16 == 0, y_stride), x_at, x_stride, y_at, y_stride
 
 
 def addresses(args: tuple) -> tuple:
@@ -62,23 +73,90 @@ class LaunchCache:
     direct path passes them instead: Triton's launcher takes an int pointer as is, where a tensor
     costs a ``data_ptr()`` call and a driver query of the address, ~0.45 us of host time each
     (``benchmarks/results/launch-pointers-h100.md``). The caller has checked the devices.
+    Grids are one-dimensional.
     """
 
     def __init__(self, kernel):
         self.kernel = kernel
-        self._compiled: dict = {}
+        self._ready: dict = {}
 
     def launch(self, key, grid: tuple, args: tuple, direct_args: tuple | None = None, **options) -> None:
-        compiled = None if _INTERPRETING else self._compiled.get(key)
-        if compiled is None:
-            compiled = self.kernel[grid](*args, **options)
-            if not _INTERPRETING and _launchable(compiled):
-                self._compiled[key] = compiled
-            return
-        stream = torch._C._cuda_getCurrentRawStream(torch.cuda.current_device())
-        compiled.run(grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1, stream,
-                     compiled.function, compiled.packed_metadata, None, None, None,
-                     *(args if direct_args is None else direct_args))
+        ready = self.ready(key)
+        if ready is None:
+            self.first_launch(key, grid, args, options)
+        else:
+            ready(grid[0], args if direct_args is None else direct_args)
+
+    def ready(self, key) -> Callable | None:
+        """The direct launch compiled for ``key`` (called as ``ready(grid_x, direct_args)``), or None
+        before the first launch of ``key`` and always under the interpreter."""
+        return None if _INTERPRETING else self._ready.get(key)
+
+    def first_launch(self, key, grid: tuple, args: tuple, options: dict) -> None:
+        """Triton's own launch (compiling if needed); keeps the direct launch of what it compiled."""
+        compiled = self.kernel[grid](*args, **options)
+        if not _INTERPRETING and _launchable(compiled):
+            self._ready[key] = direct_launch(compiled)
+
+
+class InputLaunches:
+    """The direct launches of one kernel on one input whose part of the specialisation is fixed,
+    found by the per-call operands' part alone: a short flat key instead of the whole nested
+    specialisation on every call. Kept with the input's cached plan."""
+
+    def __init__(self, cache: LaunchCache, input_key, options: dict):
+        self.cache, self.input_key, self.options = cache, input_key, options
+        self._ready: dict = {}
+
+    def launch(self, operand_key, grid_x: int, args: tuple, direct_args: tuple) -> None:
+        ready = self._ready.get(operand_key)
+        if ready is None:
+            key = (self.input_key, operand_key)
+            ready = self.cache.ready(key)
+            if ready is None:
+                self.cache.first_launch(key, (grid_x,), args, self.options)
+                return
+            self._ready[operand_key] = ready
+        ready(grid_x, direct_args)
+
+
+def direct_launch(compiled) -> Callable:
+    """``launch(grid_x, args)`` of a compiled kernel on the current stream.
+
+    Where this Triton's launcher layout is known (:data:`LAUNCHER_LAYOUT`) and the kernel needs no
+    scratch memory, it calls the launcher's C entry, skipping its Python wrapper (which only
+    allocates that scratch memory; ~1.5 us of host time a launch, ``benchmarks/results/
+    host-path-h100.md``); otherwise ``compiled.run``. Launch hooks are not called: Triton calls
+    none unless a profiler has set one."""
+    launcher = compiled.run
+    plain = (not getattr(launcher, "global_scratch_size", 1) and not getattr(launcher, "profile_scratch_size", 1)
+             and not getattr(launcher, "gsan_enabled", False))
+    if plain and LAUNCHER_LAYOUT is not None:
+        entry = launcher.launch
+        head = (compiled.function, launcher.launch_cooperative_grid, launcher.launch_pdl)
+        if LAUNCHER_LAYOUT == "arguments in a tuple":
+            fixed = (*head, compiled.packed_metadata, None, None, None, None, None,
+                     launcher.arg_annotations, launcher.kernel_signature)
+
+            def launch(grid_x: int, args: tuple) -> None:
+                entry(grid_x, 1, 1, _current_stream(), *fixed, args)
+        else:
+            fixed = (*head, None, None, compiled.packed_metadata, None, None, None)
+
+            def launch(grid_x: int, args: tuple) -> None:
+                entry(grid_x, 1, 1, _current_stream(), *fixed, *args)
+        return launch
+
+    def launch(grid_x: int, args: tuple) -> None:
+        launcher(grid_x, 1, 1, _current_stream(), compiled.function, compiled.packed_metadata, None, None, None,
+                 *args)
+    return launch
+
+
+def _current_stream() -> int:
+    """torch's current stream on the current device, as Triton launches on (read through torch's
+    C bindings: ``torch.cuda.current_device()`` adds a Python call and an initialisation check)."""
+    return torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
 
 
 def _launchable(compiled) -> bool:

@@ -94,9 +94,11 @@ def time_ms(fn: Callable[[], object], *, warmup_ms: float = 5, rep_ms: float = 2
     return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
 
 
-def host_call_us(fn: Callable[[], object], calls: int = 200) -> float:
-    """Wall time of one call in a back-to-back loop (what a caller's loop sees), in us."""
-    fn()
+def host_call_us(fn: Callable[[], object], calls: int = 200, warmup: int = 1) -> float:
+    """Wall time of one call in a back-to-back loop (what a caller's loop sees), in us; the device
+    drained at both ends, so for work shorter on the device than on the host, host time."""
+    for _ in range(warmup):
+        fn()
     _sync()
     start = time.perf_counter()
     for _ in range(calls):
@@ -169,6 +171,17 @@ def _correct(name, fn, reference, tolerance, case_id, log) -> bool:
         log(f"  WRONG {name} on {case_id}: relative error {error:.2e} > {tolerance:.0e}")
         return False
     return True
+
+
+def alternated_host_us(fns: dict, calls: int, rounds: int) -> dict[str, list[float]]:
+    """:func:`host_call_us` of each function (20 calls of warm-up), in ``rounds`` rounds that
+    alternate them: a host stalled for a moment only ever adds time, to one loop, so callers keep
+    each one's least."""
+    samples = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            samples[name].append(host_call_us(fn, calls, warmup=20))
+    return samples
 
 
 def _median_wall_ms(fn, repeats: int = 15) -> float:

@@ -13,7 +13,10 @@ Kernel module contract
         cached with the decision and handed to every variant.
     ``check_operands(problem, operands)``: cheap per-call validation.
     ``reference(problem, *operands) -> Tensor``: float64 result, for tests and profiling.
-    A variant runs as ``VARIANTS[name].run(problem, *operands) -> Tensor``.
+    A variant runs as ``VARIANTS[name].run(problem, *operands) -> Tensor``. It may also have
+        ``bind(problem) -> call``, ``call(*operands) -> Tensor``, checking the operands itself:
+        dispatch then keeps the call with its cached decision, sparing every later call the
+        lookups that ``run`` makes (a small SpMV's host time is most of its time).
 
 Feature module contract
     ``KNOWN`` and ``GATHERED``: tuples of :class:`seer.features_base.Feature`.
@@ -41,6 +44,7 @@ class Variant:
     run: Callable
     params: Mapping = field(default_factory=dict)
     doc: str = ""
+    bind: Callable | None = None  # see the kernel module contract above
 
 
 @dataclass(frozen=True)

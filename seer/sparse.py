@@ -408,13 +408,32 @@ def check_dense_vector(csr: CsrMatrix, x: torch.Tensor, name: str = "x") -> None
     if (isinstance(x, torch.Tensor) and x.shape == (csr.shape[1],) and x.dtype == values.dtype
             and x.device == values.device):
         return
+    _reject_vector(x, csr.cols, csr.dtype, csr.device, name)
+
+
+def dense_vector_check(csr: CsrMatrix, name: str = "x") -> Callable[[torch.Tensor], None]:
+    """:func:`check_dense_vector` on ``csr`` as a function of the vector alone. It holds no
+    reference to ``csr``, so it can be kept in the matrix's own cache without making a cycle
+    (which would keep the matrix's device memory until the garbage collector ran)."""
+    shape, dtype, device = (csr.cols,), csr.dtype, csr.device
+
+    def check(x: torch.Tensor) -> None:
+        if isinstance(x, torch.Tensor) and x.shape == shape and x.dtype == dtype and x.device == device:
+            return
+        _reject_vector(x, shape[0], dtype, device, name)
+
+    return check
+
+
+def _reject_vector(x, cols: int, dtype: torch.dtype, device: torch.device, name: str) -> None:
+    """Raise the error that says what is wrong with ``x`` as a vector of ``cols`` entries."""
     if not isinstance(x, torch.Tensor):
         raise InputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != 1:
         raise InputError(f"{name} must be 1-D, got shape {tuple(x.shape)}")
-    if x.numel() != csr.cols:
-        raise InputError(f"{name} has {x.numel()} entries; the matrix has {csr.cols} columns")
-    if x.device != csr.device:
-        raise InputError(f"{name} is on {x.device} but the matrix is on {csr.device}")
-    if x.dtype != csr.dtype:
-        raise InputError(f"{name} has dtype {x.dtype} but the matrix values have {csr.dtype}; cast one to match")
+    if x.numel() != cols:
+        raise InputError(f"{name} has {x.numel()} entries; the matrix has {cols} columns")
+    if x.device != device:
+        raise InputError(f"{name} is on {x.device} but the matrix is on {device}")
+    if x.dtype != dtype:
+        raise InputError(f"{name} has dtype {x.dtype} but the matrix values have {dtype}; cast one to match")

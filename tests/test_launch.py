@@ -1,7 +1,13 @@
-"""Launch specialisation keys keep apart what Triton compiles apart (no kernel runs here)."""
+"""Launch specialisation keys keep apart what Triton compiles apart, and the direct launch's
+assumptions about Triton's launcher hold (no kernel runs here)."""
+import ast
+import inspect
+import textwrap
+
+import pytest
 import torch
 
-from seer.launch import specialisation
+from seer.launch import LAUNCHER_LAYOUT, specialisation, vector_operands
 
 
 def test_ints_past_32_bits_get_their_own_key():
@@ -16,3 +22,37 @@ def test_ones_multiples_of_16_and_pointer_alignment_are_told_apart():
     base = torch.empty(8)
     assert specialisation(base) != specialisation(base[1:])
     assert specialisation(base) != specialisation(base.double())
+
+
+def test_vector_operands_tell_apart_dtype_alignment_and_stride():
+    base = torch.empty(64)
+    y = torch.empty(16)
+    keys = {vector_operands(x, y)[0] for x in (base[:16], base[1:17], base[::2][:16], base.double()[:16])}
+    assert len(keys) == 4
+    key, x_at, x_stride, y_at, y_stride = vector_operands(base[::2], y)
+    assert (x_at, x_stride, y_at, y_stride) == (base.data_ptr(), 2, y.data_ptr(), 1)
+
+
+def _positional_names(source: str, call: str) -> list[str]:
+    """The argument expressions of the first ``call(...)`` in ``source``, as written."""
+    tree = ast.parse(textwrap.dedent(source))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == call:
+            return [ast.unparse(a) for a in node.args]
+    raise AssertionError(f"{call}(...) not found")
+
+
+@pytest.mark.skipif(LAUNCHER_LAYOUT is None, reason="this Triton's launcher layout is not known: compiled.run is used")
+def test_the_known_launcher_layout_matches_this_tritons_launcher():
+    """direct_launch calls the launcher's C entry with the arguments its Python wrapper would pass:
+    check the wrapper's call on the installed Triton (the GPU tests run the entry itself)."""
+    from triton.backends.nvidia.driver import CudaLauncher
+
+    passed = _positional_names(inspect.getsource(CudaLauncher.__call__), "self.launch")
+    common = ["gridX", "gridY", "gridZ", "stream", "function", "self.launch_cooperative_grid", "self.launch_pdl"]
+    if LAUNCHER_LAYOUT == "arguments in a tuple":
+        expected = common + ["kernel_metadata", "launch_metadata", "launch_enter_hook", "launch_exit_hook",
+                             "global_scratch", "profile_scratch", "self.arg_annotations", "self.kernel_signature"]
+        assert passed[:-1] == expected and passed[-1] in ("args", "kernel_args")
+    else:
+        assert passed == common + ["global_scratch", "profile_scratch", "*args"]

@@ -3,8 +3,9 @@ import pytest
 import torch
 import triton
 import triton.language as tl
+from triton.backends.nvidia.driver import CudaLauncher
 
-from seer.launch import LaunchCache, specialisation
+from seer.launch import LAUNCHER_LAYOUT, LaunchCache, specialisation
 
 pytestmark = pytest.mark.gpu
 
@@ -31,7 +32,7 @@ def test_direct_launch_matches_on_fresh_tensors_and_odd_offsets():
             out = torch.full((n,), float("nan"), device="cuda")
             _launch(cache, x, y, out)
             torch.testing.assert_close(out, 2.0 * x + y)
-    assert len(cache._compiled) >= 3
+    assert len(cache._ready) >= 3
 
 
 def test_direct_launch_follows_the_current_stream_and_graph_capture():
@@ -52,3 +53,21 @@ def test_direct_launch_follows_the_current_stream_and_graph_capture():
         graph.replay()
         torch.cuda.synchronize()
         torch.testing.assert_close(out, 2.0 * x + y)
+
+
+@pytest.mark.skipif(LAUNCHER_LAYOUT is None, reason="this Triton's launcher layout is not known: compiled.run is used")
+def test_direct_launch_calls_the_launchers_c_entry_not_its_python_wrapper(monkeypatch):
+    cache = LaunchCache(_axpy)
+    x, y = torch.randn(3000, device="cuda"), torch.randn(3000, device="cuda")
+    out = torch.empty_like(x)
+    _launch(cache, x, y, out)  # compile; later launches go the direct way
+    assert len(cache._ready) == 1
+
+    def wrapper_called(*args, **kwargs):
+        raise AssertionError("the direct launch went through the launcher's Python wrapper")
+
+    monkeypatch.setattr(CudaLauncher, "__call__", wrapper_called)
+    out.fill_(float("nan"))
+    _launch(cache, x, y, out, alpha=-1.5)
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out, -1.5 * x + y)

@@ -17,16 +17,22 @@ def selection():
     return load_benchmark("selection")
 
 
-def test_validation_costs_charge_measured_inputs_and_whole_gathers_for_the_rest(selection, tmp_path):
+def test_validation_costs_charge_band_means_and_whole_gathers_for_the_rest(selection, tmp_path):
+    """Each measured input is charged its nnz band's mean difference, negative means as 0 (the
+    per-input differences are timer noise of either sign); the others their whole gather."""
     table = ProfileTable.from_frame(planted_frame(gather_cost=20.0, seed=1), "toy", planted_meta())
     ids = list(table.ids)
-    rows = [{"id": i, "stats_us": 2.0} for i in ids[2:]] + [{"id": ids[2], "stats_us": -1.0}]  # last entry wins
+    small, large = ids[2:6], ids[6:]
+    rows = ([{"id": i, "nnz": 1_000, "stats_us": s} for i, s in zip(small, (0.3, -0.5, 0.4, -0.6))]
+            + [{"id": i, "nnz": 5_000_000, "stats_us": 2.0 + 2.0 * (k % 2)} for k, i in enumerate(large)])
     path = tmp_path / "validation.json"
     path.write_text(json.dumps({"rows": rows}))
     costs, notes = selection.validation_costs(table, path)
     np.testing.assert_array_equal(costs[:2], table.gather_ms[:2])
-    assert costs[2] == 0.0 and np.all(costs[3:] == 0.002)
-    assert notes == [f"validated path: 2 inputs absent from {path} are charged their whole gather_ms"]
+    assert np.all(costs[2:6] == 0.0)
+    large_mean_ms = np.mean([r["stats_us"] for r in rows[4:]]) / 1e3
+    np.testing.assert_allclose(costs[6:], large_mean_ms)
+    assert notes[-1] == f"validated path: 2 inputs absent from {path} are charged their whole gather_ms"
 
     report = TwoStageSelector().evaluate(table, calls=(1, 100), free_gather_ms=costs)
     columns = selection.columns(report)

@@ -203,8 +203,8 @@ def no_launches(monkeypatch):
         def __getitem__(self, grid):
             raise AssertionError("a kernel was launched for an empty matrix")
 
-    for kernel in ("_csr_rows_kernel", "_merge_kernel", "_adaptive_kernel", "_combine_pieces_kernel"):
-        monkeypatch.setattr(spmv, kernel, NoLaunch())
+    for cache in (spmv._rows_launch, spmv._merge_launch, spmv._adaptive_launch, spmv._combine_launch):
+        monkeypatch.setattr(cache, "kernel", NoLaunch())
 
 
 @pytest.mark.parametrize("name", VARIANT_NAMES)
@@ -243,20 +243,48 @@ def test_strided_x_and_out(name):
 
 
 @pytest.mark.parametrize(
-    "out,message",
+    "operand,value,message",
     [
-        (torch.zeros(5), "shape"),
-        (torch.zeros(6, 1), "shape"),
-        (torch.zeros(6, dtype=torch.float64), "dtype"),
-        (torch.zeros(6, device="meta"), "meta"),
-        (np.zeros(6, dtype=np.float32), "torch.Tensor"),
+        ("out", torch.zeros(5), "shape"),
+        ("out", torch.zeros(6, 1), "shape"),
+        ("out", torch.zeros(6, dtype=torch.float64), "dtype"),
+        ("out", torch.zeros(6, device="meta"), "meta"),
+        ("out", np.zeros(6, dtype=np.float32), "torch.Tensor"),
+        ("x", torch.ones(5), "columns"),
+        ("x", torch.ones(4, 1), "1-D"),
+        ("x", torch.ones(4, dtype=torch.float64), "dtype"),
+        ("x", torch.ones(4, device="meta"), "meta"),
+        ("x", np.ones(4, dtype=np.float32), "torch.Tensor"),
     ],
 )
-def test_bad_out_is_rejected(out, message):
+def test_bad_operands_are_rejected_before_and_after_the_plan(operand, value, message):
     csr, _ = to_seer(random_csr(np.random.default_rng(0), 6, 4, [1, 2, 0, 3, 1, 1]))
+    operands = {"x": torch.ones(4), "out": None, operand: value}
     for variant in spmv.VARIANTS.values():
         with pytest.raises(InputError, match=message):
-            variant.run(csr, torch.ones(4), out)
+            variant.run(csr, operands["x"], operands["out"])
+        variant.run(csr, torch.ones(4))  # plans and keeps the call
+        with pytest.raises(InputError, match=message):
+            variant.run(csr, operands["x"], operands["out"])
+
+
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+def test_a_dropped_matrix_is_freed_at_once(name):
+    """The plans kept in a matrix's cache must not refer back to it: through a cycle its device
+    memory would stay taken until the garbage collector next ran."""
+    import gc
+    import weakref
+
+    rng = np.random.default_rng(3)
+    csr, _ = to_seer(random_csr(rng, 120, 80, skewed_lengths(rng, 120, 80, 40)))
+    spmv.VARIANTS[name].run(csr, random_vector(rng, 80, torch.float32))
+    gone = weakref.ref(csr)
+    gc.disable()
+    try:
+        del csr
+        assert gone() is None
+    finally:
+        gc.enable()
 
 
 # ------------------------------------------------------------------ preprocessing cache
@@ -267,30 +295,28 @@ def test_preprocessing_runs_once_per_matrix(name, monkeypatch):
     rng = np.random.default_rng(4)
     matrix = random_csr(rng, 200, 150, skewed_lengths(rng, 200, 150, 30))
     csr = run_and_check(name, matrix, rng)
-    (key, entry), = [(k, e) for k, e in csr.scratch.items() if k not in (sparse._ROW_SUMS, sparse._ADDRESSES)]
-    cached = entry[-1]
+    plans = {k: e[-1] for k, e in csr.scratch.items() if k not in (sparse._ROW_SUMS, sparse._ADDRESSES)}
+    assert plans
 
     def no_rebuild(*args):
         raise AssertionError("preprocessing ran again")
 
     with monkeypatch.context() as patch:
         patch.setattr(spmv, "_bracket_rows", no_rebuild)
-        patch.setattr(spmv, "_adaptive_plan", no_rebuild)
+        patch.setattr(spmv, "_adaptive_bins", no_rebuild)
         x = random_vector(rng, 150, torch.float32)
         assert_spmv_close(spmv.VARIANTS[name].run(csr, x), to_seer(matrix)[1], x, torch.float32)
-    assert csr.scratch[key][-1] is cached
+    assert all(csr.scratch[key][-1] is plan for key, plan in plans.items())
 
     csr.indptr.add_(0)  # an in-place write to the structure invalidates the cache
     spmv.VARIANTS[name].run(csr, x)
-    assert csr.scratch[key][-1] is not cached
+    assert all(csr.scratch[key][-1] is not plan for key, plan in plans.items())
 
 
 def test_cache_entries_follow_the_preprocessing_they_hold():
-    """Merge variants with the same brackets share one entry (the brackets and the matrix's part of
-    their launch specialisation); every adaptive variant has its own; row-mapped variants with the
-    same rows per program share one (their grid and the matrix's part of their launch
-    specialisation). Validation keeps the row-length sums beside them, the launches the
-    arrays' addresses, and the torch variant its sparse CSR tensor."""
+    """Every kernel variant keeps its own plan (grid and launches); merge variants with the same
+    brackets share one entry of brackets. Validation keeps the row-length sums beside them, the
+    launches the arrays' addresses, and the torch variant its sparse CSR tensor."""
     rng = np.random.default_rng(6)
     csr, _ = to_seer(random_csr(rng, 100, 100, skewed_lengths(rng, 100, 100, 20)))
     x = random_vector(rng, 100, torch.float32)
@@ -298,13 +324,12 @@ def test_cache_entries_follow_the_preprocessing_they_hold():
         variant.run(csr, x)
     params = [v.params for v in spmv.VARIANTS.values()]
     brackets = {p["bracket"] for p in params if p["kind"] == "merge"}
-    adaptive = [p for p in params if p["kind"] == "adaptive"]
-    row_blocks = {p["rows"] for p in params if p["kind"] in ("scalar", "vector")}
+    kernels = [p for p in params if p["kind"] != "torch"]
     # + the row-length sums, the addresses and the torch CSR tensor
-    assert len(csr.scratch) == len(brackets) + len(adaptive) + len(row_blocks) + 3
-    assert all(("rows", r) in csr.scratch for r in row_blocks) and spmv._TORCH_CSR in csr.scratch
+    assert len(csr.scratch) == len(kernels) + len(brackets) + 3
+    assert spmv._TORCH_CSR in csr.scratch
     assert sparse._ROW_SUMS in csr.scratch and sparse._ADDRESSES in csr.scratch
-    assert all(("merge", b) in csr.scratch for b in brackets)
+    assert all(("merge brackets", b) in csr.scratch for b in brackets)
 
 
 # ------------------------------------------------------------------ real matrices

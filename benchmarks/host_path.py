@@ -1,0 +1,102 @@
+"""Where the host time of one cached ``seer.dispatch`` SpMV call goes, piece by piece.
+
+On small matrices the host path decides who wins against ``torch`` CSR (cuSPARSE), so this
+times, on one small real matrix held as a torch sparse CSR tensor, loops of each layer of the
+cached call alone, from the whole call down to the driver launch:
+  torch_csr       ``A @ x`` (allocation, cuSPARSE descriptors, its kernel)
+  dispatch        ``seer.dispatch("spmv", (A, x))``, decision cached, a new y
+  dispatch_out    the same into a preallocated y
+  variant_run     the variant's ``run(csr, x)`` (new y): dispatch's lookups skipped; _out: into y
+  bound_call      the call ``bind(csr)`` returns, which dispatch keeps with its decision; _out: into y
+  direct_launch   ``seer.launch.direct_launch``: the launcher's C entry, reading the current stream
+  compiled_run    Triton's ``CompiledKernel.run`` (its launcher's Python wrapper), stream read beforehand
+  stream          torch's current raw stream of the current device, as ``direct_launch`` reads it
+  new_empty       ``x.new_empty(rows)``
+Per layer: host wall time per call, the least of 5 alternated loops of 2000 calls (the device
+drained at both ends; the kernel is shorter than the host work, so the loops are host-bound).
+
+    python benchmarks/host_path.py --matrices .carry/suitesparse [--out benchmarks/results]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+import seer
+from seer.datasets.cases import launch_bound_case
+from seer.kernels import spmv
+from seer.launch import direct_launch, vector_operands
+from seer.profiling import alternated_host_us, device_tag, environment, write_result
+
+CALLS = 2000
+ROUNDS = 5
+VARIANT = "vector_g16"  # a row-mapped variant: one launch, no per-call scratch
+
+
+def layers(A: torch.Tensor, x: torch.Tensor) -> dict:
+    """The call's layers as argument-less functions, each checked to compute y where it can."""
+    csr = seer.explain("spmv", (A, x)).problem
+    run, bind = spmv.VARIANTS[VARIANT].run, spmv.VARIANTS[VARIANT].bind
+    y = run(csr, x)  # compiles, plans and keeps the call
+    call = bind(csr)
+    p = spmv.VARIANTS[VARIANT].params
+    grid = -(-csr.rows // p["rows"])
+    _, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
+    tensor_args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, csr.rows, p["rows"], p["group"])
+    args = (*csr.addresses(), x_at, x_stride, y_at, y_stride, csr.rows, p["rows"], p["group"])
+    compiled = spmv._csr_rows_kernel[(grid,)](*tensor_args, num_warps=p["num_warps"])
+    direct = direct_launch(compiled)
+    stream = torch.cuda.current_stream().cuda_stream
+    found = {
+        "torch_csr": lambda: A @ x,
+        "dispatch": lambda: seer.dispatch("spmv", (A, x), variant=VARIANT),
+        "dispatch_out": lambda: seer.dispatch("spmv", (A, x), out=y, variant=VARIANT),
+        "variant_run": lambda: run(csr, x),
+        "variant_run_out": lambda: run(csr, x, y),
+        "bound_call": lambda: call(x),
+        "bound_call_out": lambda: call(x, y),
+        "direct_launch": lambda: direct(grid, args),
+        "compiled_run": lambda: compiled.run(grid, 1, 1, stream, compiled.function, compiled.packed_metadata,
+                                             None, None, None, *args),
+        "stream": lambda: torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice()),
+        "new_empty": lambda: x.new_empty(csr.rows),
+    }
+    reference = spmv.reference(csr, x)
+    for name in ("dispatch", "variant_run_out", "bound_call", "direct_launch", "compiled_run"):
+        y.fill_(float("nan"))
+        result = found[name]()
+        if not torch.allclose((y if result is None else result).double().cpu(), reference, rtol=1e-4, atol=1e-4):
+            raise AssertionError(f"{name}: the call computed a wrong y")
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--matrices", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = parser.parse_args()
+    case = launch_bound_case(args.matrices)
+    parts, (x,) = case.build(case.load())
+    A = torch.sparse_csr_tensor(*parts[:3], parts[3])
+    found = layers(A, x)
+    times = alternated_host_us(found, CALLS, ROUNDS)
+    least = {name: min(values) for name, values in times.items()}
+    result = {"benchmark": "host path", "environment": environment(x.device),
+              "command": " ".join(["python", *sys.argv]), "matrix": case.id, "nnz": A.values().numel(),
+              "variant": VARIANT, "calls": CALLS, "rounds": ROUNDS, "host_us": least, "all_us": times}
+    env = result["environment"]
+    lines = [f"# Host time of a cached seer.dispatch SpMV call, layer by layer, on {env['device']['name']}",
+             "", f"{env['date']}; torch {env['versions']['torch']}, triton {env['versions']['triton']}; "
+             f"`{result['command']}`; matrix {case.id} ({result['nnz']} nnz) as a torch sparse CSR tensor, "
+             f"variant {VARIANT}.", "",
+             f"Host µs per call, least of {ROUNDS} alternated loops of {CALLS}.", "",
+             "| layer | µs |", "|---|---|", *[f"| {n} | {v:.2f} |" for n, v in least.items()]]
+    write_result(args.out, f"host-path-{device_tag(torch.cuda.get_device_name())}", result, "\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
