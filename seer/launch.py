@@ -105,7 +105,8 @@ class InputLaunches:
     specialisation on every call. Kept with the input's cached plan."""
 
     def __init__(self, cache: LaunchCache, input_key, options: dict):
-        self.cache, self.input_key, self.options = cache, input_key, options
+        # The options (num_warps, ...) compile different code: they are part of every key.
+        self.cache, self.input_key, self.options = cache, (input_key, tuple(sorted(options.items()))), options
         self._ready: dict = {}
 
     def launch(self, operand_key, grid_x: int, args: tuple, direct_args: tuple) -> None:

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 import torch
 
-from seer.launch import LAUNCHER_LAYOUT, specialisation, vector_operands
+from seer.launch import LAUNCHER_LAYOUT, InputLaunches, LaunchCache, specialisation, vector_operands
 
 
 def test_ints_past_32_bits_get_their_own_key():
@@ -56,3 +56,28 @@ def test_the_known_launcher_layout_matches_this_tritons_launcher():
         assert passed[:-1] == expected and passed[-1] in ("args", "kernel_args")
     else:
         assert passed == common + ["global_scratch", "profile_scratch", "*args"]
+
+
+def test_input_launches_keep_launch_options_apart(monkeypatch):
+    """Two launches of one kernel on one input that differ only in num_warps must not share code:
+    the second compiles its own, and each later launch runs its own."""
+    import seer.launch as launch
+
+    class Compiled:  # what Triton's first launch returns; the direct path needs these names
+        run = function = packed_metadata = None
+
+        def __init__(self, warps):
+            self.warps = warps
+
+    class Kernel:
+        def __getitem__(self, grid):
+            return lambda *args, num_warps: Compiled(num_warps)
+
+    ran = []
+    monkeypatch.setattr(launch, "_INTERPRETING", False)
+    monkeypatch.setattr(launch, "direct_launch", lambda compiled: lambda grid_x, args: ran.append(compiled.warps))
+    cache = LaunchCache(Kernel())
+    launches = {warps: InputLaunches(cache, ("matrix",), {"num_warps": warps}) for warps in (4, 8)}
+    for warps in (4, 8, 4, 8):  # the first two compile, the last two launch directly
+        launches[warps].launch(("x",), 1, (), ())
+    assert len(cache._ready) == 2 and ran == [4, 8]
