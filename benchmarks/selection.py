@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from seer.datasets.cases import NNZ_BANDS, nnz_band_label
 from seer.profiling import device_tag, write_result
 from seer.table import read_table
 from seer.train import TwoStageSelector, subset_masks
@@ -49,10 +50,6 @@ def end_to_end(path: Path) -> dict:
 SPREAD_METRICS = ("fraction_of_oracle_with_gather", "speedup_vs_best_single", "speedup_vs_cusparse")
 
 
-# nnz bands over which the statistics' added cost is averaged (as spmv_validation.py reports it)
-COST_BANDS = (0, 1e5, 1e6, 1e7, float("inf"))
-
-
 def validation_costs(table, path: Path) -> tuple[np.ndarray, list[str]]:
     """Per table row, ms the row statistics add to the validation pass: the mean of the measured
     differences over the inputs of its nnz band, or 0 where that mean is negative. Each input's
@@ -62,14 +59,13 @@ def validation_costs(table, path: Path) -> tuple[np.ndarray, list[str]]:
     rows = json.loads(path.read_text())["rows"]
     nnz = np.array([r["nnz"] for r in rows], dtype=float)
     added_us = np.array([r["stats_us"] for r in rows])
-    band_of = np.digitize(nnz, COST_BANDS[1:-1])
+    band_of = np.digitize(nnz, [lo for lo, _ in NNZ_BANDS[1:]])
     band_us = {b: max(float(added_us[band_of == b].mean()), 0.0) for b in set(band_of.tolist())}
     charged = {r["id"]: band_us[b] for r, b in zip(rows, band_of.tolist())}
     costs = np.array([charged.get(i, np.nan) for i in table.ids]) / 1e3
     missing = np.isnan(costs)
     costs[missing] = table.gather_ms[missing]
-    labels = [f"nnz {lo:.0e}-{hi:.0e}".replace("e+0", "e").replace("-inf", "+") for lo, hi in
-              zip(COST_BANDS[:-1], COST_BANDS[1:])]
+    labels = [nnz_band_label(lo, hi) for lo, hi in NNZ_BANDS]
     notes = ["validated path: the statistics are charged their nnz band's mean added time (a negative mean as 0), "
              f"from {path}: " + ", ".join(f"{labels[b]}: {band_us[b]:.3f} us" for b in sorted(band_us))]
     if missing.any():

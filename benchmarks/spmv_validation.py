@@ -31,15 +31,12 @@ import numpy as np
 import torch
 
 from seer import sparse
-from seer.datasets.cases import spmv_cases
+from seer.datasets.cases import NNZ_BANDS, nnz_band_label, spmv_cases
 from seer.errors import SeerError
 from seer.features import spmv as features
 from seer.profiling import (TIMING_ROUNDS, _least_of_rounds, _loaded_ahead, _median_wall_ms, device_tag,
                             environment, write_result)
 from seer.sparse import as_csr
-
-NNZ_BANDS = ((0, 1e5), (1e5, 1e6), (1e6, 1e7), (1e7, float("inf")))
-
 
 def previous_check(csr) -> list:
     """seer's validation before the fused pass (commit 3804e60), for comparison."""
@@ -83,7 +80,7 @@ def summary(rows: list[dict]) -> list[dict]:
     for lo, hi in NNZ_BANDS:
         band = [r for r in rows if r["source"] != "real" and lo <= r["nnz"] < hi]
         if band:
-            groups.append((f"generated, nnz {lo:.0e}-{hi:.0e}".replace("e+0", "e").replace("-inf", "+"), band))
+            groups.append((f"generated, {nnz_band_label(lo, hi)}", band))
     keys = ("before_us", "validate_us", "plain_us", "gather_us", "kernel_us", "stats_us")
     return [{"subset": name, "inputs": len(group), **{k: float(np.median([r[k] for r in group])) for k in keys}}
             for name, group in groups]

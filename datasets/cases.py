@@ -35,6 +35,15 @@ def spmv_cases(folders: list[Path], *, synthetic: str = "none", max_nnz: int | N
     return cases
 
 
+# nnz bands over which the SpMV benchmarks summarise per-input measurements
+NNZ_BANDS = ((0, 1e5), (1e5, 1e6), (1e6, 1e7), (1e7, float("inf")))
+
+
+def nnz_band_label(lo: float, hi: float) -> str:
+    """A band's name: "nnz 1e5-1e6", "nnz 1e7+"."""
+    return f"nnz {lo:.0e}-{hi:.0e}".replace("e+0", "e").replace("-inf", "+")
+
+
 def launch_bound_case(folder: Path) -> Case:
     """The first real matrix of ``folder`` with 10k-50k nonzeros: typical of the real set, where a
     call's host time exceeds its kernel's, for benchmarks of the launch path."""

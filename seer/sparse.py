@@ -10,6 +10,7 @@ follow: a validated matrix carries its row statistics at no extra synchronisatio
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -403,36 +404,27 @@ def _max_programs(device: torch.device) -> int:
 
 def check_dense_vector(csr: CsrMatrix, x: torch.Tensor, name: str = "x") -> None:
     """Cheap per-call checks of the dense operand of a sparse matrix-vector op."""
-    values = csr.values
-    # Every call of a cached decision passes here: the common case is decided in one expression.
-    if (isinstance(x, torch.Tensor) and x.shape == (csr.shape[1],) and x.dtype == values.dtype
-            and x.device == values.device):
-        return
-    _reject_vector(x, csr.cols, csr.dtype, csr.device, name)
+    _check_vector((csr.cols,), csr.dtype, csr.device, name, x)
 
 
 def dense_vector_check(csr: CsrMatrix, name: str = "x") -> Callable[[torch.Tensor], None]:
     """:func:`check_dense_vector` on ``csr`` as a function of the vector alone. It holds no
     reference to ``csr``, so it can be kept in the matrix's own cache without making a cycle
     (which would keep the matrix's device memory until the garbage collector ran)."""
-    shape, dtype, device = (csr.cols,), csr.dtype, csr.device
-
-    def check(x: torch.Tensor) -> None:
-        if isinstance(x, torch.Tensor) and x.shape == shape and x.dtype == dtype and x.device == device:
-            return
-        _reject_vector(x, shape[0], dtype, device, name)
-
-    return check
+    return partial(_check_vector, (csr.cols,), csr.dtype, csr.device, name)
 
 
-def _reject_vector(x, cols: int, dtype: torch.dtype, device: torch.device, name: str) -> None:
-    """Raise the error that says what is wrong with ``x`` as a vector of ``cols`` entries."""
+def _check_vector(shape: tuple, dtype: torch.dtype, device: torch.device, name: str, x) -> None:
+    """Raise the error that says what is wrong with ``x`` as a vector of ``shape``, if anything."""
+    # Every call of a cached decision passes here: the common case is decided in one expression.
+    if isinstance(x, torch.Tensor) and x.shape == shape and x.dtype == dtype and x.device == device:
+        return
     if not isinstance(x, torch.Tensor):
         raise InputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dim() != 1:
         raise InputError(f"{name} must be 1-D, got shape {tuple(x.shape)}")
-    if x.numel() != cols:
-        raise InputError(f"{name} has {x.numel()} entries; the matrix has {cols} columns")
+    if x.numel() != shape[0]:
+        raise InputError(f"{name} has {x.numel()} entries; the matrix has {shape[0]} columns")
     if x.device != device:
         raise InputError(f"{name} is on {x.device} but the matrix is on {device}")
     if x.dtype != dtype:
