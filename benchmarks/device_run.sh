@@ -34,6 +34,7 @@ run_stage() {
                     --budget-s "$budget" ;;
     spmv-tiles) python3 benchmarks/spmv_tiles.py --out benchmarks/results --budget-s "$budget" ${TILES_ARGS:-} ;;
     spmv-registers) python3 benchmarks/spmv_registers.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
+    spmv-reorder) python3 benchmarks/spmv_reorder.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-ncu) python3 benchmarks/spmv_ncu.py --out benchmarks/results --variants ${NCU_VARIANTS:-merge_c512 adaptive} ;;
     dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" --matrices .carry/suitesparse ;;
     spmv-validation) python3 benchmarks/spmv_validation.py --matrices .carry/suitesparse --out benchmarks/results \

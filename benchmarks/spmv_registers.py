@@ -16,21 +16,17 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
-import time
-from collections import defaultdict
-from contextlib import closing
 from pathlib import Path
 
 import torch
 import triton
 from scipy.stats import gmean
 
-from seer.datasets.cases import spmv_cases
+from seer.datasets.cases import SKEWED_FAMILIES, skewed_round_robin, spmv_cases
 from seer.kernels import spmv
-from seer.profiling import (_least_of_rounds, _loaded_ahead, device_tag, environment, relative_error,
+from seer.profiling import (_least_of_rounds, device_tag, environment, measured_within_budget, relative_error,
                             write_result)
 
-FAMILIES = ("synthetic/rmat/", "synthetic/lognormal_rows/", "derived/")
 SHAPES = ((512, 4), (1024, 4), (4096, 16))  # nonzeros per program, warps
 CAPS = (None, 32, 24)
 
@@ -49,15 +45,6 @@ def merge(csr, x, sub_rows, chunk: int, warps: int, cap: int | None) -> torch.Te
     return y
 
 
-def round_robin(cases: list) -> list:
-    by_family = defaultdict(list)
-    for case in cases:
-        family = next((f for f in FAMILIES if case.id.startswith(f)), None)
-        if family is not None and (family != "derived/" or "permute1" in case.id):
-            by_family[family].append(case)
-    return [c for group in itertools.zip_longest(*by_family.values()) for c in group if c is not None]
-
-
 def measure(case, loaded) -> dict:
     parts, (x,) = case.build(loaded)
     csr = spmv.problem(parts)
@@ -72,6 +59,12 @@ def measure(case, loaded) -> dict:
     return {"id": case.id, "nnz": csr.nnz, "time_ms": _least_of_rounds(runs)}
 
 
+def describe(row: dict) -> str:
+    t = row["time_ms"]
+    best = min(configurations(), key=t.get)
+    return f"merge_c512_w4 {t['merge_c512_w4']:.4f}, {best} {t[best]:.4f}, cuSPARSE {t['cusparse']:.4f} ms"
+
+
 def markdown(result: dict) -> str:
     rows, names = result["matrices"], list(configurations())
     lines = [f"# Register caps on the merge SpMV kernel, {result['device']['name']}", "",
@@ -81,7 +74,7 @@ def markdown(result: dict) -> str:
              "Geometric mean per family of `merge_c512_w4` (uncapped, as shipped) time over each "
              "configuration's, and over cuSPARSE's:", "",
              "| family | matrices | " + " | ".join(names) + " | cusparse |", "|" + "---|" * (3 + len(names))]
-    for family in FAMILIES:
+    for family in SKEWED_FAMILIES:
         group = [r for r in rows if r["id"].startswith(family)]
         if group:
             cells = [gmean([r["time_ms"]["merge_c512_w4"] / r["time_ms"][n] for r in group])
@@ -96,20 +89,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--budget-s", type=float, default=200)
     args = parser.parse_args()
-    started = time.monotonic()
-    cases = round_robin([c for c in spmv_cases([args.matrices], synthetic="large") if c.source != "real"])
-    rows = []
-    with closing(_loaded_ahead(cases)) as loads:
-        for case in cases:
-            if time.monotonic() - started > args.budget_s:
-                print(f"budget reached: {len(cases) - len(rows)} matrices left", flush=True)
-                break
-            rows.append(measure(case, next(loads).result()))
-            t = rows[-1]["time_ms"]
-            best = min(configurations(), key=t.get)
-            print(f"{case.id}: merge_c512_w4 {t['merge_c512_w4']:.4f}, {best} {t[best]:.4f}, "
-                  f"cuSPARSE {t['cusparse']:.4f} ms ({time.monotonic() - started:.0f} s)", flush=True)
-            torch.cuda.empty_cache()
+    cases = skewed_round_robin([c for c in spmv_cases([args.matrices], synthetic="large") if c.source != "real"])
+    rows = measured_within_budget(cases, measure, args.budget_s, describe)
     device = torch.device("cuda")
     result = {**environment(device), "command": " ".join(["python", *sys.argv]), "matrices": rows}
     write_result(args.out, f"spmv-registers-{device_tag(torch.cuda.get_device_name())}", result, markdown(result))

@@ -18,7 +18,7 @@ import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
@@ -36,7 +36,7 @@ class Decision:
     op: str
     variant: str
     stage: str
-    path: list[str]
+    path: Sequence[str]  # the rules that led to the variant (worded when read)
     features: dict
     model: str
     run: Callable = field(repr=False)
@@ -189,7 +189,8 @@ def explain(op: str, inputs, *, calls: int | None = None, model=None, **op_kwarg
 
 
 def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True) -> Decision:
-    if will_run and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+    # is_initialized, not is_available (an NVML query): no stream captures before CUDA is initialised.
+    if will_run and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
         # Validation and feature gathering read the device back, which capture forbids.
         raise InputError(
             "the first seer.dispatch call on this input is inside CUDA graph capture; call it once "
@@ -224,7 +225,7 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
 
     choice = selector.choose(known, gather, calls=calls or 1, free=free)
     stage = "stage 2 (features gathered)" if choice.gathered else "stage 1 (known features)"
-    return _decision(entry, choice.variant, stage, list(choice.path), features, description, problem, source)
+    return _decision(entry, choice.variant, stage, choice.path, features, description, problem, source)
 
 
 def _decision(entry, variant, stage, path, features, model, problem, source) -> Decision:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -74,13 +75,41 @@ def nearest_calls(trained: Iterable[int], calls: int) -> int:
 # ---------------------------------------------------------------------- the model
 
 
+class RulePath(Sequence[str]):
+    """The rules behind a choice, one line each, worded only when first read: a first
+    ``seer.dispatch`` call on a new input should not pay for text nobody reads (formatting every
+    step's feature value and threshold was a sixth of its host time)."""
+
+    def __init__(self, *parts: str | Callable[[], list[str]]):
+        self._parts, self._lines = parts, None
+
+    def _text(self) -> list[str]:
+        if self._lines is None:
+            self._lines = [line for part in self._parts for line in ([part] if isinstance(part, str) else part())]
+        return self._lines
+
+    def __getitem__(self, index):
+        return self._text()[index]
+
+    def __len__(self) -> int:
+        return len(self._text())
+
+    def __eq__(self, other) -> bool:
+        return self._text() == (other._text() if isinstance(other, RulePath) else other)
+
+    __hash__ = None  # mutable-looking, like the list it stands for
+
+    def __repr__(self) -> str:
+        return repr(self._text())
+
+
 @dataclass(frozen=True)
 class Choice:
     """What the model chose for one input and why."""
 
     variant: str
     gathered: bool
-    path: list[str]
+    path: RulePath
     stage: int
 
 
@@ -119,22 +148,25 @@ class SelectorModel:
         them); then stage 2 decides at once, as stage 1 would gather at no cost."""
         if free is not None and self.stage2 is not None:
             variant, path = self._walk(self.stage2, {**known, **free}, "stage 2")
-            return Choice(variant, True, ["gathered features came with the validation pass", *path], 2)
+            return Choice(variant, True, RulePath("gathered features came with the validation pass", path), 2)
         count = nearest_calls(self.stage1, calls)
         label, path = self._walk(self.stage1[count], known, f"stage 1 (tree for {count:,}+ calls)")
         if label != GATHER:
-            return Choice(label, False, path, 1)
+            return Choice(label, False, RulePath(path), 1)
         features = {**known, **gather()}
         variant, more = self._walk(self.stage2, features, "stage 2")
-        return Choice(variant, True, path + more, 2)
+        return Choice(variant, True, RulePath(path, more), 2)
 
-    def _walk(self, tree: Tree, features: Mapping[str, float], stage: str) -> tuple[str, list[str]]:
+    def _walk(self, tree: Tree, features: Mapping[str, float], stage: str) -> tuple[str, Callable[[], list[str]]]:
+        """The tree's label for ``features`` and a function wording the steps that led to it."""
         values = _values(tree, features)
-        info = self.feature_info()
         label = tree.predict(values)
-        path = [step.describe(info[step.feature]) for step in tree.decision_path(values)]
-        path.append(f"{stage} -> {label}")
-        return label, path
+
+        def words() -> list[str]:
+            info = self.feature_info()
+            return [*(step.describe(info[step.feature]) for step in tree.decision_path(values)), f"{stage} -> {label}"]
+
+        return label, words
 
     def feature_info(self) -> dict[str, Feature]:
         """How each feature prints (looked up once from the op's feature module)."""

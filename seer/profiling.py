@@ -257,6 +257,24 @@ def _loaded_ahead(cases: list[Case], ahead: int = 2):
                     future.cancel()
 
 
+def measured_within_budget(cases: list[Case], measure: Callable, budget_s: float,
+                           describe: Callable[[dict], str]) -> list[dict]:
+    """``measure(case, loaded)`` for each case in order (the next inputs loading in background
+    threads) until ``budget_s`` seconds have passed, printing ``describe(row)`` after each: the
+    benchmark scripts' device runs are time-boxed, so they stop between inputs, not inside one."""
+    started, rows = time.monotonic(), []
+    with closing(_loaded_ahead(cases)) as loads:
+        for case in cases:
+            if time.monotonic() - started > budget_s:
+                print(f"budget reached: {len(cases) - len(rows)} matrices left", flush=True)
+                break
+            rows.append(measure(case, next(loads).result()))
+            print(f"{case.id}: {describe(rows[-1])} ({time.monotonic() - started:.0f} s)", flush=True)
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()  # large inputs one after another: hand their memory back
+    return rows
+
+
 def _append_row(path: Path, row: dict) -> None:
     frame = pd.DataFrame([row])
     if path.exists():

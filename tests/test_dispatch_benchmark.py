@@ -26,11 +26,26 @@ def test_real_matrix_calls_time_both_paths(bench, small_folder):
     rows = bench.real_matrix_calls(small_folder, calls=2, device="cpu")
     assert sorted(r["id"].replace("/", "__") + ".mtx.gz" for r in rows) == sorted(SMALL_FILES)
     assert all(r["seer_choice"] in VARIANTS and min(r["seer_us"], r["torch_us"], r["nnz"]) > 0 for r in rows)
+    assert all(min(r["seer_first_us"], r["torch_first_us"]) > 0 for r in rows)
     summary = bench.real_summary(rows)
     assert summary["matrices"] == 3 and 0 <= summary["seer_faster_on"] <= 3
+    assert 0 <= summary["seer_first_faster_on"] <= 3 and summary["median_seer_first_us"] > 0
     real = {"folder": str(small_folder), "calls_per_loop": 2, "rounds": 5, "summary": summary, "rows": rows}
     text = bench.render_real(real)
-    assert "| 3 |" in text and "speed-up over torch CSR" in text
+    assert "| 3 |" in text and "speed-up over torch CSR" in text and "first call on a new matrix" in text
+
+
+def test_first_calls_decide_afresh(bench, small_folder):
+    """Each try gets a new matrix object, so seer's decision cache misses every time."""
+    import seer
+
+    bench.real_matrix_calls(small_folder, calls=2, device="cpu")  # warm: compiled kernels, model loaded
+    misses = seer.cache_info()["misses"]
+    case = bench.spmv_cases([small_folder], device="cpu")[0]
+    parts, (x,) = case.build(case.load())
+    firsts = bench.first_calls({"seer": lambda B: seer.dispatch("spmv", (B, x))},
+                               lambda: bench.torch.sparse_csr_tensor(*parts[:3], parts[3]), 3, x.device)
+    assert seer.cache_info()["misses"] == misses + 3 and firsts["seer"] > 0
 
 
 def test_real_matrix_calls_refuse_disagreeing_results(bench, small_folder, monkeypatch):

@@ -53,6 +53,19 @@ def test_choose_skips_gathering_when_stage1_names_a_variant():
     assert choice.path == ["nnz = 1,000 <= 4,999", "stage 1 (tree for 1+ calls) -> a"]
 
 
+def test_choose_words_its_path_only_when_read(monkeypatch):
+    """A first dispatch call should not format rules nobody reads; reading them still works."""
+    from seer.tree import Step
+
+    worded = []
+    describe = Step.describe
+    monkeypatch.setattr(Step, "describe", lambda step, feature: worded.append(step) or describe(step, feature))
+    choice = make_model().choose(known(20_000), lambda: {"row_cv": 3.0, "row_max": 40})
+    assert choice.variant == "c" and worded == []
+    assert choice.path[-1] == "stage 2 -> c" and len(worded) == 2
+    assert list(choice.path) == choice.path and len(worded) == 2  # worded once, then kept
+
+
 def test_choose_gathers_once_and_asks_stage2():
     calls = []
 

@@ -118,3 +118,26 @@ def test_each_candidate_keeps_its_least_median_over_interleaved_rounds(monkeypat
     times = profiling._least_of_rounds({"time_ms:a": lambda: "a", "time_ms:b": lambda: "b"})
     assert order == ["a", "b"] * 3
     assert times == {"time_ms:a": 1.0, "time_ms:b": 2.0}
+
+
+def test_measured_within_budget_stops_between_inputs(capsys):
+    cases = [profiling.Case(f"m{i}", "g", "synthetic", load=lambda i=i: i, build=lambda loaded: loaded) for i in range(4)]
+    rows = profiling.measured_within_budget(cases, lambda case, loaded: {"id": case.id, "loaded": loaded}, 60,
+                                            lambda row: f"loaded {row['loaded']}")
+    assert [r["loaded"] for r in rows] == [0, 1, 2, 3] and "m3: loaded 3" in capsys.readouterr().out
+    assert profiling.measured_within_budget(cases, lambda case, loaded: {}, -1, str) == []
+    assert "budget reached: 4 matrices left" in capsys.readouterr().out
+
+
+def test_skewed_round_robin_alternates_families():
+    from seer.datasets.cases import skewed_round_robin
+
+    def case(case_id, size):
+        return profiling.Case(case_id, "g", "synthetic", load=None, build=None, extra={"size": size})
+
+    cases = [case("synthetic/rmat/a", 1), case("synthetic/rmat/b", 9), case("synthetic/banded/c", 5),
+             case("derived/x/copies2-permute0", 3), case("derived/x/copies2-permute1", 4),
+             case("synthetic/lognormal_rows/d", 2)]
+    assert [c.id for c in skewed_round_robin(cases)] == [
+        "synthetic/rmat/a", "synthetic/lognormal_rows/d", "derived/x/copies2-permute1", "synthetic/rmat/b"]
+    assert [c.id for c in skewed_round_robin(cases, largest_first=True)][0] == "synthetic/rmat/b"

@@ -1,0 +1,217 @@
+"""Columns renumbered by use: do skewed matrices get through the L2 faster when hot x values share
+sectors?
+
+    python benchmarks/spmv_reorder.py --matrices .carry/suitesparse [--out benchmarks/results] [--budget-s 300]
+
+Why: on scrambled R-MAT every variant and cuSPARSE are bound by the L2's request rate, one 4-byte x
+value per 32-byte sector (NOTES SpMV 17 and 19). Renumbering the columns by how many nonzeros read
+them (most used first, ties in their original order) packs the hot x values eight to a sector and
+lets them stay in L1. Per call that costs one gather of x into the new order (``x[order]``); per
+matrix, a histogram, a sort of the columns and one renumbered copy of the column indices. An
+earlier try (``spmv-hot-h100.md``) packed only the hot columns, with two masked loads per gather,
+and measured while the merge kernel's atomics still invalidated L1 at every chunk edge; here the
+kernels are the shipped ones unchanged, only their column indices differ.
+
+Each matrix (R-MAT, log-normal rows and permuted replicas of the large suite, round-robin by
+family) gets the shipped variants on its own columns and on the renumbered ones (each renumbered
+call includes its gather of x), every result checked against float64, timed in interleaved rounds
+(least median). The renumbering itself is timed once per matrix (CUDA events, median of 5).
+Writes ``spmv-reorder-<device>.json`` / ``.md``.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+from scipy.stats import gmean
+
+from seer.datasets.cases import SKEWED_FAMILIES, skewed_round_robin, spmv_cases
+from seer.kernels import spmv
+from seer.profiling import (_least_of_rounds, device_tag, environment, measured_within_budget, relative_error,
+                            write_result)
+from seer.sparse import as_csr
+
+VARIANTS = ("scalar_r128", "vector_g16", "vector_g64", "merge_c256", "merge_c512", "merge_c1024", "adaptive",
+            "torch_csr")
+HOT = 65536  # columns packed by ``hot_first``: 256 KB of x, about one SM's L1
+# Each layout: (title, suffix of its timed columns); "kernel" layouts leave out the per-call x preparation
+LAYOUTS = (("own columns", ""), ("renumbered", "+renumbered"), ("renumbered, kernel", "+renumbered kernel"),
+           ("hot first", "+hot"), ("hot first, kernel", "+hot kernel"))
+
+
+def by_use(indices: torch.Tensor, cols: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(order, renumbered)``: ``order[j]`` is the original column that becomes column j (most
+    used first, a stable sort so ties keep their order) and ``renumbered`` the column indices in
+    the new numbering. Per call x becomes ``x[order]``: a gather of every x value."""
+    uses = torch.bincount(indices, minlength=cols)
+    order = torch.sort(uses, descending=True, stable=True).indices
+    rank = torch.empty_like(order)
+    rank[order] = torch.arange(cols, device=order.device)
+    return order, rank.index_select(0, indices).to(indices.dtype)
+
+
+def hot_first(indices: torch.Tensor, cols: int, hot: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(hot_columns, renumbered)``: the ``hot`` most used columns become 0..hot-1 and every
+    other column c becomes c + hot, so per call x becomes ``[x[hot_columns], x]``: a gather of
+    ``hot`` values and a copy of x, no gather of the whole of x."""
+    uses = torch.bincount(indices, minlength=cols)
+    hot_columns = torch.topk(uses, min(hot, cols)).indices
+    slot = torch.arange(cols, device=indices.device) + len(hot_columns)
+    slot[hot_columns] = torch.arange(len(hot_columns), device=indices.device)
+    return hot_columns, slot.index_select(0, indices).to(indices.dtype)
+
+
+def renumbering_ms(csr) -> float:
+    """Median of 5 of the whole renumbering by use on the device (CUDA events)."""
+    times = []
+    for _ in range(5):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        by_use(csr.indices, csr.cols)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def timed_calls(csr, x) -> dict:
+    """Every variant on every layout, plus the per-call preparations of x and the gather bounds."""
+    order, renumbered_indices = by_use(csr.indices, csr.cols)
+    renumbered = as_csr((csr.indptr, renumbered_indices, csr.values, csr.shape))
+    hot_columns, hot_indices = hot_first(csr.indices, csr.cols, HOT)
+    hot = as_csr((csr.indptr, hot_indices, csr.values, (csr.rows, csr.cols + len(hot_columns))))
+
+    def x_renumbered():
+        return x.index_select(0, order)
+
+    def x_hot():
+        return torch.cat((x.index_select(0, hot_columns), x))
+
+    x_renumbered_ready, x_hot_ready = x_renumbered(), x_hot()
+    runs = {}
+    for name in VARIANTS:
+        v = spmv.VARIANTS[name]
+        runs[name] = lambda v=v: v.run(csr, x)
+        runs[f"{name}+renumbered"] = lambda v=v: v.run(renumbered, x_renumbered())
+        runs[f"{name}+renumbered kernel"] = lambda v=v: v.run(renumbered, x_renumbered_ready)
+        runs[f"{name}+hot"] = lambda v=v: v.run(hot, x_hot())
+        runs[f"{name}+hot kernel"] = lambda v=v: v.run(hot, x_hot_ready)
+    # The same column sequence gathered with nothing else: the x requests of any CSR kernel, plus
+    # a coalesced stream of nnz indices in and nnz values out (as many bytes as A's values).
+    extras = {"x renumbered": x_renumbered, "x hot": x_hot,
+              "gather bound": lambda: x.index_select(0, csr.indices),
+              "gather bound renumbered": lambda: x_renumbered_ready.index_select(0, renumbered_indices)}
+    return runs, extras
+
+
+def measure(case, loaded) -> dict:
+    parts, (x,) = case.build(loaded)
+    csr = spmv.problem(parts)
+    reference = spmv.reference(csr, x)
+    runs, extras = timed_calls(csr, x)
+    for name, fn in runs.items():
+        error = relative_error(fn(), reference)
+        if not error <= 1e-4:
+            raise AssertionError(f"{name} is wrong on {case.id}: relative error {error:.1e}")
+    uses = torch.bincount(csr.indices, minlength=csr.cols).sort(descending=True).values
+    return {"id": case.id, "rows": csr.rows, "cols": csr.cols, "nnz": csr.nnz,
+            "hot_share": float(uses[:HOT].sum()) / csr.nnz, "renumbering_ms": renumbering_ms(csr),
+            "time_ms": _least_of_rounds({**runs, **extras})}
+
+
+def best(times: dict, suffix: str) -> tuple[str, float]:
+    name = min((n + suffix for n in VARIANTS), key=times.get)
+    return name.removesuffix(suffix), times[name]
+
+
+def fraction_of_copy(row: dict, ms: float, copy_gbps: float) -> float:
+    """The minimum bytes of ``spmv_bandwidth.py`` over the time, as a share of the copy ceiling."""
+    bytes_moved = 8 * row["nnz"] + 4 * (row["rows"] + 1) + 4 * row["cols"] + 4 * row["rows"]
+    return bytes_moved / (ms * 1e-3) / 1e9 / copy_gbps
+
+
+def family_groups(rows: list):
+    for family in SKEWED_FAMILIES:
+        for big in (False, True):
+            group = [r for r in rows if r["id"].startswith(family) and (not big or r["nnz"] >= 10_000_000)]
+            if group:
+                yield family.rstrip("/") + (", nnz >= 10M" if big else ""), group
+
+
+def describe(row: dict) -> str:
+    t = row["time_ms"]
+    return (", ".join(f"{title} {' '.join(map(str, best(t, suffix)))}" for title, suffix in LAYOUTS)
+            + f", gather bound {t['gather bound']:.4f} ms")
+
+
+def markdown(result: dict) -> str:
+    rows, copy = result["matrices"], result["copy_gbps"]
+    lines = [f"# Columns renumbered by use, {result['device']['name']}", "",
+             f"torch {result['versions'].get('torch')}, triton {result['versions'].get('triton')}, measured "
+             f"{result['date']}; `{result['command']}`. do_bench medians (L2 flushed), least of three "
+             "interleaved rounds; every result checked against float64. Copy ceiling "
+             f"{copy:.0f} GB/s measured in the same run.", "",
+             "Layouts: *renumbered*, every column by use (per call x[order], a gather of all of x); *hot "
+             f"first*, the {HOT:,} most used columns first and the others shifted (per call a gather of "
+             f"{HOT:,} values and a copy of x); *kernel*: the same without the per-call preparation of x, "
+             "what a kernel reading the hot values through a pointer select would approach. *Gather "
+             "bound*: `x.index_select(0, indices)` with the matrix's column sequence, the x requests of any "
+             "CSR kernel with no arithmetic.", "",
+             "Geometric means per family of the best variant on the matrix's own columns over the best on "
+             "each layout (> 1: the layout wins), and of the gather bound over the best own time (share of "
+             "the bound reached); medians of the share of copy:", "",
+             "| family | matrices | hot share | " + " | ".join(t for t, _ in LAYOUTS[1:])
+             + " | share of gather bound | copy share, own | renumbered | hot first |",
+             "|" + "---|" * (6 + len(LAYOUTS))]
+    for label, group in family_groups(rows):
+        t = [r["time_ms"] for r in group]
+        ratios = [gmean([best(x, "")[1] / best(x, suffix)[1] for x in t]) for _, suffix in LAYOUTS[1:]]
+        bound = gmean([x["gather bound"] / best(x, "")[1] for x in t])
+        shares = [statistics.median(fraction_of_copy(r, best(r["time_ms"], s)[1], copy) for r in group)
+                  for s in ("", "+renumbered", "+hot")]
+        hot = statistics.median(r["hot_share"] for r in group)
+        lines.append(f"| {label} | {len(group)} | {hot:.2f} | " + " | ".join(f"{v:.2f}x" for v in ratios)
+                     + f" | {bound:.2f} | " + " | ".join(f"{v:.0%}" for v in shares) + " |")
+    lines += ["", "Each variant's own ratio (own columns over the layout, geometric mean), per family:", "",
+              "| family | layout | " + " | ".join(VARIANTS) + " |", "|" + "---|" * (2 + len(VARIANTS))]
+    for label, group in family_groups(rows):
+        for title, suffix in LAYOUTS[1:]:
+            cells = [gmean([r["time_ms"][n] / r["time_ms"][n + suffix] for r in group]) for n in VARIANTS]
+            lines.append(f"| {label} | {title} | " + " | ".join(f"{v:.2f}x" for v in cells) + " |")
+    lines += ["", "Per matrix (ms): best variant per layout, the per-call preparations of x, the gather bound "
+              "and the renumbering by use (once per matrix):", "",
+              "| matrix | nnz | hot share | own | renumbered | hot first | hot first, kernel | x renumbered | "
+              "x hot | gather bound | renumbering |", "|" + "---|" * 11]
+    for r in rows:
+        t = r["time_ms"]
+        cells = [f"{n} {v:.4f}" for n, v in (best(t, s) for s in ("", "+renumbered", "+hot", "+hot kernel"))]
+        lines.append(f"| {r['id']} | {r['nnz']:,} | {r['hot_share']:.2f} | " + " | ".join(cells)
+                     + f" | {t['x renumbered']:.4f} | {t['x hot']:.4f} | {t['gather bound']:.4f} | "
+                     f"{r['renumbering_ms']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--matrices", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--budget-s", type=float, default=300)
+    args = parser.parse_args()
+    from spmv_bandwidth import measure_copy_gbps
+
+    copy_gbps = measure_copy_gbps(torch.cuda.get_device_name())
+    cases = skewed_round_robin([c for c in spmv_cases([args.matrices], synthetic="large") if c.source != "real"],
+                               largest_first=True)
+    rows = measured_within_budget(cases, measure, args.budget_s, describe)
+    device = torch.device("cuda")
+    result = {**environment(device), "command": " ".join(["python", *sys.argv]), "copy_gbps": copy_gbps,
+              "matrices": rows}
+    write_result(args.out, f"spmv-reorder-{device_tag(torch.cuda.get_device_name())}", result, markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
