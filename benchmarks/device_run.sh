@@ -36,7 +36,8 @@ run_stage() {
     spmv-registers) python3 benchmarks/spmv_registers.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-reorder) python3 benchmarks/spmv_reorder.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-ncu) python3 benchmarks/spmv_ncu.py --out benchmarks/results --variants ${NCU_VARIANTS:-merge_c512 adaptive} ;;
-    dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" --matrices .carry/suitesparse ;;
+    dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" --matrices .carry/suitesparse \
+                --large-budget-s "${DISPATCH_LARGE_S:-180}" ;;
     spmv-validation) python3 benchmarks/spmv_validation.py --matrices .carry/suitesparse --out benchmarks/results \
                        --budget-s "$budget" ;;
     spmv-stats-epilogue) python3 benchmarks/spmv_stats_epilogue.py --matrices .carry/suitesparse --out benchmarks/results \

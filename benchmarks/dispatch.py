@@ -15,7 +15,8 @@ tensor): one cached ``seer.dispatch`` call (the shipped model's choice, a new y)
 ``A @ x`` on the same tensor, each the least of five alternated loops' per-call times, after
 checking that the two results agree; and each one's *first* call on a new tensor of that matrix
 (seer: validation pass, row statistics, tree, the variant's preparation and launch; torch: its one
-call), synchronised, the least of five.
+call), synchronised, the least of five. With ``--large-budget-s``, the same on the generated large
+suite (1M-50M nnz; its matrices built as the profile campaign builds them) for that many seconds.
 Writes benchmarks/results/dispatch-<device>.json and .md.
 
     python benchmarks/dispatch.py --out benchmarks/results --matrices .carry/suitesparse
@@ -38,7 +39,8 @@ import seer.dispatch
 from seer.datasets.cases import spmv_cases
 from seer.errors import SeerError
 from seer.kernels import spmv as kernels
-from seer.profiling import alternated_host_us, device_tag, environment, host_call_us, write_result
+from seer.profiling import (alternated_host_us, device_tag, environment, host_call_us, measured_within_budget,
+                            write_result)
 
 dispatch_module = sys.modules["seer.dispatch"]
 
@@ -117,24 +119,40 @@ def real_matrix_calls(folder: Path, calls: int, rounds: int = REAL_ROUNDS, devic
     for i in np.random.default_rng(0).permutation(len(cases)):
         case = cases[i]
         try:
-            parts, (x,) = case.build(case.load())
+            loaded = case.load()
         except SeerError as error:  # as the profile campaign does: an unreadable input is skipped
             print(f"skipped {case.id}: {error}")
             continue
-        A = torch.sparse_csr_tensor(*parts[:3], parts[3])
-        y_seer, y_torch = seer.dispatch("spmv", (A, x)), A @ x  # the first seer call validates and decides
-        error = ((y_seer - y_torch).norm() / y_torch.norm().clamp_min(1e-30)).item()
-        if not error < 1e-4:
-            raise AssertionError(f"seer and torch CSR disagree on {case.id}: relative difference {error:.1e}")
-        paths = {"seer": lambda: seer.dispatch("spmv", (A, x)), "torch": lambda: A @ x}
-        samples = alternated_host_us(paths, calls, rounds)  # least kept: a stalled host only ever adds time
-        firsts = first_calls({"seer": lambda B: seer.dispatch("spmv", (B, x)), "torch": lambda B: B @ x},
-                             lambda: torch.sparse_csr_tensor(*parts[:3], parts[3]), rounds, x.device)
-        rows.append({"id": case.id, "rows": A.shape[0], "nnz": A.values().numel(),
-                     "seer_choice": seer.explain("spmv", (A, x)).variant,
-                     **{f"{name}_us": min(values) for name, values in samples.items()},
-                     **{f"{name}_first_us": us for name, us in firsts.items()}})
+        rows.append(matrix_calls(case, loaded, calls, rounds))
     return rows
+
+
+def large_matrix_calls(folder: Path, calls: int, rounds: int, budget_s: float) -> list[dict]:
+    """The same on the large derived and synthetic suite (seeded order, every family early), for
+    ``budget_s`` seconds: there the kernels outlast the host work, so a loop's time per call is the
+    device's, what a caller's loop sees."""
+    cases = [c for c in spmv_cases([folder], synthetic="large") if c.source != "real"]
+    return measured_within_budget(cases, lambda case, loaded: matrix_calls(case, loaded, calls, rounds), budget_s,
+                                  lambda row: f"seer {row['seer_us']:.1f} µs, torch {row['torch_us']:.1f} µs")
+
+
+def matrix_calls(case, loaded, calls: int, rounds: int) -> dict:
+    """One matrix as a user holds it (a torch sparse CSR tensor): a cached seer.dispatch against
+    ``A @ x`` (least of ``rounds`` alternated loops of ``calls``), and each one's first call."""
+    parts, (x,) = case.build(loaded)
+    A = torch.sparse_csr_tensor(*parts[:3], parts[3])
+    y_seer, y_torch = seer.dispatch("spmv", (A, x)), A @ x  # the first seer call validates and decides
+    error = ((y_seer - y_torch).norm() / y_torch.norm().clamp_min(1e-30)).item()
+    if not error < 1e-4:
+        raise AssertionError(f"seer and torch CSR disagree on {case.id}: relative difference {error:.1e}")
+    paths = {"seer": lambda: seer.dispatch("spmv", (A, x)), "torch": lambda: A @ x}
+    samples = alternated_host_us(paths, calls, rounds)  # least kept: a stalled host only ever adds time
+    firsts = first_calls({"seer": lambda B: seer.dispatch("spmv", (B, x)), "torch": lambda B: B @ x},
+                         lambda: torch.sparse_csr_tensor(*parts[:3], parts[3]), rounds, x.device)
+    return {"id": case.id, "rows": A.shape[0], "nnz": A.values().numel(),
+            "seer_choice": seer.explain("spmv", (A, x)).variant,
+            **{f"{name}_us": min(values) for name, values in samples.items()},
+            **{f"{name}_first_us": us for name, us in firsts.items()}}
 
 
 def first_calls(paths: dict, new_matrix, rounds: int, device: torch.device) -> dict[str, float]:
@@ -185,14 +203,15 @@ def render(result: dict) -> str:
             + header + "\n".join(lines) + "\n\nbookkeeping: what a cache hit adds to the call its decision keeps "
             "(split, cache key, LRU lookup; the call checks the operands), timed alone. hit - raw: "
             + ("with out=, the same work as the raw launch.\n" if has_out else "the hit allocates y, raw does not.\n")
-            + render_real(result.get("real_matrices")))
+            + render_real(result.get("real_matrices"))
+            + render_real(result.get("large_matrices"), "Large matrices (derived and synthetic, 1M-50M nnz)"))
 
 
-def render_real(real: dict | None) -> str:
+def render_real(real: dict | None, title: str = "Real matrices") -> str:
     if not real:
         return ""
     s = real["summary"]
-    return (f"\n## Real matrices: one cached call against one torch CSR call\n\n`{real['folder']}`; per matrix "
+    return (f"\n## {title}: one cached call against one torch CSR call\n\n`{real['folder']}`; per matrix "
             f"the least of {real['rounds']} alternated loops of {real['calls_per_loop']} calls; seer: `seer.dispatch` "
             "on the torch CSR tensor (the shipped model's choice, a new y per call); torch: `A @ x` on the same tensor.\n\n"
             "| matrices | speed-up over torch CSR (geomean) | seer faster on | median seer call | median torch call |\n"
@@ -222,6 +241,9 @@ def main() -> int:
     parser.add_argument("--matrices", type=Path, default=None,
                         help="folder of real matrices (SuiteSparse layout): also time every one against torch CSR")
     parser.add_argument("--real-calls", type=int, default=500, help="calls per loop on each real matrix")
+    parser.add_argument("--large-budget-s", type=float, default=0,
+                        help="with --matrices, also time the large suite's matrices for this many seconds")
+    parser.add_argument("--large-calls", type=int, default=50, help="calls per loop on each large matrix")
     args = parser.parse_args()
     if args.render:
         args.render.with_suffix(".md").write_text(render(json.loads(args.render.read_text())))
@@ -236,6 +258,11 @@ def main() -> int:
         real = real_matrix_calls(args.matrices, args.real_calls)
         result["real_matrices"] = {"folder": str(args.matrices), "calls_per_loop": args.real_calls,
                                    "rounds": REAL_ROUNDS, "summary": real_summary(real), "rows": real}
+        if args.large_budget_s > 0:
+            large = large_matrix_calls(args.matrices, args.large_calls, REAL_ROUNDS, args.large_budget_s)
+            result["large_matrices"] = {"folder": f"{args.matrices} (generated large suite)",
+                                        "calls_per_loop": args.large_calls, "rounds": REAL_ROUNDS,
+                                        "summary": real_summary(large), "rows": large}
     write_result(args.out, f"dispatch-{device_tag(env['device']['name'])}", result, render(result))
     return 0
 

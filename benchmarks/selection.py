@@ -41,10 +41,11 @@ COLUMN_TITLES = {"1": "1 call", "100": "100 calls", "1 validated": "1 call, vali
 def end_to_end(path: Path) -> dict:
     """The real-matrix summary of a ``benchmarks/dispatch.py --matrices`` result: one cached
     seer.dispatch call against one torch CSR call, host time included, measured side by side."""
-    real = json.loads(path.read_text()).get("real_matrices")
+    result = json.loads(path.read_text())
+    real, large = result.get("real_matrices"), result.get("large_matrices")
     if not real:
         raise SystemExit(f"{path} has no real-matrix section: run benchmarks/dispatch.py with --matrices")
-    return {**real["summary"], "source": str(path)}
+    return {**real["summary"], "source": str(path), **({"large": large["summary"]} if large else {})}
 
 
 SPREAD_METRICS = ("fraction_of_oracle_with_gather", "speedup_vs_best_single", "speedup_vs_cusparse")
@@ -110,6 +111,17 @@ def single_variants(table) -> dict:
     return result
 
 
+def end_to_end_lines(summary: dict, source: str, columns: int) -> list[str]:
+    """Table rows quoting a dispatch.py summary: the cached call, and the first call if measured."""
+    pad = " |" * (columns - 1)
+    lines = [f"| speedup_vs_cusparse, end-to-end call ({summary['matrices']} matrices, `{source}`; the shipped "
+             f"model's choice) | {summary['speedup_vs_torch_call']:.3f} |" + pad]
+    if "first_call_speedup_vs_torch" in summary:
+        lines.append("| speedup_vs_cusparse, first call on a new matrix (validation, decision and launch against "
+                     f"torch's one call) | {summary['first_call_speedup_vs_torch']:.3f} |" + pad)
+    return lines
+
+
 def markdown(result: dict) -> str:
     lines = [f"# {result['op']} selection on {result['device']['name']}", "",
              f"Table `{result['table']}` ({result['rows']} inputs: {result['sources']}), measured "
@@ -122,14 +134,10 @@ def markdown(result: dict) -> str:
         for metric in result["columns"]["1"][subset]:
             cells = [result["columns"][c][subset].get(metric) for c in names]
             lines.append(f"| {metric} | " + " | ".join("" if v is None else f"{v:.3f}" for v in cells) + " |")
-        if subset == "real" and result.get("end_to_end"):
-            e2e = result["end_to_end"]
-            lines.append(f"| speedup_vs_cusparse, end-to-end call ({e2e['matrices']} matrices, `{e2e['source']}`; "
-                         f"the shipped model's choice) | {e2e['speedup_vs_torch_call']:.3f} |" + " |" * (len(names) - 1))
-            if "first_call_speedup_vs_torch" in e2e:
-                lines.append("| speedup_vs_cusparse, first call on a new matrix (validation, decision and launch "
-                             f"against torch's one call) | {e2e['first_call_speedup_vs_torch']:.3f} |"
-                             + " |" * (len(names) - 1))
+        e2e = result.get("end_to_end") or {}
+        measured = e2e if subset == "real" else e2e.get("large") if subset == "other" else None
+        if measured:
+            lines += end_to_end_lines(measured, e2e["source"], len(names))
         lines.append("")
     lines += [f"Best single variant (chosen on training folds): {result['best_single']}.", "",
               "## Each variant alone (every input, no model)", "",

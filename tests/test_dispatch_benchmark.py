@@ -33,6 +33,8 @@ def test_real_matrix_calls_time_both_paths(bench, small_folder):
     real = {"folder": str(small_folder), "calls_per_loop": 2, "rounds": 5, "summary": summary, "rows": rows}
     text = bench.render_real(real)
     assert "| 3 |" in text and "speed-up over torch CSR" in text and "first call on a new matrix" in text
+    large = bench.render_real(real, "Large matrices")
+    assert large.startswith("\n## Large matrices: one cached call") and "| 3 |" in large
 
 
 def test_first_calls_decide_afresh(bench, small_folder):
