@@ -43,6 +43,7 @@ run_stage() {
     spmv-stats-epilogue) python3 benchmarks/spmv_stats_epilogue.py --matrices .carry/suitesparse --out benchmarks/results \
                            --budget-s "$budget" ;;
     launch-pointers) python3 benchmarks/launch_pointers.py --matrices .carry/suitesparse --out benchmarks/results ;;
+    first-call-idle) python3 benchmarks/first_call_idle.py --out benchmarks/results ;;
     host-path) python3 benchmarks/host_path.py --matrices .carry/suitesparse --out benchmarks/results ;;
     *) echo "unknown stage $1"; exit 2 ;;
   esac
