@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -40,7 +39,7 @@ from seer.datasets.cases import spmv_cases
 from seer.errors import SeerError
 from seer.kernels import spmv as kernels
 from seer.profiling import (alternated_host_us, device_tag, environment, host_call_us, measured_within_budget,
-                            write_result)
+                            synchronised_us, write_result)
 
 dispatch_module = sys.modules["seer.dispatch"]
 
@@ -148,27 +147,22 @@ def matrix_calls(case, loaded, calls: int, rounds: int) -> dict:
     paths = {"seer": lambda: seer.dispatch("spmv", (A, x)), "torch": lambda: A @ x}
     samples = alternated_host_us(paths, calls, rounds)  # least kept: a stalled host only ever adds time
     firsts = first_calls({"seer": lambda B: seer.dispatch("spmv", (B, x)), "torch": lambda B: B @ x},
-                         lambda: torch.sparse_csr_tensor(*parts[:3], parts[3]), rounds, x.device)
+                         lambda: torch.sparse_csr_tensor(*parts[:3], parts[3]), rounds)
     return {"id": case.id, "rows": A.shape[0], "nnz": A.values().numel(),
             "seer_choice": seer.explain("spmv", (A, x)).variant,
             **{f"{name}_us": min(values) for name, values in samples.items()},
             **{f"{name}_first_us": us for name, us in firsts.items()}}
 
 
-def first_calls(paths: dict, new_matrix, rounds: int, device: torch.device) -> dict[str, float]:
+def first_calls(paths: dict, new_matrix, rounds: int) -> dict[str, float]:
     """Host time of each path's first call on a new matrix object (so seer decides afresh; the
     cache keeps the old ones alive, so their ids are not reused), up to a synchronisation: the
     least of ``rounds`` alternated tries."""
-    synchronize = torch.cuda.synchronize if device.type == "cuda" else lambda: None
     best = {name: float("inf") for name in paths}
     for _ in range(rounds):
         for name, fn in paths.items():
             matrix = new_matrix()
-            synchronize()
-            start = time.perf_counter()
-            fn(matrix)
-            synchronize()
-            best[name] = min(best[name], (time.perf_counter() - start) * 1e6)
+            best[name] = min(best[name], synchronised_us(lambda: fn(matrix))[1])
     return best
 
 

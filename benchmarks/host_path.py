@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -38,7 +37,7 @@ import seer
 from seer.datasets.cases import launch_bound_case
 from seer.kernels import spmv
 from seer.launch import direct_launch, vector_operands
-from seer.profiling import alternated_host_us, device_tag, environment, write_result
+from seer.profiling import alternated_host_us, device_tag, environment, synchronised_us, write_result
 
 CALLS = 2000
 ROUNDS = 5
@@ -87,15 +86,11 @@ FIRST_TRIES = 200
 
 def first_call_layers(parts: tuple, x: torch.Tensor, tries: int = FIRST_TRIES) -> dict[str, float]:
     """Median host µs of each layer of a first call (see the module doc), a new tensor each try."""
-    synchronize = torch.cuda.synchronize if x.is_cuda else (lambda: None)
     samples: dict[str, list[float]] = {}
 
     def timed(name: str, fn):
-        synchronize()
-        start = time.perf_counter()
-        result = fn()
-        synchronize()
-        samples.setdefault(name, []).append((time.perf_counter() - start) * 1e6)
+        result, us = synchronised_us(fn)
+        samples.setdefault(name, []).append(us)
         return result
 
     for _ in range(tries):

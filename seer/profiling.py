@@ -107,6 +107,18 @@ def host_call_us(fn: Callable[[], object], calls: int = 200, warmup: int = 1) ->
     return (time.perf_counter() - start) / calls * 1e6
 
 
+def synchronised_us(fn: Callable[[], object]) -> tuple[object, float]:
+    """``fn()`` and its host wall time in us, from a drained device to the end of the device work
+    it queued: one call timed alone (a first call, one layer of it). Whether to synchronise is
+    settled before the clock starts, so the timed span holds nothing but the call and the drain."""
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    sync()
+    start = time.perf_counter()
+    result = fn()
+    sync()
+    return result, (time.perf_counter() - start) * 1e6
+
+
 def _sync() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()

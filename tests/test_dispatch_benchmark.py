@@ -46,7 +46,7 @@ def test_first_calls_decide_afresh(bench, small_folder):
     case = bench.spmv_cases([small_folder], device="cpu")[0]
     parts, (x,) = case.build(case.load())
     firsts = bench.first_calls({"seer": lambda B: seer.dispatch("spmv", (B, x))},
-                               lambda: bench.torch.sparse_csr_tensor(*parts[:3], parts[3]), 3, x.device)
+                               lambda: bench.torch.sparse_csr_tensor(*parts[:3], parts[3]), 3)
     assert seer.cache_info()["misses"] == misses + 3 and firsts["seer"] > 0
 
 

@@ -141,3 +141,10 @@ def test_skewed_round_robin_alternates_families():
     assert [c.id for c in skewed_round_robin(cases)] == [
         "synthetic/rmat/a", "synthetic/lognormal_rows/d", "derived/x/copies2-permute1", "synthetic/rmat/b"]
     assert [c.id for c in skewed_round_robin(cases, largest_first=True)][0] == "synthetic/rmat/b"
+
+
+def test_synchronised_us_returns_the_result_and_a_duration():
+    import time
+
+    result, us = profiling.synchronised_us(lambda: time.sleep(0.002) or "done")
+    assert result == "done" and 2000 <= us < 1e6
