@@ -22,7 +22,7 @@ Every variant result is checked against float64. Writes ``spmv-floor-<device>.js
 """
 from __future__ import annotations
 
-import argparse
+import functools
 import itertools
 import statistics
 import sys
@@ -31,10 +31,8 @@ from pathlib import Path
 import torch
 from scipy.stats import gmean
 
-from seer.datasets.cases import spmv_cases
 from seer.kernels import spmv
-from seer.profiling import (_least_of_rounds, device_tag, environment, measured_within_budget, relative_error,
-                            write_result)
+from seer.profiling import _least_of_rounds, device_tag, relative_error
 from seer.sparse import as_csr
 from seer.table import read_table
 
@@ -74,6 +72,7 @@ def timed_calls(csr, x, table_best: str) -> tuple[dict, dict]:
     return variants, controls
 
 
+@functools.cache
 def table_winners(device_name: str) -> dict[str, str]:
     """Each input id's fastest variant in this device's shipped profile table."""
     table = read_table(Path("datasets/profiles") / f"spmv-{device_tag(device_name)}.csv")
@@ -81,10 +80,10 @@ def table_winners(device_name: str) -> dict[str, str]:
     return dict(zip(table.frame["id"], winners))
 
 
-def measure(case, loaded, winners: dict) -> dict:
+def measure(case, loaded) -> dict:
     parts, (x,) = case.build(loaded)
     csr = spmv.problem(parts)
-    table_best = winners.get(case.id, SINGLE)
+    table_best = table_winners(torch.cuda.get_device_name()).get(case.id, SINGLE)
     variants, controls = timed_calls(csr, x, table_best)
     for name, (matrix, fn) in variants.items():
         error = relative_error(fn(), spmv.reference(matrix, x))
@@ -176,23 +175,9 @@ def describe(row: dict) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--matrices", type=Path, required=True)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    parser.add_argument("--budget-s", type=float, default=400)
-    args = parser.parse_args()
-    from spmv_bandwidth import measure_copy_gbps
+    from large_set import run
 
-    name = torch.cuda.get_device_name()
-    copy_gbps = measure_copy_gbps(name)
-    winners = table_winners(name)
-    cases = round_robin([c for c in spmv_cases([args.matrices], synthetic="large") if c.source != "real"])
-    rows = measured_within_budget(cases, lambda c, loaded: measure(c, loaded, winners), args.budget_s, describe)
-    result = {**environment(torch.device("cuda")), "command": " ".join(["python", *sys.argv]),
-              "copy_gbps": copy_gbps, "matrices": rows}
-    write_result(args.out, f"spmv-floor-{device_tag(name)}", result, markdown(result))
-    return 0
-
+    return run(__doc__, "spmv-floor", round_robin, measure, describe, markdown, budget_s=400)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -13,19 +13,16 @@ Writes ``spmv-registers-<device>.json`` / ``.md``.
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import sys
-from pathlib import Path
 
 import torch
 import triton
 from scipy.stats import gmean
 
-from seer.datasets.cases import SKEWED_FAMILIES, skewed_round_robin, spmv_cases
+from seer.datasets.cases import SKEWED_FAMILIES, skewed_round_robin
 from seer.kernels import spmv
-from seer.profiling import (_least_of_rounds, device_tag, environment, measured_within_budget, relative_error,
-                            write_result)
+from seer.profiling import _least_of_rounds, relative_error
 
 SHAPES = ((512, 4), (1024, 4), (4096, 16))  # nonzeros per program, warps
 CAPS = (None, 32, 24)
@@ -84,18 +81,10 @@ def markdown(result: dict) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--matrices", type=Path, required=True)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    parser.add_argument("--budget-s", type=float, default=200)
-    args = parser.parse_args()
-    cases = skewed_round_robin([c for c in spmv_cases([args.matrices], synthetic="large") if c.source != "real"])
-    rows = measured_within_budget(cases, measure, args.budget_s, describe)
-    device = torch.device("cuda")
-    result = {**environment(device), "command": " ".join(["python", *sys.argv]), "matrices": rows}
-    write_result(args.out, f"spmv-registers-{device_tag(torch.cuda.get_device_name())}", result, markdown(result))
-    return 0
+    from large_set import run
 
+    return run(__doc__, "spmv-registers", skewed_round_robin, measure, describe, markdown, budget_s=200,
+               copy_ceiling=False)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -20,18 +20,16 @@ Writes ``spmv-reorder-<device>.json`` / ``.md``.
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
-from pathlib import Path
+from functools import partial
 
 import torch
 from scipy.stats import gmean
 
-from seer.datasets.cases import SKEWED_FAMILIES, skewed_round_robin, spmv_cases
+from seer.datasets.cases import SKEWED_FAMILIES, skewed_round_robin
 from seer.kernels import spmv
-from seer.profiling import (_least_of_rounds, device_tag, environment, measured_within_budget, relative_error,
-                            write_result)
+from seer.profiling import _least_of_rounds, relative_error
 from seer.sparse import as_csr
 
 VARIANTS = ("scalar_r128", "vector_g16", "vector_g64", "merge_c256", "merge_c512", "merge_c1024", "adaptive",
@@ -195,23 +193,10 @@ def markdown(result: dict) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--matrices", type=Path, required=True)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    parser.add_argument("--budget-s", type=float, default=300)
-    args = parser.parse_args()
-    from spmv_bandwidth import measure_copy_gbps
+    from large_set import run
 
-    copy_gbps = measure_copy_gbps(torch.cuda.get_device_name())
-    cases = skewed_round_robin([c for c in spmv_cases([args.matrices], synthetic="large") if c.source != "real"],
-                               largest_first=True)
-    rows = measured_within_budget(cases, measure, args.budget_s, describe)
-    device = torch.device("cuda")
-    result = {**environment(device), "command": " ".join(["python", *sys.argv]), "copy_gbps": copy_gbps,
-              "matrices": rows}
-    write_result(args.out, f"spmv-reorder-{device_tag(torch.cuda.get_device_name())}", result, markdown(result))
-    return 0
-
+    return run(__doc__, "spmv-reorder", partial(skewed_round_robin, largest_first=True), measure, describe,
+               markdown, budget_s=300)
 
 if __name__ == "__main__":
     sys.exit(main())

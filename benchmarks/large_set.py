@@ -1,0 +1,35 @@
+"""The command line and loop shared by the benchmarks that time SpMV kernels matrix by matrix over
+the large generated suite: select the inputs, measure the copy ceiling, measure each input until the
+time budget is spent, write ``<stem>-<device>.json`` / ``.md``."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from seer.datasets.cases import spmv_cases
+from seer.profiling import Case, device_tag, environment, measured_within_budget, write_result
+
+
+def run(doc: str, stem: str, select: Callable[[list[Case]], list[Case]], measure: Callable, describe: Callable,
+        markdown: Callable[[dict], str], *, budget_s: float, copy_ceiling: bool = True) -> int:
+    """The script's main: ``measure(case, loaded)`` for each input ``select`` keeps of the large
+    suite (a run cut short by ``--budget-s`` keeps the rows measured), then ``markdown(result)``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--matrices", type=Path, required=True, help="real matrices the replicas are built from")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--budget-s", type=float, default=budget_s)
+    args = parser.parse_args()
+    from spmv_bandwidth import measure_copy_gbps
+
+    name = torch.cuda.get_device_name()
+    ceiling = {"copy_gbps": measure_copy_gbps(name)} if copy_ceiling else {}
+    cases = select([c for c in spmv_cases([args.matrices], synthetic="large") if c.source != "real"])
+    rows = measured_within_budget(cases, measure, args.budget_s, describe)
+    result = {**environment(torch.device("cuda")), "command": " ".join(["python", *sys.argv]), **ceiling,
+              "matrices": rows}
+    write_result(args.out, f"{stem}-{device_tag(name)}", result, markdown(result))
+    return 0

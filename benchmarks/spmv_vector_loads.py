@@ -1,0 +1,168 @@
+"""16-byte loads in the row-mapped SpMV kernel, on the large regular matrices.
+
+    python benchmarks/spmv_vector_loads.py --matrices .carry/suitesparse [--out benchmarks/results] [--budget-s 300]
+
+Why: ``spmv-floor-h200.md`` shows the H200's banded matrices and 3-D stencils running no faster
+with every x read a cache hit (68% of copy for banded, 10M+ nnz) while a copy of the same bytes
+reaches 88%: the row-mapped kernels stream rows of 17-1,200 nonzeros slowly, and the gathers are
+not why. The shipped kernel starts each row's loads at ``indptr[r]``, of unknown alignment, so
+Triton loads indices and values 4 bytes per lane. Here each row's loads start at ``indptr[r]``
+rounded down to a multiple of 4 and are masked by whole groups of four, which lets the compiler
+issue 16-byte loads (4 elements per lane); elements of the neighbouring rows inside a group are
+loaded and dropped (same sectors, no extra DRAM traffic). The last ``nnz % 4`` nonzeros of the
+arrays, whose group would run past their end, are added by scalar loads after the loop.
+
+Candidates ``aligned_w<W>_r<ROWS>``: W elements of a row per step (W / 4 lanes), ROWS rows per
+program, 4 warps. Each large banded and stencil matrix (10M+ nnz) gets the shipped row-mapped
+variants, cuSPARSE and every candidate, checked against float64 and timed in interleaved rounds
+(least of the do_bench medians, L2 flushed). Writes ``spmv-vector-loads-<device>.json`` / ``.md``.
+"""
+from __future__ import annotations
+
+import statistics
+import sys
+
+import torch
+import triton
+import triton.language as tl
+from scipy.stats import gmean
+
+from seer.kernels import spmv
+from seer.profiling import _least_of_rounds, relative_error
+
+FAMILIES = ("synthetic/banded/", "synthetic/stencil_2d/", "synthetic/stencil_3d/")
+MIN_NNZ = 10_000_000
+SHIPPED = ("scalar_r128", "vector_g4", "vector_g8", "vector_g16", "vector_g32", "vector_g64", "vector_g256",
+           "torch_csr")
+CANDIDATES = ((4, 128), (4, 256), (8, 64), (16, 32), (32, 16), (64, 8), (256, 4))  # (W, ROWS)
+
+
+@triton.jit
+def _aligned_rows_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows, nnz,
+                         ROWS: tl.constexpr, W: tl.constexpr):
+    """Row-mapped CSR whose index and value loads start on 16-byte boundaries, masked by whole
+    groups of four elements so that they compile to 16-byte loads."""
+    row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    ok = row < rows
+    start = tl.load(indptr + row, mask=ok, other=0)
+    end = tl.load(indptr + row + 1, mask=ok, other=0)
+    base = start // 4 * 4
+    # groups that overlap the row and lie wholly inside the arrays
+    groups_end = tl.minimum((end + 3) // 4, nnz // 4)
+    first = base[:, None] + tl.arange(0, W)[None, :]
+    acc = tl.zeros([ROWS, W], dtype=tl.float32)
+    for step in range(0, tl.max(end - base, axis=0), W):
+        k = first + step
+        whole = k // 4 < groups_end[:, None]
+        col = tl.load(indices + k, mask=whole, other=0)
+        a = tl.load(values + k, mask=whole, other=0.0)
+        inside = whole & (k >= start[:, None]) & (k < end[:, None])
+        xv = tl.load(x + col * x_stride, mask=inside, other=0.0)
+        acc += tl.where(inside, a.to(tl.float32) * xv.to(tl.float32), 0.0)
+    # The arrays' last partial group: at most three nonzeros, in this block's rows or not.
+    t = (nnz // 4 * 4 + tl.arange(0, 4))[None, :]
+    tail = (t >= start[:, None]) & (t < end[:, None])
+    t_col = tl.load(indices + t, mask=tail, other=0)
+    t_a = tl.load(values + t, mask=tail, other=0.0)
+    t_x = tl.load(x + t_col * x_stride, mask=tail, other=0.0)
+    sums = tl.sum(acc, axis=1) + tl.sum(t_a.to(tl.float32) * t_x.to(tl.float32), axis=1)
+    tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=ok)
+
+
+def large_regular(cases: list) -> list:
+    """The banded and stencil matrices of 10M+ nonzeros, where the goal of 75% of copy is read."""
+    return [c for c in cases if c.id.startswith(FAMILIES) and c.extra["size"] >= MIN_NNZ]
+
+
+def aligned_spmv(csr, x: torch.Tensor, width: int, rows_per_program: int) -> torch.Tensor:
+    y = torch.empty(csr.rows, dtype=csr.values.dtype, device=x.device)
+    _aligned_rows_kernel[(triton.cdiv(csr.rows, rows_per_program),)](
+        csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), csr.rows, csr.nnz,
+        ROWS=rows_per_program, W=width, num_warps=4)
+    return y
+
+
+def candidate_name(width: int, rows: int) -> str:
+    return f"aligned_w{width}_r{rows}"
+
+
+def timed_calls(csr, x) -> dict:
+    runs = {name: (lambda v=spmv.VARIANTS[name]: v.run(csr, x)) for name in SHIPPED}
+    for width, rows in CANDIDATES:
+        runs[candidate_name(width, rows)] = lambda w=width, r=rows: aligned_spmv(csr, x, w, r)
+    return runs
+
+
+def measure(case, loaded) -> dict:
+    parts, (x,) = case.build(loaded)
+    csr = spmv.problem(parts)
+    reference = spmv.reference(csr, x)
+    runs = timed_calls(csr, x)
+    for name, fn in runs.items():
+        error = relative_error(fn(), reference)
+        if not error <= 1e-4:
+            raise AssertionError(f"{name} is wrong on {case.id}: relative error {error:.1e}")
+    return {"id": case.id, "rows": csr.rows, "cols": csr.cols, "nnz": csr.nnz, "time_ms": _least_of_rounds(runs)}
+
+
+def share_of_copy(row: dict, ms: float, copy_gbps: float) -> float:
+    nbytes = 8 * row["nnz"] + 4 * (row["rows"] + 1) + 4 * row["cols"] + 4 * row["rows"]
+    return nbytes / (ms * 1e-3) / 1e9 / copy_gbps
+
+
+def best(times: dict, names) -> tuple[str, float]:
+    name = min(names, key=times.get)
+    return name, times[name]
+
+
+def describe(row: dict) -> str:
+    t = row["time_ms"]
+    shipped, candidate = best(t, SHIPPED), best(t, [candidate_name(*c) for c in CANDIDATES])
+    return f"shipped {shipped[0]} {shipped[1]:.4f} ms, aligned {candidate[0]} {candidate[1]:.4f} ms"
+
+
+def markdown(result: dict) -> str:
+    rows, copy = result["matrices"], result["copy_gbps"]
+    names = [candidate_name(*c) for c in CANDIDATES]
+    lines = [f"# 16-byte loads in the row-mapped SpMV kernel, {result['device']['name']}", "",
+             f"torch {result['versions'].get('torch')}, triton {result['versions'].get('triton')}, measured "
+             f"{result['date']}; `{result['command']}`. do_bench medians (L2 flushed), least of three "
+             f"interleaved rounds; every result checked against float64. Copy ceiling {copy:.0f} GB/s measured "
+             "in the same run; shares of it under the byte model of `spmv_bandwidth.py`.", "",
+             "Per matrix: the best shipped variant (cuSPARSE included), the best aligned candidate, and "
+             "the candidate against the shipped variant of the same width (vector_g<W>; scalar_r128 for W = 4).",
+             "", "| matrix | nnz / row | best shipped | share | best aligned | share | speed-up | "
+             "same width |", "|" + "---|" * 8]
+    for r in rows:
+        t = r["time_ms"]
+        (s_name, s_ms), (c_name, c_ms) = best(t, SHIPPED), best(t, names)
+        width = int(c_name.split("_")[1][1:])
+        twin = "scalar_r128" if width == 4 else f"vector_g{width}"
+        lines.append(f"| {r['id']} | {r['nnz'] / r['rows']:.1f} | {s_name} | {share_of_copy(r, s_ms, copy):.0%} | "
+                     f"{c_name} | {share_of_copy(r, c_ms, copy):.0%} | {s_ms / c_ms:.2f}x | "
+                     f"{t[twin] / c_ms:.2f}x |")
+    if rows:
+        ratios = [best(r["time_ms"], SHIPPED)[1] / best(r["time_ms"], names)[1] for r in rows]
+        shares = [share_of_copy(r, min(best(r["time_ms"], SHIPPED)[1], best(r["time_ms"], names)[1]), copy)
+                  for r in rows]
+        shipped_shares = [share_of_copy(r, best(r["time_ms"], SHIPPED)[1], copy) for r in rows]
+        lines += ["", f"Geometric mean speed-up of the best aligned candidate over the best shipped variant: "
+                  f"{gmean(ratios):.3f}x ({sum(x > 1 for x in ratios)} of {len(rows)} faster). Median share of "
+                  f"copy, best shipped {statistics.median(shipped_shares):.0%}; best of both "
+                  f"{statistics.median(shares):.0%}.", "",
+                  "Each candidate over the best shipped variant (geometric mean), and the matrices it is "
+                  "the fastest of all on:", "", "| candidate | over best shipped | fastest on |", "|---|---|---|"]
+        for name in names:
+            wins = sum(min(r["time_ms"], key=r["time_ms"].get) == name for r in rows)
+            lines.append(f"| {name} | {gmean([best(r['time_ms'], SHIPPED)[1] / r['time_ms'][name] for r in rows]):.3f}x"
+                         f" | {wins} |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    from large_set import run
+
+    return run(__doc__, "spmv-vector-loads", large_regular, measure, describe, markdown, budget_s=300)
+
+if __name__ == "__main__":
+    sys.exit(main())
