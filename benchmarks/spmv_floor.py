@@ -179,5 +179,6 @@ def main() -> int:
 
     return run(__doc__, "spmv-floor", round_robin, measure, describe, markdown, budget_s=400)
 
+
 if __name__ == "__main__":
     sys.exit(main())

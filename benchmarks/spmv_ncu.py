@@ -1,14 +1,17 @@
-"""Nsight Compute counters of SpMV kernels on two large irregular matrices: where their time goes.
+"""Nsight Compute counters of SpMV kernels on large matrices: where their time goes.
 
     python benchmarks/spmv_ncu.py [--out benchmarks/results] [--variants merge_c512 adaptive ...]
+                                  [--matrices irregular|regular] [--stem spmv-ncu]
 
-Runs itself under ``ncu --clock-control none`` (the card's clocks are left alone) on an R-MAT
-(scale 20, edge factor 16, a = 0.57: power-law rows and columns) and a log-normal matrix (918,559
-rows of mean length 8, sigma 1, uniform columns), each variant and cuSPARSE twice (one ncu run
-each), and tabulates per kernel: duration, DRAM, L2 and L1 throughput (% of peak), hit rates,
-occupancy and registers, then per nonzero the L2 sectors read for the L1, the L1's load requests
-and sectors, and the instructions.
-Writes ``spmv-ncu-<device>.md`` and the raw report ``spmv-ncu-<device>.txt``.
+Runs itself under ``ncu --clock-control none`` (the card's clocks are left alone), each variant and
+cuSPARSE twice (one ncu run each) on either two irregular matrices, an R-MAT (scale 20, edge
+factor 16, a = 0.57: power-law rows and columns) and a log-normal matrix (918,559 rows of mean
+length 8, sigma 1, uniform columns), or two regular ones where the H200's row-mapped kernels
+stream slowest (``spmv-floor-h200.md``): bands of half-width 24, full (49 nonzeros a row) and
+half full. Tabulates per kernel: duration, DRAM, L2 and L1 throughput (% of peak), hit rates,
+occupancy and registers; per nonzero the L2 sectors read for the L1, the L1's load requests and
+sectors, and the instructions; and the warp cycles between two issued instructions, by stall
+reason. Writes ``<stem>-<device>.md`` and the raw report ``<stem>-<device>.txt``.
 """
 from __future__ import annotations
 
@@ -27,9 +30,17 @@ BREAKDOWNS = ("breakdown:lts__throughput.avg.pct_of_peak_sustained_elapsed",
 # instructions; divided by the matrix's nonzeros in the table.
 COUNTERS = ("lts__t_sectors_srcunit_tex_op_read.sum", "l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum",
             "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "smsp__inst_executed.sum")
+# Warp cycles between two issued instructions (all reasons) and the share of them per stall reason.
+ISSUE = "smsp__average_warps_active_per_issue_active.ratio"
+STALLS = ("long_scoreboard", "lg_throttle", "wait", "not_selected", "selected", "short_scoreboard", "mio_throttle",
+          "math_pipe_throttle", "drain", "barrier", "branch_resolving", "dispatch_stall", "no_instruction", "membar")
+STALL_METRICS = tuple(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALLS)
 KERNELS = r"merge_kernel|rows_kernel|adaptive_kernel|csrmv|partition_kernel"
-MATRICES = {"rmat scale 20, ef 16, a 0.57": ("rmat", (20, 16, 0.57, 0.19, 0.19)),
-            "log-normal rows 918559, mean 8, sigma 1": ("lognormal_rows", (918559, 918559, 8, 1.0))}
+MATRICES = {"irregular": {"rmat scale 20, ef 16, a 0.57": ("rmat", (20, 16, 0.57, 0.19, 0.19)),
+                          "log-normal rows 918559, mean 8, sigma 1": ("lognormal_rows", (918559, 918559, 8, 1.0))},
+            "regular": {"banded 274372, half-width 24, full": ("banded", (274372, 24, 1.0)),
+                        "banded 1800000, half-width 24, half full": ("banded", (1800000, 24, 0.5))}}
+ALL_MATRICES = {name: spec for group in MATRICES.values() for name, spec in group.items()}
 
 
 def workload(matrix: str, variant: str) -> None:
@@ -41,7 +52,7 @@ def workload(matrix: str, variant: str) -> None:
     from seer.kernels import spmv
     from seer.sparse import as_csr
 
-    generator, args = MATRICES[matrix]
+    generator, args = ALL_MATRICES[matrix]
     A = getattr(generators, generator)(*args, seed=1)
     parts = (torch.from_numpy(A.indptr.astype(np.int32)).cuda(), torch.from_numpy(A.indices.astype(np.int32)).cuda(),
              torch.from_numpy(A.data).cuda(), A.shape)
@@ -66,7 +77,7 @@ def parse(report: str) -> list[dict]:
         elif re.match(r"^  \S.*\(\d+, \d+, \d+\)x\(\d+, \d+, \d+\)", line):
             launches.append({"kernel": line.strip().split("(")[0].split("<")[0].split()[-1], "nnz": nnz})
         elif launches:
-            for metric in METRICS + COUNTERS:
+            for metric in METRICS + COUNTERS + (ISSUE,) + STALL_METRICS:
                 found = re.match(rf"^\s+{re.escape(metric)}\s+(?:(\S+)\s+)?([\d.,]+)$", line)
                 if found:
                     unit, value = found.groups()
@@ -91,6 +102,17 @@ def markdown(launches: list[dict], device: str, command: str) -> str:
         if all(c in launch for c in COUNTERS) and launch.get("nnz"):
             lines.append(f"| {matrix} | {variant} | {kernel} | " +
                          " | ".join(f"{launch[c] / launch['nnz']:.3f}" for c in COUNTERS) + " |")
+    lines += ["", "Warp cycles between two issued instructions, and the share of them each stall reason takes "
+              "(reasons under 3% everywhere left out):", ""]
+    shown = [r for r, m in zip(STALLS, STALL_METRICS)
+             if any(run.get(m, 0) >= 0.03 * run[ISSUE] for run in seen.values() if run.get(ISSUE))]
+    lines += ["| matrix | variant | kernel | cycles per issue | " + " | ".join(shown) + " |",
+              "|" + "---|" * (4 + len(shown))]
+    for (matrix, variant, kernel), launch in seen.items():
+        if launch.get(ISSUE):
+            shares = [launch.get(STALL_METRICS[STALLS.index(r)], float("nan")) / launch[ISSUE] for r in shown]
+            lines.append(f"| {matrix} | {variant} | {kernel} | {launch[ISSUE]:.1f} | "
+                         + " | ".join(f"{v:.0%}" for v in shares) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -98,6 +120,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--variants", nargs="+", default=["merge_c512", "adaptive"])
+    parser.add_argument("--matrices", choices=sorted(MATRICES), default="irregular")
+    parser.add_argument("--stem", default="spmv-ncu", help="file names: <stem>-<device>.md / .txt")
     parser.add_argument("--workload", nargs=2, metavar=("MATRIX", "VARIANT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.workload:
@@ -108,11 +132,11 @@ def main() -> int:
     from seer.profiling import device_tag
 
     reports, launches = [], []
-    for matrix in MATRICES:
+    for matrix in MATRICES[args.matrices]:
         for variant in [*args.variants, "cusparse"]:
             command = ["ncu", "--clock-control", "none", "--section", "SpeedOfLight", "--section",
                        "MemoryWorkloadAnalysis", "--section", "Occupancy", "--section", "LaunchStats",
-                       "--section", "WarpStateStats", "--metrics", ",".join(COUNTERS + BREAKDOWNS),
+                       "--section", "WarpStateStats", "--metrics", ",".join(COUNTERS + BREAKDOWNS + (ISSUE,) + STALL_METRICS),
                        "--kernel-name", f"regex:{KERNELS}", sys.executable, __file__, "--workload", matrix, variant]
             done = subprocess.run(command, capture_output=True, text=True)
             if done.returncode:
@@ -121,7 +145,7 @@ def main() -> int:
             reports.append(f"##### {matrix} | {variant}\n{report}")
             launches += [{**launch, "matrix": matrix, "variant": variant} for launch in parse(report)]
     device = torch.cuda.get_device_name()
-    stem = f"spmv-ncu-{device_tag(device)}"
+    stem = f"{args.stem}-{device_tag(device)}"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{stem}.txt").write_text("\n".join(reports))
     text = markdown(launches, device, " ".join(["python", *sys.argv]))

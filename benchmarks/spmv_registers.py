@@ -86,5 +86,6 @@ def main() -> int:
     return run(__doc__, "spmv-registers", skewed_round_robin, measure, describe, markdown, budget_s=200,
                copy_ceiling=False)
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -198,5 +198,6 @@ def main() -> int:
     return run(__doc__, "spmv-reorder", partial(skewed_round_robin, largest_first=True), measure, describe,
                markdown, budget_s=300)
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,6 +1,7 @@
 """Run Triton kernels under the interpreter when no GPU is present (CI and laptops)."""
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,10 @@ def device():
 
 
 def load_benchmark(name: str):
-    """A script of ``benchmarks/`` imported as a module (the scripts are not a package)."""
+    """A script of ``benchmarks/`` imported as a module (the scripts are not a package; they import
+    each other's helpers as they do when run, with ``benchmarks/`` on the path)."""
+    if str(ROOT / "benchmarks") not in sys.path:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location(f"benchmark_{name}", ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
