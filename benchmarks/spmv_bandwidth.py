@@ -20,6 +20,18 @@ import numpy as np
 from seer.table import read_table
 
 
+def minimum_bytes(rows, cols, nnz):
+    """The byte model: values and column indices once (8 B/nnz), row pointers, x and y once.
+    Ints or pandas columns alike."""
+    return 8 * nnz + 4 * (rows + 1) + 4 * cols + 4 * rows
+
+
+def share_of_copy(row: dict, ms: float, copy_gbps: float) -> float:
+    """A kernel time on the matrix ``row`` describes (its rows, cols, nnz) as a share of the copy
+    ceiling under the byte model."""
+    return minimum_bytes(row["rows"], row["cols"], row["nnz"]) / (ms * 1e-3) / 1e9 / copy_gbps
+
+
 def measure_copy_gbps(expected_gpu: str) -> float:
     """GB/s (read + written) of a 1 GiB device-to-device copy: do_bench median, L2 flushed."""
     import torch
@@ -45,7 +57,7 @@ def main() -> int:
     if args.measure_copy:
         args.copy_gbps = measure_copy_gbps(table.meta["device"]["name"])
     f = table.frame.copy()
-    f["bytes"] = 8 * f.nnz + 4 * (f.rows + 1) + 4 * f.cols + 4 * f.rows
+    f["bytes"] = minimum_bytes(f.rows, f.cols, f.nnz)
     best = table.times.min(axis=1)
     f["best_variant"] = np.asarray(table.variants)[table.times.argmin(axis=1)]
     f["fraction_of_copy"] = f.bytes / (best * 1e-3) / 1e9 / args.copy_gbps

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 from scipy.stats import gmean
+from spmv_bandwidth import minimum_bytes, share_of_copy
 
 from seer.kernels import spmv
 from seer.profiling import _least_of_rounds, device_tag, relative_error
@@ -53,11 +54,6 @@ def round_robin(cases: list) -> list:
     """One family after another, so that a run cut short by its budget still covers them all."""
     groups = {f: [c for c in cases if family(c.id) == f] for f in FAMILIES}
     return [c for group in itertools.zip_longest(*groups.values()) for c in group if c is not None]
-
-
-def minimum_bytes(rows: int, cols: int, nnz: int) -> int:
-    """The byte model of ``spmv_bandwidth.py``: values and indices, row pointers, x and y once."""
-    return 8 * nnz + 4 * (rows + 1) + 4 * cols + 4 * rows
 
 
 def timed_calls(csr, x, table_best: str) -> tuple[dict, dict]:
@@ -118,10 +114,6 @@ def summary(group: list[dict]) -> dict:
             "oracle_over_single": mean(lambda x: x["single"] / x["best"]),
             "gather_floor_over_single": mean(lambda x: x["single"] / min(x["best"], x["gather"])),
             "copy_floor_over_single": mean(lambda x: x["single"] / min(x["best"], x["copy"]))}
-
-
-def share_of_copy(row: dict, ms: float, copy_gbps: float) -> float:
-    return minimum_bytes(row["rows"], row["cols"], row["nnz"]) / (ms * 1e-3) / 1e9 / copy_gbps
 
 
 def groups(rows: list[dict]):

@@ -26,6 +26,7 @@ from functools import partial
 
 import torch
 from scipy.stats import gmean
+from spmv_bandwidth import share_of_copy
 
 from seer.datasets.cases import SKEWED_FAMILIES, skewed_round_robin
 from seer.kernels import spmv
@@ -125,12 +126,6 @@ def best(times: dict, suffix: str) -> tuple[str, float]:
     return name.removesuffix(suffix), times[name]
 
 
-def fraction_of_copy(row: dict, ms: float, copy_gbps: float) -> float:
-    """The minimum bytes of ``spmv_bandwidth.py`` over the time, as a share of the copy ceiling."""
-    bytes_moved = 8 * row["nnz"] + 4 * (row["rows"] + 1) + 4 * row["cols"] + 4 * row["rows"]
-    return bytes_moved / (ms * 1e-3) / 1e9 / copy_gbps
-
-
 def family_groups(rows: list):
     for family in SKEWED_FAMILIES:
         for big in (False, True):
@@ -168,7 +163,7 @@ def markdown(result: dict) -> str:
         t = [r["time_ms"] for r in group]
         ratios = [gmean([best(x, "")[1] / best(x, suffix)[1] for x in t]) for _, suffix in LAYOUTS[1:]]
         bound = gmean([x["gather bound"] / best(x, "")[1] for x in t])
-        shares = [statistics.median(fraction_of_copy(r, best(r["time_ms"], s)[1], copy) for r in group)
+        shares = [statistics.median(share_of_copy(r, best(r["time_ms"], s)[1], copy) for r in group)
                   for s in ("", "+renumbered", "+hot")]
         hot = statistics.median(r["hot_share"] for r in group)
         lines.append(f"| {label} | {len(group)} | {hot:.2f} | " + " | ".join(f"{v:.2f}x" for v in ratios)

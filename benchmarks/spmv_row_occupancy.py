@@ -20,7 +20,8 @@ import sys
 import torch
 import triton
 from scipy.stats import gmean
-from spmv_vector_loads import SHIPPED, best, checked_times, large_regular, overall, share_of_copy
+from spmv_bandwidth import share_of_copy
+from spmv_vector_loads import SHIPPED, best, checked_times, large_regular, overall
 
 from seer.kernels import spmv
 

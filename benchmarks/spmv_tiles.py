@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import triton
 import triton.language as tl
+from spmv_bandwidth import minimum_bytes
 
 from seer.datasets.cases import spmv_cases
 from seer.kernels import spmv
@@ -120,7 +121,7 @@ def measure(case, ceiling: float, tile_grid: bool = True) -> dict:
     parts, (x,) = case.build(case.load())
     csr = spmv.problem(parts)
     reference = spmv.reference(csr, x)
-    nbytes = 8 * csr.nnz + 4 * (csr.rows + 1) + 4 * csr.cols + 4 * csr.rows
+    nbytes = minimum_bytes(csr.rows, csr.cols, csr.nnz)
     runs = {name: (lambda v=spmv.VARIANTS[name]: v.run(csr, x)) for name in SHIPPED}
     for g, rows, warps in tiles() if tile_grid else ():
         runs[f"g{g}_r{rows}_w{warps}"] = (lambda run=spmv._rows_variant(rows, g, warps)[0]: run(csr, x))

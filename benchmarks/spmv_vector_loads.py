@@ -26,6 +26,7 @@ import torch
 import triton
 import triton.language as tl
 from scipy.stats import gmean
+from spmv_bandwidth import share_of_copy
 
 from seer.kernels import spmv
 from seer.profiling import _least_of_rounds, relative_error
@@ -109,11 +110,6 @@ def checked_times(case, loaded, timed_calls) -> dict:
 
 def measure(case, loaded) -> dict:
     return checked_times(case, loaded, timed_calls)
-
-
-def share_of_copy(row: dict, ms: float, copy_gbps: float) -> float:
-    nbytes = 8 * row["nnz"] + 4 * (row["rows"] + 1) + 4 * row["cols"] + 4 * row["rows"]
-    return nbytes / (ms * 1e-3) / 1e9 / copy_gbps
 
 
 def best(times: dict, names) -> tuple[str, float]:
