@@ -20,8 +20,8 @@ import sys
 import torch
 import triton
 from scipy.stats import gmean
-from spmv_bandwidth import share_of_copy
-from spmv_vector_loads import SHIPPED, best, checked_times, large_regular, overall
+from spmv_vector_loads import (best, checked_times, describe_best, large_regular, method, overall, per_matrix,
+                               shipped_and_candidates)
 
 from seer.kernels import spmv
 
@@ -54,10 +54,7 @@ def rows_spmv(csr, x: torch.Tensor, group: int, rows_per_program: int, cap: int 
 
 
 def timed_calls(csr, x) -> dict:
-    runs = {name: (lambda v=spmv.VARIANTS[name]: v.run(csr, x)) for name in SHIPPED}
-    for name, config in configurations().items():
-        runs[name] = lambda c=config: rows_spmv(csr, x, *c)
-    return runs
+    return shipped_and_candidates(csr, x, configurations(), rows_spmv)
 
 
 def measure(case, loaded) -> dict:
@@ -65,26 +62,14 @@ def measure(case, loaded) -> dict:
 
 
 def describe(row: dict) -> str:
-    t = row["time_ms"]
-    shipped, candidate = best(t, SHIPPED), best(t, configurations())
-    return f"shipped {shipped[0]} {shipped[1]:.4f} ms, candidate {candidate[0]} {candidate[1]:.4f} ms"
+    return describe_best(row, configurations(), "candidate")
 
 
 def markdown(result: dict) -> str:
     rows, copy, names = result["matrices"], result["copy_gbps"], list(configurations())
-    lines = [f"# Occupancy of the row-mapped SpMV kernel, {result['device']['name']}", "",
-             f"torch {result['versions'].get('torch')}, triton {result['versions'].get('triton')}, measured "
-             f"{result['date']}; `{result['command']}`. do_bench medians (L2 flushed), least of three "
-             f"interleaved rounds; every result checked against float64. Copy ceiling {copy:.0f} GB/s measured "
-             "in the same run; shares of it under the byte model of `spmv_bandwidth.py`. Candidates: "
-             "`<shipped tile>_r<cap>` the shipped tile capped at that many registers per thread, `_half` "
-             "half the rows per program.", "",
-             "| matrix | nnz / row | best shipped | share | best candidate | share | speed-up |", "|" + "---|" * 7]
-    for r in rows:
-        t = r["time_ms"]
-        (s_name, s_ms), (c_name, c_ms) = best(t, SHIPPED), best(t, names)
-        lines.append(f"| {r['id']} | {r['nnz'] / r['rows']:.1f} | {s_name} | {share_of_copy(r, s_ms, copy):.0%} | "
-                     f"{c_name} | {share_of_copy(r, c_ms, copy):.0%} | {s_ms / c_ms:.2f}x |")
+    lines = [*method(result, "Occupancy of the row-mapped SpMV kernel"), "",
+             "Candidates: `<shipped tile>_r<cap>` the shipped tile capped at that many registers per thread, "
+             "`_half` half the rows per program.", "", *per_matrix(rows, names, "candidate", copy)]
     if rows:
         lines += ["", overall(rows, names, copy), "",
                   "Each candidate over its own shipped tile (geometric mean over the matrices that tile is the "

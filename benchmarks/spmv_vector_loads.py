@@ -40,9 +40,10 @@ CANDIDATES = ((4, 128), (4, 256), (8, 64), (16, 32), (32, 16), (64, 8), (256, 4)
 
 @triton.jit
 def _aligned_rows_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows, nnz,
-                         ROWS: tl.constexpr, W: tl.constexpr):
+                         ROWS: tl.constexpr, W: tl.constexpr, STAGES: tl.constexpr):
     """Row-mapped CSR whose index and value loads start on 16-byte boundaries, masked by whole
-    groups of four elements so that they compile to 16-byte loads."""
+    groups of four elements so that they compile to 16-byte loads; STAGES > 1 lets Triton
+    pipeline the row loop (asynchronous copies to shared memory, STAGES - 1 steps ahead)."""
     row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     ok = row < rows
     start = tl.load(indptr + row, mask=ok, other=0)
@@ -52,7 +53,7 @@ def _aligned_rows_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows
     groups_end = tl.minimum((end + 3) // 4, nnz // 4)
     first = base[:, None] + tl.arange(0, W)[None, :]
     acc = tl.zeros([ROWS, W], dtype=tl.float32)
-    for step in range(0, tl.max(end - base, axis=0), W):
+    for step in tl.range(0, tl.max(end - base, axis=0), W, num_stages=STAGES):
         k = first + step
         whole = k // 4 < groups_end[:, None]
         col = tl.load(indices + k, mask=whole, other=0)
@@ -75,23 +76,30 @@ def large_regular(cases: list) -> list:
     return [c for c in cases if c.id.startswith(FAMILIES) and c.extra["size"] >= MIN_NNZ]
 
 
-def aligned_spmv(csr, x: torch.Tensor, width: int, rows_per_program: int) -> torch.Tensor:
+def aligned_spmv(csr, x: torch.Tensor, width: int, rows_per_program: int, stages: int = 1) -> torch.Tensor:
     y = torch.empty(csr.rows, dtype=csr.values.dtype, device=x.device)
     _aligned_rows_kernel[(triton.cdiv(csr.rows, rows_per_program),)](
         csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), csr.rows, csr.nnz,
-        ROWS=rows_per_program, W=width, num_warps=4)
+        ROWS=rows_per_program, W=width, STAGES=stages, num_warps=4)
     return y
 
 
-def candidate_name(width: int, rows: int) -> str:
-    return f"aligned_w{width}_r{rows}"
+def configurations() -> dict[str, tuple[int, int]]:
+    """Candidate name -> (elements of a row per step, rows per program)."""
+    return {f"aligned_w{w}_r{r}": (w, r) for w, r in CANDIDATES}
+
+
+def shipped_and_candidates(csr, x, configurations: dict, launch) -> dict:
+    """The runs of one matrix: the shipped row-mapped variants and cuSPARSE, then
+    ``launch(csr, x, *config)`` for each candidate."""
+    runs = {name: (lambda v=spmv.VARIANTS[name]: v.run(csr, x)) for name in SHIPPED}
+    for name, config in configurations.items():
+        runs[name] = lambda c=config: launch(csr, x, *c)
+    return runs
 
 
 def timed_calls(csr, x) -> dict:
-    runs = {name: (lambda v=spmv.VARIANTS[name]: v.run(csr, x)) for name in SHIPPED}
-    for width, rows in CANDIDATES:
-        runs[candidate_name(width, rows)] = lambda w=width, r=rows: aligned_spmv(csr, x, w, r)
-    return runs
+    return shipped_and_candidates(csr, x, configurations(), aligned_spmv)
 
 
 def checked_times(case, loaded, timed_calls) -> dict:
@@ -128,20 +136,51 @@ def overall(rows: list[dict], names, copy_gbps: float) -> str:
             f"{statistics.median(shipped_shares):.0%}; best of both {statistics.median(shares):.0%}.")
 
 
-def describe(row: dict) -> str:
+def describe_best(row: dict, names, label: str) -> str:
+    """One matrix's progress line: the best shipped variant and the best candidate."""
     t = row["time_ms"]
-    shipped, candidate = best(t, SHIPPED), best(t, [candidate_name(*c) for c in CANDIDATES])
-    return f"shipped {shipped[0]} {shipped[1]:.4f} ms, aligned {candidate[0]} {candidate[1]:.4f} ms"
+    shipped, candidate = best(t, SHIPPED), best(t, names)
+    return f"shipped {shipped[0]} {shipped[1]:.4f} ms, {label} {candidate[0]} {candidate[1]:.4f} ms"
+
+
+def describe(row: dict) -> str:
+    return describe_best(row, configurations(), "aligned")
+
+
+def method(result: dict, title: str) -> list[str]:
+    """A results file's title and how it was measured."""
+    return [f"# {title}, {result['device']['name']}", "",
+            f"torch {result['versions'].get('torch')}, triton {result['versions'].get('triton')}, measured "
+            f"{result['date']}; `{result['command']}`. do_bench medians (L2 flushed), least of three "
+            f"interleaved rounds; every result checked against float64. Copy ceiling {result['copy_gbps']:.0f} "
+            "GB/s measured in the same run; shares of it under the byte model of `spmv_bandwidth.py`."]
+
+
+def per_matrix(rows: list[dict], names, label: str, copy_gbps: float) -> list[str]:
+    """Per matrix: the best shipped variant and the best candidate, with their shares of copy."""
+    lines = [f"| matrix | nnz / row | best shipped | share | best {label} | share | speed-up |", "|" + "---|" * 7]
+    for r in rows:
+        (s_name, s_ms), (c_name, c_ms) = best(r["time_ms"], SHIPPED), best(r["time_ms"], names)
+        lines.append(f"| {r['id']} | {r['nnz'] / r['rows']:.1f} | {s_name} | "
+                     f"{share_of_copy(r, s_ms, copy_gbps):.0%} | {c_name} | {share_of_copy(r, c_ms, copy_gbps):.0%} "
+                     f"| {s_ms / c_ms:.2f}x |")
+    return lines
+
+
+def each_candidate(rows: list[dict], names) -> list[str]:
+    """Each candidate over the best shipped variant, and the matrices it is the fastest of all on."""
+    lines = ["Each candidate over the best shipped variant (geometric mean), and the matrices it is the "
+             "fastest of all on:", "", "| candidate | over best shipped | fastest on |", "|---|---|---|"]
+    for name in names:
+        wins = sum(min(r["time_ms"], key=r["time_ms"].get) == name for r in rows)
+        ratio = gmean([best(r["time_ms"], SHIPPED)[1] / r["time_ms"][name] for r in rows])
+        lines.append(f"| {name} | {ratio:.3f}x | {wins} |")
+    return lines
 
 
 def markdown(result: dict) -> str:
-    rows, copy = result["matrices"], result["copy_gbps"]
-    names = [candidate_name(*c) for c in CANDIDATES]
-    lines = [f"# 16-byte loads in the row-mapped SpMV kernel, {result['device']['name']}", "",
-             f"torch {result['versions'].get('torch')}, triton {result['versions'].get('triton')}, measured "
-             f"{result['date']}; `{result['command']}`. do_bench medians (L2 flushed), least of three "
-             f"interleaved rounds; every result checked against float64. Copy ceiling {copy:.0f} GB/s measured "
-             "in the same run; shares of it under the byte model of `spmv_bandwidth.py`.", "",
+    rows, copy, names = result["matrices"], result["copy_gbps"], list(configurations())
+    lines = [*method(result, "16-byte loads in the row-mapped SpMV kernel"), "",
              "Per matrix: the best shipped variant (cuSPARSE included), the best aligned candidate, and "
              "the candidate against the shipped variant of the same width (vector_g<W>; scalar_r128 for W = 4).",
              "", "| matrix | nnz / row | best shipped | share | best aligned | share | speed-up | "
@@ -155,13 +194,7 @@ def markdown(result: dict) -> str:
                      f"{c_name} | {share_of_copy(r, c_ms, copy):.0%} | {s_ms / c_ms:.2f}x | "
                      f"{t[twin] / c_ms:.2f}x |")
     if rows:
-        lines += ["", overall(rows, names, copy), "",
-                  "Each candidate over the best shipped variant (geometric mean), and the matrices it is "
-                  "the fastest of all on:", "", "| candidate | over best shipped | fastest on |", "|---|---|---|"]
-        for name in names:
-            wins = sum(min(r["time_ms"], key=r["time_ms"].get) == name for r in rows)
-            lines.append(f"| {name} | {gmean([best(r['time_ms'], SHIPPED)[1] / r['time_ms'][name] for r in rows]):.3f}x"
-                         f" | {wins} |")
+        lines += ["", overall(rows, names, copy), "", *each_candidate(rows, names)]
     return "\n".join(lines) + "\n"
 
 
