@@ -58,15 +58,18 @@ def test_families_and_round_robin(floor):
 
 
 def test_ceilings_follow_from_the_times(floor):
-    def row(single, best, gather, copy):
-        return {"table_best": "scalar_r128", "time_ms": {"merge_c512": single, "scalar_r128": best,
-                "free gathers": best / 2, "gather bound": gather, "same-size copy": copy}}
+    def row(family, single, best, gather, copy):
+        return {"family": family, "table_best": "scalar_r128", "time_ms": {
+                "merge_c512": single, "scalar_r128": best, "free gathers": best / 2, "gather bound": gather,
+                "same-size copy": copy}}
 
-    # one matrix where the gather bound is under the best time, one where it is above
-    s = floor.summary([row(2.0, 1.0, 0.5, 0.25), row(1.0, 1.0, 2.0, 0.5)])
+    # a skewed matrix whose gather bound is under its best time, a regular one whose gather bound is above
+    s = floor.summary([row("rmat", 2.0, 1.0, 0.5, 0.25), row("banded", 1.0, 1.0, 2.0, 0.5)])
     assert s["matrices"] == 2
     assert s["oracle_over_single"] == pytest.approx(np.sqrt(2.0 * 1.0))
     assert s["gather_floor_over_single"] == pytest.approx(np.sqrt(4.0 * 1.0))
     assert s["copy_floor_over_single"] == pytest.approx(np.sqrt(8.0 * 2.0))
+    # each at its family's floor: the R-MAT at its gather bound, the band at its copy
+    assert s["family_floor_over_single"] == pytest.approx(np.sqrt(4.0 * 2.0))
     assert s["gather_over_best"] == pytest.approx(np.sqrt(0.5 * 2.0))
     assert s["free_over_best"] == pytest.approx(0.5)
