@@ -92,20 +92,20 @@ def measure(case, loaded) -> dict:
 
 def floors(row: dict) -> dict:
     """One matrix's times: its best (of ``SINGLE`` and the table's winner), the floors under it, and
-    its family's floor: a skewed matrix's gather bound (its x requests cannot go faster on this
-    column order), a regular one's same-size copy (there ``index_select`` streams worse than the
-    SpMV kernels, so the gather bound is no floor), or its best time where that is lower."""
+    the floor that binds it: its gather bound where that is under its best time (its own x requests
+    take that long with nothing else to do), else a same-size copy (where ``index_select`` streams
+    worse than the SpMV kernels, as on bands and stencils, the gather bound is no floor) or its
+    best time, whichever is lower."""
     t = row["time_ms"]
-    best = min(t[SINGLE], t[row["table_best"]])
-    limit = t["gather bound"] if row["family"] in SKEWED else t["same-size copy"]
-    return {"single": t[SINGLE], "best": best, "free": t["free gathers"], "gather": t["gather bound"],
-            "copy": t["same-size copy"], "floor": min(best, limit)}
+    best, gather = min(t[SINGLE], t[row["table_best"]]), t["gather bound"]
+    return {"single": t[SINGLE], "best": best, "free": t["free gathers"], "gather": gather,
+            "copy": t["same-size copy"], "floor": gather if gather < best else min(best, t["same-size copy"])}
 
 
 def summary(group: list[dict]) -> dict:
     """Geometric means over ``group``: the best time's distance to each floor, and four ceilings of
     the speed-up over ``SINGLE`` (each matrix at its best variant, at the lesser of that and the
-    gather bound, at the lesser of that and a same-size copy, at its family's floor)."""
+    gather bound, at the lesser of that and a same-size copy, at the floor that binds it)."""
     f = [floors(r) for r in group]
 
     def mean(fn):
@@ -118,7 +118,7 @@ def summary(group: list[dict]) -> dict:
             "oracle_over_single": mean(lambda x: x["single"] / x["best"]),
             "gather_floor_over_single": mean(lambda x: x["single"] / min(x["best"], x["gather"])),
             "copy_floor_over_single": mean(lambda x: x["single"] / min(x["best"], x["copy"])),
-            "family_floor_over_single": mean(lambda x: x["single"] / x["floor"])}
+            "binding_floor_over_single": mean(lambda x: x["single"] / x["floor"])}
 
 
 def groups(rows: list[dict]):
@@ -147,12 +147,12 @@ def markdown(result: dict) -> str:
              "the byte model's bytes. Ratios are geometric means; a floor over best < 1 is room left.", "",
              f"Ceilings of the speed-up over `{SINGLE}` alone: each matrix at its best variant (the oracle "
              "of this run), at the lesser of that and its gather bound, at the lesser of that and a "
-             "same-size copy, and at its family's floor (the lesser of its best and, for R-MAT, log-normal "
-             "rows and permuted replicas, its gather bound; for the others, where `index_select` streams "
-             "worse than the SpMV kernels, a same-size copy).", "",
+             "same-size copy, and at the floor that binds it (its gather bound where that is under its best "
+             "time; else the lesser of its best and a same-size copy, since where `index_select` streams "
+             "worse than the SpMV kernels, as on bands and stencils, the gather bound is no floor).", "",
              "| inputs | matrices | gather bound / best | free gathers / best | same-size copy / best | "
              "best, median share of copy | oracle over single | gather-floor ceiling | copy-floor ceiling | "
-             "family-floor ceiling |",
+             "binding-floor ceiling |",
              "|" + "---|" * 10]
     for label, group in groups(rows):
         s = summary(group)
@@ -160,7 +160,7 @@ def markdown(result: dict) -> str:
         lines.append(f"| {label} | {s['matrices']} | {s['gather_over_best']:.2f} | {s['free_over_best']:.2f} | "
                      f"{s['copy_over_best']:.2f} | {share:.0%} | {s['oracle_over_single']:.2f}x | "
                      f"{s['gather_floor_over_single']:.2f}x | {s['copy_floor_over_single']:.2f}x | "
-                     f"{s['family_floor_over_single']:.2f}x |")
+                     f"{s['binding_floor_over_single']:.2f}x |")
     lines += ["", "Per matrix (ms):", "", f"| matrix | nnz | table's best | {SINGLE} | best | free gathers | "
               "gather bound | same-size copy |", "|" + "---|" * 8]
     for r in rows:

@@ -69,7 +69,7 @@ def test_ceilings_follow_from_the_times(floor):
     assert s["oracle_over_single"] == pytest.approx(np.sqrt(2.0 * 1.0))
     assert s["gather_floor_over_single"] == pytest.approx(np.sqrt(4.0 * 1.0))
     assert s["copy_floor_over_single"] == pytest.approx(np.sqrt(8.0 * 2.0))
-    # each at its family's floor: the R-MAT at its gather bound, the band at its copy
-    assert s["family_floor_over_single"] == pytest.approx(np.sqrt(4.0 * 2.0))
+    # each at the floor that binds it: the R-MAT at its gather bound, the band at its copy
+    assert s["binding_floor_over_single"] == pytest.approx(np.sqrt(4.0 * 2.0))
     assert s["gather_over_best"] == pytest.approx(np.sqrt(0.5 * 2.0))
     assert s["free_over_best"] == pytest.approx(0.5)
