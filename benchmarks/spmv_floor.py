@@ -94,7 +94,7 @@ def floors(row: dict) -> dict:
     """One matrix's times: its best (of ``SINGLE`` and the table's winner), the floors under it, and
     the floor that binds it: its gather bound where that is under its best time (its own x requests
     take that long with nothing else to do), else a same-size copy (where ``index_select`` streams
-    worse than the SpMV kernels, as on bands and stencils, the gather bound is no floor) or its
+    worse than the SpMV kernels, as on most bands and stencils, the gather bound is no floor) or its
     best time, whichever is lower."""
     t = row["time_ms"]
     best, gather = min(t[SINGLE], t[row["table_best"]]), t["gather bound"]
@@ -149,7 +149,7 @@ def markdown(result: dict) -> str:
              "of this run), at the lesser of that and its gather bound, at the lesser of that and a "
              "same-size copy, and at the floor that binds it (its gather bound where that is under its best "
              "time; else the lesser of its best and a same-size copy, since where `index_select` streams "
-             "worse than the SpMV kernels, as on bands and stencils, the gather bound is no floor).", "",
+             "worse than the SpMV kernels, as on most bands and stencils, the gather bound is no floor).", "",
              "| inputs | matrices | gather bound / best | free gathers / best | same-size copy / best | "
              "best, median share of copy | oracle over single | gather-floor ceiling | copy-floor ceiling | "
              "binding-floor ceiling |",
