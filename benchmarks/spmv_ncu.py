@@ -1,17 +1,21 @@
 """Nsight Compute counters of SpMV kernels on large matrices: where their time goes.
 
     python benchmarks/spmv_ncu.py [--out benchmarks/results] [--variants merge_c512 adaptive ...]
-                                  [--matrices irregular|regular] [--stem spmv-ncu]
+                                  [--matrices irregular|regular|small] [--stem spmv-ncu]
 
-Runs itself under ``ncu --clock-control none`` (the card's clocks are left alone), each variant and
-cuSPARSE twice (one ncu run each) on either two irregular matrices, an R-MAT (scale 20, edge
-factor 16, a = 0.57: power-law rows and columns) and a log-normal matrix (918,559 rows of mean
-length 8, sigma 1, uniform columns), or two regular ones where the H200's row-mapped kernels
-stream slowest (``spmv-floor-h200.md``): bands of half-width 24, full (49 nonzeros a row) and
-half full. Tabulates per kernel: duration, DRAM, L2 and L1 throughput (% of peak), hit rates,
-occupancy and registers; per nonzero the L2 sectors read for the L1, the L1's load requests and
-sectors, and the instructions; and the warp cycles between two issued instructions, by stall
-reason. Writes ``<stem>-<device>.md`` and the raw report ``<stem>-<device>.txt``.
+Runs itself under ``ncu --clock-control none`` (the card's clocks are left alone), each variant,
+cuSPARSE and the gather bound (``x.index_select(0, indices)``) twice (one ncu run each) on one of
+three pairs of matrices:
+- ``irregular``: an R-MAT (scale 20, edge factor 16, a = 0.57: power-law rows and columns) and a
+  log-normal matrix (918,559 rows of mean length 8, sigma 1, uniform columns);
+- ``regular``: bands of half-width 24, full (49 nonzeros a row) and half full, where the H200's
+  row-mapped kernels stream slowest (``spmv-floor-h200.md``);
+- ``small``: two R-MATs of scale 18 (2-3M nonzeros), the size at which the kernels sit furthest
+  above their gather bound (``spmv-floor-*.md``).
+Tabulates per kernel: duration, DRAM, L2 and L1 throughput (% of peak), hit rates, occupancy and
+registers; per nonzero the L2 sectors read for the L1, the L1's load requests and sectors, and the
+instructions; and the warp cycles between two issued instructions, by stall reason. Writes
+``<stem>-<device>.md`` and the raw report ``<stem>-<device>.txt``.
 """
 from __future__ import annotations
 
@@ -35,11 +39,15 @@ ISSUE = "smsp__average_warps_active_per_issue_active.ratio"
 STALLS = ("long_scoreboard", "lg_throttle", "wait", "not_selected", "selected", "short_scoreboard", "mio_throttle",
           "math_pipe_throttle", "drain", "barrier", "branch_resolving", "dispatch_stall", "no_instruction", "membar")
 STALL_METRICS = tuple(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALLS)
-KERNELS = r"merge_kernel|rows_kernel|adaptive_kernel|csrmv|partition_kernel"
+# seer's kernels, cuSPARSE's, the gather bound's (index_select's gather kernel) and the zeroing of y before
+# merge's atomics
+KERNELS = r"merge_kernel|rows_kernel|adaptive_kernel|csrmv|partition_kernel|scatter_gather|vectorized_elementwise"
 MATRICES = {"irregular": {"rmat scale 20, ef 16, a 0.57": ("rmat", (20, 16, 0.57, 0.19, 0.19)),
                           "log-normal rows 918559, mean 8, sigma 1": ("lognormal_rows", (918559, 918559, 8, 1.0))},
             "regular": {"banded 274372, half-width 24, full": ("banded", (274372, 24, 1.0)),
-                        "banded 1800000, half-width 24, half full": ("banded", (1800000, 24, 0.5))}}
+                        "banded 1800000, half-width 24, half full": ("banded", (1800000, 24, 0.5))},
+            "small": {"rmat scale 18, ef 16, a 0.57": ("rmat", (18, 16, 0.57, 0.19, 0.19)),
+                      "rmat scale 18, ef 16, a 0.75": ("rmat", (18, 16, 0.75, 0.1, 0.1))}}
 ALL_MATRICES = {name: spec for group in MATRICES.values() for name, spec in group.items()}
 
 
@@ -56,9 +64,12 @@ def workload(matrix: str, variant: str) -> None:
     A = getattr(generators, generator)(*args, seed=1)
     parts = (torch.from_numpy(A.indptr.astype(np.int32)).cuda(), torch.from_numpy(A.indices.astype(np.int32)).cuda(),
              torch.from_numpy(A.data).cuda(), A.shape)
-    csr, x = as_csr(parts), torch.rand(A.shape[1], device="cuda") - 0.5
+    # x made on the host, so that no kernel but the workload's own matches KERNELS
+    csr, x = as_csr(parts), (torch.rand(A.shape[1]) - 0.5).cuda()
     print(f"nnz {csr.nnz}", flush=True)
-    if variant == "cusparse":
+    if variant == "gather":  # the gather bound: the matrix's x requests and nothing else
+        run = lambda: x.index_select(0, csr.indices)  # noqa: E731
+    elif variant == "cusparse":
         tensor = torch.sparse_csr_tensor(*parts[:3], A.shape)
         run = lambda: tensor @ x  # noqa: E731
     else:
@@ -133,7 +144,7 @@ def main() -> int:
 
     reports, launches = [], []
     for matrix in MATRICES[args.matrices]:
-        for variant in [*args.variants, "cusparse"]:
+        for variant in [*args.variants, "cusparse", "gather"]:
             command = ["ncu", "--clock-control", "none", "--section", "SpeedOfLight", "--section",
                        "MemoryWorkloadAnalysis", "--section", "Occupancy", "--section", "LaunchStats",
                        "--section", "WarpStateStats", "--metrics", ",".join(COUNTERS + BREAKDOWNS + (ISSUE,) + STALL_METRICS),
