@@ -34,12 +34,12 @@ def configurations() -> dict[str, tuple[int, int]]:
     return {f"merge_c{chunk}_b{sub}": (chunk, sub) for chunk in CHUNKS for sub in BRACKETS}
 
 
-def merge(csr, x, brackets: dict, chunk: int, sub: int) -> torch.Tensor:
+def merge(csr, x, brackets: dict, chunk: int, sub: int, warps: int = 4) -> torch.Tensor:
     """The shipped merge kernel through Triton's own launch, with brackets of ``sub`` nonzeros."""
     y = torch.zeros(csr.rows, dtype=torch.float32, device=x.device)
     spmv._merge_kernel[(triton.cdiv(csr.nnz, chunk),)](
         csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), brackets[sub], csr.nnz, chunk, sub,
-        num_warps=4)
+        num_warps=warps)
     return y
 
 
@@ -54,10 +54,15 @@ def measure(case, loaded) -> dict:
     return checked_times(case, loaded, timed_calls)
 
 
-def describe(row: dict) -> str:
+def against_shipped(row: dict, shipped: str, names) -> str:
+    """One matrix's progress line: the shipped configuration, the best of ``names`` and cuSPARSE."""
     t = row["time_ms"]
-    best = min(configurations(), key=t.get)
-    return f"{SHIPPED} {t[SHIPPED]:.4f}, {best} {t[best]:.4f}, cuSPARSE {t['torch_csr']:.4f} ms"
+    best = min(names, key=t.get)
+    return f"{shipped} {t[shipped]:.4f}, {best} {t[best]:.4f}, cuSPARSE {t['torch_csr']:.4f} ms"
+
+
+def describe(row: dict) -> str:
+    return against_shipped(row, SHIPPED, configurations())
 
 
 def groups(rows: list[dict]):
@@ -68,19 +73,26 @@ def groups(rows: list[dict]):
                 yield f"{family.rstrip('/')}, {label}", group
 
 
-def markdown(result: dict) -> str:
-    rows, names = result["matrices"], [*configurations(), "torch_csr"]
-    lines = [f"# Row brackets of the merge SpMV kernel, {result['device']['name']}", "",
+def family_table(result: dict, title: str, shipped: str, names, legend: str) -> str:
+    """A results file: per family and size, the shipped configuration's time over each of
+    ``names``' and cuSPARSE's."""
+    rows, names = result["matrices"], [*names, "torch_csr"]
+    lines = [f"# {title}, {result['device']['name']}", "",
              f"torch {result['versions'].get('torch')}, triton {result['versions'].get('triton')}, measured "
              f"{result['date']}; `{result['command']}`. do_bench medians (L2 flushed), least of three "
              "interleaved rounds; every result checked against float64.", "",
-             f"Geometric mean per family and size of `{SHIPPED}` (as shipped) time over each configuration's "
-             "(> 1: faster than shipped); `_b<SUB>`: brackets of SUB nonzeros.", "",
+             f"Geometric mean per family and size of `{shipped}` (as shipped) time over each configuration's "
+             f"(> 1: faster than shipped); {legend}.", "",
              "| inputs | matrices | " + " | ".join(names) + " |", "|" + "---|" * (2 + len(names))]
     for label, group in groups(rows):
-        cells = [gmean([r["time_ms"][SHIPPED] / r["time_ms"][n] for r in group]) for n in names]
+        cells = [gmean([r["time_ms"][shipped] / r["time_ms"][n] for r in group]) for n in names]
         lines.append(f"| {label} | {len(group)} | " + " | ".join(f"{v:.2f}x" for v in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def markdown(result: dict) -> str:
+    return family_table(result, "Row brackets of the merge SpMV kernel", SHIPPED, configurations(),
+                        "`_b<SUB>`: brackets of SUB nonzeros")
 
 
 def main() -> int:

@@ -37,6 +37,23 @@ def device():
     return torch.device("cuda" if HAS_CUDA else "cpu")
 
 
+def skewed_problem(seed: int):
+    """``(csr, x, y)``: a scrambled R-MAT (512 rows, power-law rows and columns) with values of
+    either sign away from 0, a float32 x and the float64 y = A x of scipy."""
+    import numpy as np
+
+    from seer.datasets.generators import rmat
+    from seer.kernels import spmv
+
+    matrix = rmat(9, 8, seed=seed)
+    rng = np.random.default_rng(seed)
+    values = rng.uniform(0.5, 1.5, matrix.nnz) * rng.choice([-1.0, 1.0], matrix.nnz)
+    csr = spmv.problem((torch.from_numpy(matrix.indptr).int(), torch.from_numpy(matrix.indices).int(),
+                        torch.from_numpy(values).float(), matrix.shape))
+    x = rng.uniform(-1, 1, matrix.shape[1])
+    return csr, torch.from_numpy(x).float(), csr.to_scipy().astype(np.float64) @ x
+
+
 def load_benchmark(name: str):
     """A script of ``benchmarks/`` imported as a module (the scripts are not a package; they import
     each other's helpers as they do when run, with ``benchmarks/`` on the path)."""

@@ -4,10 +4,7 @@ from the times."""
 import numpy as np
 import pytest
 import torch
-from conftest import load_benchmark
-
-from seer.datasets.generators import rmat
-from seer.kernels import spmv
+from conftest import load_benchmark, skewed_problem
 
 
 @pytest.fixture(scope="module")
@@ -17,12 +14,7 @@ def floor():
 
 @pytest.fixture(scope="module")
 def skewed():
-    matrix = rmat(9, 8, seed=5)
-    rng = np.random.default_rng(5)
-    values = rng.uniform(0.5, 1.5, matrix.nnz) * rng.choice([-1.0, 1.0], matrix.nnz)
-    csr = spmv.problem((torch.from_numpy(matrix.indptr).int(), torch.from_numpy(matrix.indices).int(),
-                        torch.from_numpy(values).float(), matrix.shape))
-    x = torch.from_numpy(rng.uniform(-1, 1, matrix.shape[1])).float()
+    csr, x, _ = skewed_problem(5)
     return csr, x
 
 

@@ -3,10 +3,7 @@ variant on them matches scipy on the matrix's own columns."""
 import numpy as np
 import pytest
 import torch
-from conftest import load_benchmark
-
-from seer.datasets.generators import rmat
-from seer.kernels import spmv
+from conftest import load_benchmark, skewed_problem
 
 
 @pytest.fixture(scope="module")
@@ -16,13 +13,7 @@ def reorder():
 
 @pytest.fixture(scope="module")
 def skewed():
-    matrix = rmat(9, 8, seed=3)  # scrambled power-law columns: the layouts move most of them
-    rng = np.random.default_rng(3)
-    values = rng.uniform(0.5, 1.5, matrix.nnz) * rng.choice([-1.0, 1.0], matrix.nnz)
-    csr = spmv.problem((torch.from_numpy(matrix.indptr).int(), torch.from_numpy(matrix.indices).int(),
-                        torch.from_numpy(values).float(), matrix.shape))
-    x = rng.uniform(-1, 1, matrix.shape[1])
-    return csr, torch.from_numpy(x).float(), csr.to_scipy().astype(np.float64) @ x
+    return skewed_problem(3)  # scrambled power-law columns: the layouts move most of them
 
 
 def test_by_use_puts_the_most_used_columns_first(reorder, skewed):
