@@ -1,6 +1,6 @@
-"""The command line and loop shared by the benchmarks that time SpMV kernels matrix by matrix over
-the large generated suite: select the inputs, measure the copy ceiling, measure each input until the
-time budget is spent, write ``<stem>-<device>.json`` / ``.md``."""
+"""The command line, loop and checked timing shared by the benchmarks that time SpMV kernels matrix
+by matrix over the large generated suite: select the inputs, measure the copy ceiling, measure each
+input until the time budget is spent, write ``<stem>-<device>.json`` / ``.md``."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +11,23 @@ from typing import Callable
 import torch
 
 from seer.datasets.cases import spmv_cases
-from seer.profiling import Case, device_tag, environment, measured_within_budget, write_result
+from seer.kernels import spmv
+from seer.profiling import (Case, _least_of_rounds, device_tag, environment, measured_within_budget, relative_error,
+                            write_result)
+
+
+def checked_times(case, loaded, timed_calls) -> dict:
+    """The row of one matrix: every run of ``timed_calls(csr, x)`` checked against float64, then
+    timed in interleaved rounds."""
+    parts, (x,) = case.build(loaded)
+    csr = spmv.problem(parts)
+    reference = spmv.reference(csr, x)
+    runs = timed_calls(csr, x)
+    for name, fn in runs.items():
+        error = relative_error(fn(), reference)
+        if not error <= 1e-4:
+            raise AssertionError(f"{name} is wrong on {case.id}: relative error {error:.1e}")
+    return {"id": case.id, "rows": csr.rows, "cols": csr.cols, "nnz": csr.nnz, "time_ms": _least_of_rounds(runs)}
 
 
 def run(doc: str, stem: str, select: Callable[[list[Case]], list[Case]], measure: Callable, describe: Callable,

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import sys
 
-import torch
-import triton
+from large_set import checked_times
 from scipy.stats import gmean
-from spmv_vector_loads import checked_times
+from spmv_registers import merge
 
 from seer.datasets.cases import SKEWED_FAMILIES, skewed_round_robin
 from seer.kernels import spmv
@@ -34,18 +33,10 @@ def configurations() -> dict[str, tuple[int, int]]:
     return {f"merge_c{chunk}_b{sub}": (chunk, sub) for chunk in CHUNKS for sub in BRACKETS}
 
 
-def merge(csr, x, brackets: dict, chunk: int, sub: int, warps: int = 4) -> torch.Tensor:
-    """The shipped merge kernel through Triton's own launch, with brackets of ``sub`` nonzeros."""
-    y = torch.zeros(csr.rows, dtype=torch.float32, device=x.device)
-    spmv._merge_kernel[(triton.cdiv(csr.nnz, chunk),)](
-        csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), brackets[sub], csr.nnz, chunk, sub,
-        num_warps=warps)
-    return y
-
-
 def timed_calls(csr, x) -> dict:
     brackets = {sub: spmv._bracket_rows(csr, sub) for sub in BRACKETS}
-    runs = {name: (lambda c=c: merge(csr, x, brackets, *c)) for name, c in configurations().items()}
+    runs = {name: (lambda chunk=chunk, sub=sub: merge(csr, x, brackets[sub], chunk, sub=sub))
+            for name, (chunk, sub) in configurations().items()}
     runs["torch_csr"] = lambda: spmv.VARIANTS["torch_csr"].run(csr, x)
     return runs
 

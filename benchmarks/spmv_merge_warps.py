@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import sys
 
-from spmv_merge_brackets import against_shipped, family_table, merge
-from spmv_vector_loads import checked_times
+from large_set import checked_times
+from spmv_merge_brackets import against_shipped, family_table
+from spmv_registers import merge
 
 from seer.datasets.cases import skewed_round_robin
 from seer.kernels import spmv
@@ -34,8 +35,8 @@ def configurations() -> dict[str, tuple[int, int]]:
 
 
 def timed_calls(csr, x) -> dict:
-    brackets = {32: spmv._bracket_rows(csr, 32)}
-    runs = {name: (lambda c=c: merge(csr, x, brackets, c[0], 32, c[1])) for name, c in configurations().items()}
+    sub_rows = spmv._bracket_rows(csr, 32)
+    runs = {name: (lambda c=c: merge(csr, x, sub_rows, *c)) for name, c in configurations().items()}
     runs["torch_csr"] = lambda: spmv.VARIANTS["torch_csr"].run(csr, x)
     return runs
 

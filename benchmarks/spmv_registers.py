@@ -33,12 +33,13 @@ def configurations() -> dict:
             for (chunk, warps), cap in itertools.product(SHAPES, CAPS)}
 
 
-def merge(csr, x, sub_rows, chunk: int, warps: int, cap: int | None) -> torch.Tensor:
-    """The shipped merge kernel through Triton's own launch, with a register cap if given."""
+def merge(csr, x, sub_rows, chunk: int, warps: int = 4, cap: int | None = None, sub: int = 32) -> torch.Tensor:
+    """The shipped merge kernel through Triton's own launch: ``chunk`` nonzeros per program on
+    ``warps`` warps, a register cap if given, ``sub_rows`` the brackets of ``sub`` nonzeros."""
     y = torch.zeros(csr.rows, dtype=torch.float32, device=x.device)
     options = {"num_warps": warps, **({"maxnreg": cap} if cap else {})}
     spmv._merge_kernel[(triton.cdiv(csr.nnz, chunk),)](
-        csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), sub_rows, csr.nnz, chunk, 32, **options)
+        csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), sub_rows, csr.nnz, chunk, sub, **options)
     return y
 
 

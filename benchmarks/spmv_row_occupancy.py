@@ -20,7 +20,8 @@ import sys
 import torch
 import triton
 from scipy.stats import gmean
-from spmv_vector_loads import (best, checked_times, describe_best, large_regular, method, overall, per_matrix,
+from large_set import checked_times
+from spmv_vector_loads import (best, describe_best, large_regular, method, overall, per_matrix,
                                shipped_and_candidates)
 
 from seer.kernels import spmv

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import sys
 
-from spmv_vector_loads import (CANDIDATES, aligned_spmv, checked_times, describe_best, each_candidate, large_regular,
+from large_set import checked_times
+from spmv_vector_loads import (CANDIDATES, aligned_spmv, describe_best, each_candidate, large_regular,
                                method, overall, per_matrix, shipped_and_candidates)
 
 STAGES = (1, 2, 3, 4)  # 1: the unpipelined loop of spmv_vector_loads.py, as a control

@@ -38,6 +38,7 @@ from seer.profiling import (TIMING_ROUNDS, _least_of_rounds, _loaded_ahead, _med
                             environment, write_result)
 from seer.sparse import as_csr
 
+
 def previous_check(csr) -> list:
     """seer's validation before the fused pass (commit 3804e60), for comparison."""
     p = csr.indptr

@@ -26,10 +26,10 @@ import torch
 import triton
 import triton.language as tl
 from scipy.stats import gmean
+from large_set import checked_times
 from spmv_bandwidth import share_of_copy
 
 from seer.kernels import spmv
-from seer.profiling import _least_of_rounds, relative_error
 
 FAMILIES = ("synthetic/banded/", "synthetic/stencil_2d/", "synthetic/stencil_3d/")
 MIN_NNZ = 10_000_000
@@ -100,20 +100,6 @@ def shipped_and_candidates(csr, x, configurations: dict, launch) -> dict:
 
 def timed_calls(csr, x) -> dict:
     return shipped_and_candidates(csr, x, configurations(), aligned_spmv)
-
-
-def checked_times(case, loaded, timed_calls) -> dict:
-    """The row of one matrix: every run of ``timed_calls(csr, x)`` checked against float64, then
-    timed in interleaved rounds."""
-    parts, (x,) = case.build(loaded)
-    csr = spmv.problem(parts)
-    reference = spmv.reference(csr, x)
-    runs = timed_calls(csr, x)
-    for name, fn in runs.items():
-        error = relative_error(fn(), reference)
-        if not error <= 1e-4:
-            raise AssertionError(f"{name} is wrong on {case.id}: relative error {error:.1e}")
-    return {"id": case.id, "rows": csr.rows, "cols": csr.cols, "nnz": csr.nnz, "time_ms": _least_of_rounds(runs)}
 
 
 def measure(case, loaded) -> dict:

@@ -37,21 +37,42 @@ def device():
     return torch.device("cuda" if HAS_CUDA else "cpu")
 
 
-def skewed_problem(seed: int):
-    """``(csr, x, y)``: a scrambled R-MAT (512 rows, power-law rows and columns) with values of
-    either sign away from 0, a float32 x and the float64 y = A x of scipy."""
+def _problem(matrix, seed: int):
+    """``(csr, x, y)`` on the sparsity pattern of the scipy ``matrix``: float32 values of either
+    sign away from 0, a float32 x and the float64 y = A x of scipy."""
     import numpy as np
 
-    from seer.datasets.generators import rmat
     from seer.kernels import spmv
 
-    matrix = rmat(9, 8, seed=seed)
     rng = np.random.default_rng(seed)
     values = rng.uniform(0.5, 1.5, matrix.nnz) * rng.choice([-1.0, 1.0], matrix.nnz)
     csr = spmv.problem((torch.from_numpy(matrix.indptr).int(), torch.from_numpy(matrix.indices).int(),
                         torch.from_numpy(values).float(), matrix.shape))
     x = rng.uniform(-1, 1, matrix.shape[1])
     return csr, torch.from_numpy(x).float(), csr.to_scipy().astype(np.float64) @ x
+
+
+def skewed_problem(seed: int):
+    """:func:`_problem` on a scrambled R-MAT (512 rows, power-law rows and columns)."""
+    from seer.datasets.generators import rmat
+
+    return _problem(rmat(9, 8, seed=seed), seed)
+
+
+def random_problem(rows: int, cols: int, density: float, seed: int):
+    """:func:`_problem` on uniformly random positions (some rows empty at low density)."""
+    import scipy.sparse as sp
+
+    return _problem(sp.random(rows, cols, density=density, format="csr", random_state=seed), seed)
+
+
+def assert_runs_match(runs: dict, expected) -> None:
+    """Every run (name -> function returning y) matches the float64 ``expected`` y."""
+    import numpy as np
+
+    scale = np.abs(expected).max()
+    for name, fn in runs.items():
+        assert np.allclose(fn().double().numpy(), expected, rtol=1e-5, atol=1e-5 * scale), name
 
 
 def load_benchmark(name: str):

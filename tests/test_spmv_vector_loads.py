@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
-from conftest import load_benchmark
+from conftest import assert_runs_match, load_benchmark
 
 from seer.kernels import spmv
 
@@ -46,6 +46,4 @@ def test_every_timed_run_is_named_and_correct(loads):
     x = torch.from_numpy(np.random.default_rng(8).uniform(-1, 1, 200)).float()
     runs = loads.timed_calls(csr, x)
     assert len(runs) == len(loads.SHIPPED) + len(loads.CANDIDATES)
-    expected = a @ x.double().numpy()
-    for name, fn in runs.items():
-        assert np.allclose(fn().double().numpy(), expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max()), name
+    assert_runs_match(runs, a @ x.double().numpy())
