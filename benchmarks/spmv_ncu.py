@@ -96,8 +96,12 @@ def parse(report: str) -> list[dict]:
     return launches
 
 
-def markdown(launches: list[dict], device: str, command: str) -> str:
-    lines = [f"# Nsight Compute counters of SpMV kernels, {device}", "", f"`{command}` (ncu --clock-control none; "
+def markdown(launches: list[dict], about: dict, command: str) -> str:
+    """``about``: :func:`seer.profiling.environment` of the run, plus the ncu version."""
+    versions = about["versions"]
+    lines = [f"# Nsight Compute counters of SpMV kernels, {about['device']['name']}", "",
+             f"torch {versions.get('torch')}, triton {versions.get('triton')}, CUDA {versions.get('cuda')}, "
+             f"{about.get('ncu', 'ncu')}; measured {about['date']}; `{command}` (ncu --clock-control none; "
              "each kernel's second launch; durations in us, throughputs in % of peak).", "",
              "| matrix | variant | kernel | " + " | ".join(METRICS) + " |", "|" + "---|" * (3 + len(METRICS))]
     seen = {}
@@ -140,7 +144,7 @@ def main() -> int:
         return 0
     import torch
 
-    from seer.profiling import device_tag
+    from seer.profiling import device_tag, environment
 
     reports, launches = [], []
     for matrix in MATRICES[args.matrices]:
@@ -159,7 +163,9 @@ def main() -> int:
     stem = f"{args.stem}-{device_tag(device)}"
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{stem}.txt").write_text("\n".join(reports))
-    text = markdown(launches, device, " ".join(["python", *sys.argv]))
+    ncu_version = subprocess.run(["ncu", "--version"], capture_output=True, text=True).stdout.strip().splitlines()
+    about = {**environment(torch.device("cuda")), "ncu": ncu_version[-1] if ncu_version else "ncu"}
+    text = markdown(launches, about, " ".join(["python", *sys.argv]))
     (args.out / f"{stem}.md").write_text(text)
     print(text)
     return 0

@@ -34,7 +34,10 @@ def test_a_report_parses_into_launch_metrics(ncu):
 
 def test_tables_per_nonzero_and_stall_shares(ncu):
     launches = [{**launch, "matrix": "m", "variant": "merge_c512"} for launch in ncu.parse(REPORT)]
-    text = ncu.markdown(launches, "GPU", "cmd")
+    about = {"device": {"name": "GPU"}, "versions": {"torch": "2.x", "triton": "3.x", "cuda": "13"},
+             "date": "2026-11-24", "ncu": "ncu 2025"}
+    text = ncu.markdown(launches, about, "cmd")
+    assert "torch 2.x, triton 3.x, CUDA 13, ncu 2025; measured 2026-11-24; `cmd`" in text
     assert "| m | merge_c512 | _merge_kernel | 1.100 | 0.300 | 2.400 | 4.000 |" in text
     # shares of the 20 cycles between issues; reasons under 3% everywhere (wait: 1%) left out
     header = next(line for line in text.splitlines() if line.startswith("| matrix | variant | kernel | cycles"))
