@@ -10,6 +10,8 @@ Kinds of kernel (a variant is a kind plus fixed block shapes):
               split over several programs.
     torch     torch's own sparse CSR product (cuSPARSE's SpMV on CUDA), so that seer picks the
               vendor kernel where it is the fastest, as the GEMM op keeps cuBLAS.
+    cusparse  cuSPARSE's SpMV called directly, its per-matrix partition made once instead of on
+              every call as torch's product does (``seer.cusparse``).
 Preprocessing (merge chunk rows, adaptive bins) runs on the first call for a matrix and is
 cached with the matrix (``CsrMatrix.cached``); later calls do not synchronise with the host,
 so they can be captured in CUDA graphs.
@@ -25,7 +27,8 @@ import torch
 import triton
 import triton.language as tl
 
-from seer.errors import InputError
+from seer import cusparse
+from seer.errors import InputError, SeerWarning
 from seer.launch import InputLaunches, LaunchCache, addresses, cdiv, specialisation, vector_operands
 from seer.registry import Variant
 from seer.sparse import CsrMatrix, as_csr, check_dense_vector, dense_vector_check
@@ -420,6 +423,38 @@ def _torch_csr_bind(csr: CsrMatrix) -> Callable:
     return partial(_torch_csr_run, csr)
 
 
+def _cusparse_plan(csr: CsrMatrix) -> Callable:
+    """The prepared cuSPARSE variant's call: cuSPARSE's CSR algorithm 1 with its partition made once
+    (:class:`seer.cusparse.SpmvPlan`). Off CUDA, or where cuSPARSE cannot be found (with a warning),
+    it is the torch variant's call: the same product, prepared on every call."""
+    if csr.nnz == 0:
+        return _zero_call(csr)
+    if csr.device.type != "cuda" or not cusparse.available():
+        if csr.device.type == "cuda":
+            warnings.warn("seer could not find the cuSPARSE library torch loaded: cusparse_prepared runs "
+                          "torch's sparse CSR product instead", SeerWarning, stacklevel=2)
+        # A twin on the same arrays: the call is kept in csr's cache and must not refer back to it.
+        return partial(_torch_csr_run, CsrMatrix(csr.indptr, csr.indices, csr.values, csr.shape))
+    check, out_check, rows = dense_vector_check(csr), _out_check(csr), csr.rows
+    arrays = (csr.indptr, csr.indices, csr.values)
+    plan = cusparse.SpmvPlan(*arrays, csr.shape)
+    planned_at = [a.data_ptr() for a in arrays]
+
+    def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        check(x)
+        y = x.new_empty(rows) if out is None else out_check(out)
+        at = [a.data_ptr() for a in arrays]
+        if at != planned_at:  # ``set_`` moved an array: same structure, new place
+            plan.repoint(*arrays)
+            planned_at[:] = at
+        # cuSPARSE's dense vectors have no stride: strided ones go through contiguous copies.
+        target = y if y.stride(0) == 1 else torch.empty_like(y)
+        plan(x if x.stride(0) == 1 else x.contiguous(), target)
+        return y if target is y else y.copy_(target)
+
+    return call
+
+
 def torch_csr_tensor(csr: CsrMatrix) -> torch.Tensor:
     """The matrix as a torch sparse CSR tensor sharing its arrays: built once, and again only if
     an array has moved (its address changed). The torch variant and the profiles' cuSPARSE
@@ -466,6 +501,10 @@ _register("adaptive", _adaptive_variant(_ADAPTIVE), {"kind": "adaptive", **_ADAP
           "longer rows cut into 4096-nonzero pieces over many programs")
 _register("torch_csr", (_torch_csr_run, _torch_csr_bind), {"kind": "torch"},
           "torch sparse CSR @ x: cuSPARSE's SpMV on CUDA, torch's own kernel on the CPU")
+_register("cusparse_prepared", _kernel_variant(("cusparse", "csr_alg1"), _cusparse_plan),
+          {"kind": "cusparse", "algorithm": "csr_alg1", "preprocess": True},
+          "cuSPARSE's CSR SpMV called directly, its partition made once per matrix "
+          "(cusparseSpMV_preprocess); torch's product off CUDA")
 
 
 # ---------------------------------------------------------------- dispatch contract

@@ -15,6 +15,7 @@ import warnings
 import torch
 
 from seer.errors import InputError, SeerError, SeerWarning
+from seer.native import loaded_library
 
 _DEVICE_TO_DEVICE = 3  # cudaMemcpyKind
 _memcpy_2d = None  # the runtime's cudaMemcpy2DAsync, found on first use; False when it cannot be found
@@ -48,7 +49,7 @@ def _runtime_copy():
     global _memcpy_2d
     if _memcpy_2d is None:
         torch.cuda.init()  # loads the runtime
-        path = _loaded_library("libcudart.so")
+        path = loaded_library("libcudart.so")
         if path is None:
             warnings.warn("seer could not find the CUDA runtime library torch loaded: column-block copies "
                           "run on the SMs (Tensor.copy_) instead of the copy engines", SeerWarning, stacklevel=3)
@@ -61,12 +62,3 @@ def _runtime_copy():
             _memcpy_2d = function
     return _memcpy_2d or None
 
-
-def _loaded_library(name: str) -> str | None:
-    """The path of a shared library whose file name starts with ``name`` mapped into this process."""
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            path = line.split()[-1]
-            if path.rsplit("/", 1)[-1].startswith(name):
-                return path
-    return None

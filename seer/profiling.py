@@ -154,7 +154,24 @@ def profile_case(op_name: str, case: Case, *, call_overhead: bool, log=print, lo
     if call_overhead:
         for column, fn in checked.items():
             row[f"call_us:{column.split(':', 1)[1]}"] = host_call_us(fn)
+    for name, variant in op.variants.items():
+        if variant.bind is not None and f"time_ms:{name}" in checked:
+            row[f"prepare_ms:{name}"] = _preparation_ms(variant, lambda: op.kernels.problem(source))
     return row
+
+
+PREPARE_TRIES = 5
+
+
+def _preparation_ms(variant, fresh_problem: Callable[[], object]) -> float:
+    """Median ms of ``variant.bind`` on a problem that has not seen it (its first call's one-time
+    work: a plan, preprocessing, descriptors), the device drained at both ends; the problem is
+    rebuilt outside the clock for each try."""
+    samples = []
+    for _ in range(PREPARE_TRIES):
+        problem = fresh_problem()
+        samples.append(synchronised_us(lambda: variant.bind(problem))[1] / 1e3)
+    return float(np.median(samples))
 
 
 # A host stalled for a while (loader threads holding the GIL) launches after its start event and

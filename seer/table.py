@@ -22,6 +22,10 @@ metadata file beside it. Columns:
 ``baseline_ms:<name>``  optional: a vendor library (``baseline_ms:cusparse``) for comparison;
                         reported, never chosen. Empty cells leave that row out of the comparison.
 ``call_us:<name>``      optional: host wall time of one call of a variant or baseline, in µs.
+``prepare_ms:<variant>`` optional: the variant's one-time work on a new input (its first call's
+                        plan: preprocessing, descriptors), host wall time with the device drained,
+                        in ms; finite and non-negative. Absent: the variant needs none. Training
+                        and scores charge it once over the expected number of calls.
 Any other column is kept in ``ProfileTable.frame`` and ignored.
 
 Metadata, ``<stem>.meta.json`` next to ``<stem>.csv``::
@@ -54,6 +58,7 @@ from seer.model import GATHER, op_feature_module
 TIME = "time_ms:"
 BASELINE = "baseline_ms:"
 CALL = "call_us:"
+PREPARE = "prepare_ms:"
 GATHER_MS = "gather_ms"
 
 
@@ -84,13 +89,18 @@ class ProfileTable:
         extra_calls = sorted(set(_suffixes(frame.columns, CALL)) - set(variants) - set(_suffixes(frame.columns, BASELINE)))
         if extra_calls:
             raise ProfileTableError(f"'{CALL}' columns {extra_calls} have no matching '{TIME}' or '{BASELINE}' column")
+        extra_prepare = sorted(set(_suffixes(frame.columns, PREPARE)) - set(variants))
+        if extra_prepare:
+            raise ProfileTableError(f"'{PREPARE}' columns {extra_prepare} have no matching '{TIME}' column")
         _check_ids(frame)
-        numeric = [*known, *gathered, *_present(frame, GATHER_MS), *_prefixed(frame, TIME, BASELINE, CALL)]
+        numeric = [*known, *gathered, *_present(frame, GATHER_MS), *_prefixed(frame, TIME, BASELINE, CALL, PREPARE)]
         for column in numeric:
             frame[column] = _numeric(frame, column)
         for column in [*known, *gathered, *_present(frame, GATHER_MS)]:
             _check_finite(frame, column)
         frame = _drop_failed_rows(frame, [TIME + v for v in variants])
+        for column in _prefixed(frame, PREPARE):  # after the drop: a failed variant has no preparation either
+            _check_finite(frame, column)
         frame["group"] = _groups(frame)
         frame["id"] = frame["id"].astype(str)
         return cls(frame, op, variants, _suffixes(frame.columns, BASELINE), known, gathered, meta, path)
@@ -125,6 +135,11 @@ class ProfileTable:
     @property
     def gather_ms(self) -> np.ndarray | None:
         return self.frame[GATHER_MS].to_numpy(dtype=float) if GATHER_MS in self.frame else None
+
+    @property
+    def prepare_ms(self) -> np.ndarray:
+        """[rows, variants] one-time preparation per input in ms; 0 where the table has no column."""
+        return self.frame.reindex(columns=[PREPARE + v for v in self.variants]).fillna(0.0).to_numpy(dtype=float)
 
     @property
     def call_us(self) -> np.ndarray | None:
@@ -259,7 +274,7 @@ def _check_finite(frame: pd.DataFrame, column: str) -> None:
     bad = ~np.isfinite(frame[column].to_numpy(dtype=float))
     if bad.any():
         raise ProfileTableError(f"column {column!r} must be finite numbers; empty or infinite in row(s) {_rows(bad)}")
-    if column == GATHER_MS and (frame[column] < 0).any():
+    if (column == GATHER_MS or column.startswith(PREPARE)) and (frame[column] < 0).any():
         raise ProfileTableError(f"column {column!r} has negative times in row(s) {_rows(frame[column] < 0)}")
 
 

@@ -45,6 +45,20 @@ def test_profile_writes_resumable_table(tmp_path, suitesparse_dir, host_timer, f
     assert meta["device"]["name"] == "cpu"
     table = read_table(out)
     assert list(table.variants) == list(few_variants) and "cusparse" in table.baselines
+    # Every variant's one-time preparation on a fresh matrix: merge's brackets take work, and
+    # the profiled rows' own plans (kept in their problems' caches) were not what was timed.
+    assert (table.prepare_ms > 0).all()
+
+
+def test_preparation_is_timed_on_problems_that_have_not_seen_the_variant(suitesparse_dir, host_timer, few_variants,
+                                                                       monkeypatch):
+    bound = []
+    variant = few_variants["merge_c1024"]
+    monkeypatch.setitem(few_variants, "merge_c1024",
+                        Variant("merge_c1024", variant.run, bind=lambda csr: bound.append(csr) or variant.bind(csr)))
+    row = profiling.profile_case("spmv", _cases(suitesparse_dir, 1)[0], call_overhead=False)
+    assert row["prepare_ms:merge_c1024"] > 0
+    assert len(bound) == profiling.PREPARE_TRIES and len({id(csr) for csr in bound}) == profiling.PREPARE_TRIES
 
 
 def test_wrong_and_failing_variants_are_recorded_not_timed(tmp_path, suitesparse_dir, host_timer, few_variants, monkeypatch):

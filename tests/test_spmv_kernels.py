@@ -98,14 +98,14 @@ def run_and_check(name: str, matrix: sp.csr_matrix, rng, dtype=torch.float32, in
 
 
 def test_variants_are_registered_consistently():
-    assert 7 <= len(spmv.VARIANTS) <= 12
+    assert 7 <= len(spmv.VARIANTS) <= 13
     kinds = set()
     for name, variant in spmv.VARIANTS.items():
         assert variant.name == name and variant.doc
         kind = variant.params["kind"]
-        assert name.split("_")[0] == kind and ("num_warps" in variant.params) == (kind != "torch")
+        assert name.split("_")[0] == kind and ("num_warps" in variant.params) == (kind not in ("torch", "cusparse"))
         kinds.add(kind)
-    assert kinds == {"scalar", "vector", "merge", "adaptive", "torch"}
+    assert kinds == {"scalar", "vector", "merge", "adaptive", "torch", "cusparse"}
 
 
 # ------------------------------------------------------------------ random matrices

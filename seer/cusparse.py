@@ -1,0 +1,153 @@
+"""cuSPARSE's SpMV through its generic API, prepared once per matrix.
+
+torch's sparse CSR product builds cuSPARSE's descriptors and workspace afresh on every call, and
+cuSPARSE's CSR algorithm then runs a partition kernel before its SpMV kernel, every time: ~9 us of
+GPU time on an H200, more than the SpMV itself on a matrix of a million nonzeros
+(``benchmarks/NOTES.md``, SpMV 26). ``cusparseSpMV_preprocess`` does that work once for a matrix
+and keeps it in the workspace. :class:`SpmvPlan` holds one matrix's descriptors, workspace and
+preprocessing; each call points the vector descriptors at x and y and launches on torch's
+current stream. The library is the one torch has loaded (no second copy, no new dependency).
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+import torch
+
+from seer.errors import SeerError
+from seer.native import loaded_library
+
+_NON_TRANSPOSE = 0  # cusparseOperation_t
+_INDEX_BASE_ZERO = 0  # cusparseIndexBase_t
+_INDEX_TYPES = {torch.int32: 2, torch.int64: 3}  # cusparseIndexType_t: CUSPARSE_INDEX_32I, _64I
+_VALUE_TYPES = {torch.float32: 0, torch.float16: 2, torch.bfloat16: 14}  # cudaDataType: CUDA_R_32F, _16F, _16BF
+_COMPUTE_32F = 0  # every value type accumulates in float32, as seer's kernels do
+ALGORITHMS = {"default": 0, "csr_alg1": 2, "csr_alg2": 3}  # cusparseSpMVAlg_t
+# alpha and beta in host memory (the handle's default pointer mode), of the compute type.
+_ONE, _ZERO = ctypes.c_float(1.0), ctypes.c_float(0.0)
+
+_void, _int64, _size = ctypes.c_void_p, ctypes.c_int64, ctypes.c_size_t
+_SIGNATURES = {
+    "cusparseCreate": [_void],
+    "cusparseSetStream": [_void, _void],
+    "cusparseCreateCsr": [_void, _int64, _int64, _int64, _void, _void, _void, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_int],
+    "cusparseCsrSetPointers": [_void, _void, _void, _void],
+    "cusparseDestroySpMat": [_void],
+    "cusparseCreateDnVec": [_void, _int64, _void, ctypes.c_int],
+    "cusparseDnVecSetValues": [_void, _void],
+    "cusparseDestroyDnVec": [_void],
+    "cusparseSpMV_bufferSize": [_void, ctypes.c_int, _void, _void, _void, _void, _void, ctypes.c_int, ctypes.c_int,
+                                ctypes.POINTER(_size)],
+    "cusparseSpMV_preprocess": [_void, ctypes.c_int, _void, _void, _void, _void, _void, ctypes.c_int, ctypes.c_int,
+                                _void],
+    "cusparseSpMV": [_void, ctypes.c_int, _void, _void, _void, _void, _void, ctypes.c_int, ctypes.c_int, _void],
+}
+_library = None  # the loaded library's functions, found on first use; False when it cannot be found
+_handles = threading.local()  # a handle per thread and device: a handle must not be used by two threads at once
+
+
+def available() -> bool:
+    """Whether this process has cuSPARSE loaded (torch with CUDA)."""
+    return _functions() is not None
+
+
+def _functions():
+    global _library
+    if _library is None:
+        path = loaded_library("libcusparse.so") if torch.cuda.is_available() else None
+        _library = _bind(ctypes.CDLL(path)) if path else False
+    return _library or None
+
+
+def _bind(library: ctypes.CDLL):
+    for name, argtypes in _SIGNATURES.items():
+        function = getattr(library, name)
+        function.argtypes, function.restype = argtypes, ctypes.c_int
+    library.cusparseGetErrorString.argtypes, library.cusparseGetErrorString.restype = [ctypes.c_int], ctypes.c_char_p
+    return library
+
+
+def _check(status: int, what: str) -> None:
+    if status:
+        message = _library.cusparseGetErrorString(status).decode()
+        raise SeerError(f"cuSPARSE {what} failed: {message} (status {status})")
+
+
+def _handle(device_index: int) -> int:
+    handles = _handles.__dict__.setdefault("by_device", {})
+    handle = handles.get(device_index)
+    if handle is None:
+        with torch.cuda.device(device_index):
+            created = ctypes.c_void_p()
+            _check(_library.cusparseCreate(ctypes.byref(created)), "cusparseCreate")
+        handle = handles[device_index] = created.value
+    return handle
+
+
+class SpmvPlan:
+    """``y = A @ x`` by ``cusparseSpMV`` for one CSR matrix: descriptors and workspace made once,
+    and the algorithm's preprocessing run once when ``preprocess``.
+
+    The plan holds the arrays (the descriptors point at them); if they move, call
+    :meth:`repoint`. Values written in place need nothing. x and y are contiguous vectors of the
+    values' dtype on the matrix's device; the caller checks them.
+    """
+
+    def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, shape: tuple[int, int],
+                 algorithm: str = "csr_alg1", preprocess: bool = True):
+        if _functions() is None:
+            raise SeerError("cuSPARSE is not loaded in this process (torch without CUDA?)")
+        self._arrays = (indptr, indices, values)
+        self._device = values.device.index
+        self._algorithm = ALGORITHMS[algorithm]
+        value_type, index_type = _VALUE_TYPES[values.dtype], _INDEX_TYPES[indptr.dtype]
+        self._matrix, self._x, self._y = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        _check(_library.cusparseCreateCsr(ctypes.byref(self._matrix), shape[0], shape[1], values.numel(),
+                                          indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), index_type,
+                                          index_type, _INDEX_BASE_ZERO, value_type), "cusparseCreateCsr")
+        # Placeholder vectors for the workspace query and the preprocessing; every call repoints them.
+        x, y = values.new_empty(shape[1]), values.new_empty(shape[0])
+        _check(_library.cusparseCreateDnVec(ctypes.byref(self._x), shape[1], x.data_ptr(), value_type),
+               "cusparseCreateDnVec")
+        _check(_library.cusparseCreateDnVec(ctypes.byref(self._y), shape[0], y.data_ptr(), value_type),
+               "cusparseCreateDnVec")
+        size = ctypes.c_size_t()
+        _check(_library.cusparseSpMV_bufferSize(self._handle(), *self._operands(), ctypes.byref(size)),
+               "cusparseSpMV_bufferSize")
+        self._workspace = torch.empty(max(size.value, 1), dtype=torch.uint8, device=values.device)
+        if preprocess:
+            _check(_library.cusparseSpMV_preprocess(self._handle(), *self._operands(), self._workspace.data_ptr()),
+                   "cusparseSpMV_preprocess")
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        handle = self._handle()
+        _library.cusparseDnVecSetValues(self._x, x.data_ptr())
+        _library.cusparseDnVecSetValues(self._y, y.data_ptr())
+        _check(_library.cusparseSpMV(handle, *self._operands(), self._workspace.data_ptr()), "cusparseSpMV")
+        return y
+
+    def repoint(self, indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor) -> None:
+        """Point the matrix descriptor at moved arrays of the same structure."""
+        self._arrays = (indptr, indices, values)
+        _check(_library.cusparseCsrSetPointers(self._matrix, indptr.data_ptr(), indices.data_ptr(),
+                                               values.data_ptr()), "cusparseCsrSetPointers")
+
+    def _handle(self) -> int:
+        """This thread's handle on the matrix's device, bound to torch's current stream there."""
+        handle = _handle(self._device)
+        _library.cusparseSetStream(handle, torch._C._cuda_getCurrentRawStream(self._device))
+        return handle
+
+    def _operands(self) -> tuple:
+        return (_NON_TRANSPOSE, ctypes.byref(_ONE), self._matrix, self._x, ctypes.byref(_ZERO), self._y,
+                _COMPUTE_32F, self._algorithm)
+
+    def __del__(self):
+        if _library:  # descriptors only: the workspace is a tensor and goes with the plan
+            for descriptor, destroy in ((self._matrix, _library.cusparseDestroySpMat),
+                                        (self._x, _library.cusparseDestroyDnVec),
+                                        (self._y, _library.cusparseDestroyDnVec)):
+                if descriptor.value:
+                    destroy(descriptor)
