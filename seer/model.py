@@ -1,16 +1,20 @@
 """A trained two-stage selector and its JSON file format (never pickle).
 
 Stage 1 looks only at the op's *known* features (free to compute) and either names a variant
-or answers :data:`GATHER`: "computing the gathered features pays off here". Stage 1 has one
-tree per expected number of calls on the same input (1, 10, 100, ...), because a gathering
-pass that costs more than one call can still pay over a hundred. Stage 2 looks at known and
-gathered features and always names a variant.
+or answers :data:`GATHER`: "computing the gathered features pays off here". Stage 2 looks at
+known and gathered features and always names a variant. Both stages have one tree per expected
+number of calls on the same input (1, 10, 100, ...): a gathering pass that costs more than one
+call can still pay over a hundred, and so can a variant's one-time preparation. A count
+between two trained ones uses the tree of the smaller (:func:`nearest_calls`).
 
-File layout (``SCHEMA = "seer.model/1"``): one JSON object with ``schema``, ``op``,
+File layout (``SCHEMA = "seer.model/2"``): one JSON object with ``schema``, ``op``,
 ``variants``, ``known_features``, ``gathered_features``, ``stage1`` (``{"<calls>": tree}``),
-``stage2`` (tree or null), ``device`` (``{"name", "capability"}``), ``versions``, ``training``
-and ``checksum`` (``{"sha256": ...}`` of the canonical JSON of everything else, so a file
-edited by hand or damaged on disk is refused). Trees use :meth:`seer.tree.Tree.to_dict`.
+``stage2`` (``{"<calls>": tree}`` or null), ``device`` (``{"name", "capability"}``),
+``versions``, ``training`` and ``checksum`` (``{"sha256": ...}`` of the canonical JSON of
+everything else, so a file edited by hand or damaged on disk is refused). Trees use
+:meth:`seer.tree.Tree.to_dict`. Version 1 files (``"seer.model/1"``, from before preparation
+costs were charged) are still read: their ``stage2`` is a single tree (or null), which then
+serves every call count.
 """
 from __future__ import annotations
 
@@ -28,8 +32,9 @@ from seer.errors import InputError, ModelError
 from seer.features_base import Feature
 from seer.tree import Tree
 
-SCHEMA = "seer.model/1"
-KNOWN_SCHEMAS = (SCHEMA,)
+SCHEMA = "seer.model/2"
+SCHEMA_V1 = "seer.model/1"  # one stage-2 tree for every call count
+KNOWN_SCHEMAS = (SCHEMA_V1, SCHEMA)
 GATHER = "gather"
 FIELDS = (
     "schema", "op", "variants", "known_features", "gathered_features",
@@ -120,7 +125,7 @@ class SelectorModel:
     known_features: tuple[str, ...]
     gathered_features: tuple[str, ...]
     stage1: dict[int, Tree]
-    stage2: Tree | None
+    stage2: dict[int, Tree] | None
     device: dict = field(default_factory=dict)
     versions: dict = field(default_factory=dict)
     training: dict = field(default_factory=dict)
@@ -131,12 +136,20 @@ class SelectorModel:
         self.gathered_features = tuple(self.gathered_features)
         _check_consistent(self)
         self._info: dict[str, Feature] | None = None
+        # Rule paths name the stage-2 tree's call count only where the counts' trees differ.
+        self._stage2_shared = self.stage2 is not None and _all_equal(self.stage2.values())
 
     # ------------------------------------------------------------------ choosing
 
     def stage1_tree(self, calls: int = 1) -> Tree:
         """The stage-1 tree trained for the largest call count <= ``calls``."""
         return self.stage1[nearest_calls(self.stage1, calls)]
+
+    def stage2_tree(self, calls: int = 1) -> Tree:
+        """The stage-2 tree trained for the largest call count <= ``calls``."""
+        if self.stage2 is None:
+            raise ModelError(f"this {self.op} model has no stage 2 (it was trained without gathered features)")
+        return self.stage2[nearest_calls(self.stage2, calls)]
 
     def choose(
         self, known: Mapping[str, float], gather: Callable[[], Mapping[str, float]], calls: int = 1,
@@ -147,15 +160,19 @@ class SelectorModel:
         ``free``: gathered features already at hand at no cost (a validation pass measured
         them); then stage 2 decides at once, as stage 1 would gather at no cost."""
         if free is not None and self.stage2 is not None:
-            variant, path = self._walk(self.stage2, {**known, **free}, "stage 2")
+            variant, path = self._walk_stage2({**known, **free}, calls)
             return Choice(variant, True, RulePath("gathered features came with the validation pass", path), 2)
         count = nearest_calls(self.stage1, calls)
         label, path = self._walk(self.stage1[count], known, f"stage 1 (tree for {count:,}+ calls)")
         if label != GATHER:
             return Choice(label, False, RulePath(path), 1)
-        features = {**known, **gather()}
-        variant, more = self._walk(self.stage2, features, "stage 2")
+        variant, more = self._walk_stage2({**known, **gather()}, calls)
         return Choice(variant, True, RulePath(path, more), 2)
+
+    def _walk_stage2(self, features: Mapping[str, float], calls: int) -> tuple[str, Callable[[], list[str]]]:
+        count = nearest_calls(self.stage2, calls)
+        stage = "stage 2" if self._stage2_shared else f"stage 2 (tree for {count:,}+ calls)"
+        return self._walk(self.stage2[count], features, stage)
 
     def _walk(self, tree: Tree, features: Mapping[str, float], stage: str) -> tuple[str, Callable[[], list[str]]]:
         """The tree's label for ``features`` and a function wording the steps that led to it."""
@@ -183,8 +200,8 @@ class SelectorModel:
             "variants": list(self.variants),
             "known_features": list(self.known_features),
             "gathered_features": list(self.gathered_features),
-            "stage1": {str(calls): tree.to_dict() for calls, tree in sorted(self.stage1.items())},
-            "stage2": None if self.stage2 is None else self.stage2.to_dict(),
+            "stage1": _trees_to_dict(self.stage1),
+            "stage2": None if self.stage2 is None else _trees_to_dict(self.stage2),
             "device": self.device,
             "versions": self.versions,
             "training": self.training,
@@ -212,8 +229,8 @@ class SelectorModel:
             variants=data["variants"],
             known_features=data["known_features"],
             gathered_features=data["gathered_features"],
-            stage1=_stage1_from_dict(data["stage1"]),
-            stage2=None if data["stage2"] is None else Tree.from_dict(data["stage2"], "stage2"),
+            stage1=_trees_from_dict(data["stage1"], "stage1"),
+            stage2=_stage2_from_dict(data["stage2"], data["schema"]),
             device=data["device"],
             versions=data["versions"],
             training=data["training"],
@@ -280,15 +297,33 @@ def _check_checksum(document: dict) -> None:
         raise ModelError("checksum mismatch: the file was corrupted or edited by hand; retrain or restore it")
 
 
-def _stage1_from_dict(data: Any) -> dict[int, Tree]:
+def _trees_to_dict(trees: Mapping[int, Tree]) -> dict[str, dict]:
+    return {str(calls): tree.to_dict() for calls, tree in sorted(trees.items())}
+
+
+def _trees_from_dict(data: Any, stage: str) -> dict[int, Tree]:
+    """``{"<calls>": tree}`` of one stage as ``{calls: Tree}``."""
     if not isinstance(data, dict) or not data:
-        raise ModelError("stage1 must be a non-empty object mapping call counts to trees")
+        raise ModelError(f"{stage} must be a non-empty object mapping call counts to trees")
     trees = {}
     for key, tree in data.items():
         if not (isinstance(key, str) and key.isdigit() and int(key) >= 1):
-            raise ModelError(f"stage1 keys are call counts >= 1, got {key!r}")
-        trees[int(key)] = Tree.from_dict(tree, f"stage1[{key}]")
+            raise ModelError(f"{stage} keys are call counts >= 1, got {key!r}")
+        trees[int(key)] = Tree.from_dict(tree, f"{stage}[{key}]")
     return trees
+
+
+def _stage2_from_dict(data: Any, schema: str) -> dict[int, Tree] | None:
+    if data is None:
+        return None
+    if schema == SCHEMA_V1:  # one tree, trained on times per call alone: it serves every count
+        return {1: Tree.from_dict(data, "stage2")}
+    return _trees_from_dict(data, "stage2")
+
+
+def _all_equal(trees: Iterable[Tree]) -> bool:
+    first, *rest = trees
+    return all(tree is first or tree == first for tree in rest)
 
 
 def _check_consistent(model: SelectorModel) -> None:
@@ -299,12 +334,14 @@ def _check_consistent(model: SelectorModel) -> None:
         raise ModelError(f"{GATHER!r} is reserved for stage 1 and cannot name a variant")
     if not model.stage1:
         raise ModelError("the model has no stage-1 tree")
+    if model.stage2 is not None and not (isinstance(model.stage2, Mapping) and model.stage2):
+        raise ModelError(f"stage2 must map call counts to trees, or be None; got {model.stage2!r}")
     choices = set(model.variants) | ({GATHER} if model.stage2 is not None else set())
     for calls, tree in model.stage1.items():
         _check_tree(tree, f"stage1[{calls}]", set(model.known_features), choices)
-    if model.stage2 is not None:
+    for calls, tree in (model.stage2 or {}).items():
         features = set(model.known_features) | set(model.gathered_features)
-        _check_tree(model.stage2, "stage2", features, set(model.variants))
+        _check_tree(tree, f"stage2[{calls}]", features, set(model.variants))
 
 
 def _check_tree(tree: Tree, where: str, features: set[str], labels: set[str]) -> None:

@@ -114,8 +114,10 @@ def _save(figure: Figure, path: Path) -> Path:
 
 
 def _tree_to_draw(model: SelectorModel) -> tuple[str, Tree]:
+    """The stage-2 tree (else the stage-1 one) for the fewest calls the model was trained for."""
     if model.stage2 is not None:
-        return f"{model.op}: stage 2 (after gathering)", model.stage2
+        calls = min(model.stage2)
+        return f"{model.op}: stage 2 (after gathering), {_calls_label(calls)}", model.stage2[calls]
     calls = min(model.stage1)
     return f"{model.op}: stage 1, {_calls_label(calls)}", model.stage1[calls]
 

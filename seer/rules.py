@@ -62,8 +62,10 @@ def to_markdown(model: SelectorModel, source: str | Path | None = None, level: i
 
 
 def to_python(model: SelectorModel, source: str | Path | None = None) -> str:
-    """A standalone module: ``choose_stage1_calls_<c>(f)`` per stage-1 tree (named after the first call
-    count it serves), ``choose_stage2(f)``, and ``STAGE1``: every call count -> its function."""
+    """A standalone module: ``choose_stage1_calls_<c>(f)`` per stage-1 tree and
+    ``choose_stage2_calls_<c>(f)`` per stage-2 tree (each named after the first call count it
+    serves), and ``STAGE1`` / ``STAGE2``: every call count -> its function (no stage-2 functions
+    and no ``STAGE2`` for a model without stage 2)."""
     info = model.feature_info()
     lines = [f"# {line}" for line in header_lines(model, source)]
     lines += [
@@ -72,25 +74,20 @@ def to_python(model: SelectorModel, source: str | Path | None = None) -> str:
         f"GATHER = {GATHER!r}",
         f"VARIANTS = {tuple(model.variants)!r}",
     ]
-    served = {}
-    for counts, tree in _stage1_trees(model):
-        lines += ["", ""] + _python_function(f"choose_stage1_calls_{counts[0]}", tree, info)
-        served.update({calls: counts[0] for calls in counts})
+    lines += _python_stage(1, model.stage1, info)
     if model.stage2 is not None:
-        lines += ["", ""] + _python_function("choose_stage2", model.stage2, info)
-    table = ", ".join(f"{calls}: choose_stage1_calls_{first}" for calls, first in served.items())
-    lines += ["", "", f"STAGE1 = {{{table}}}"]
+        lines += _python_stage(2, model.stage2, info)
     return "\n".join(lines) + "\n"
 
 
 # ---------------------------------------------------------------------- rendering
 
 
-def _stage1_trees(model: SelectorModel) -> list[tuple[list[int], Tree]]:
-    """Stage-1 trees with the call counts each serves; neighbouring counts with equal trees share one."""
+def _grouped_trees(trees: dict[int, Tree]) -> list[tuple[list[int], Tree]]:
+    """One stage's trees with the call counts each serves; neighbouring counts with equal trees share one."""
     merged: list[tuple[list[int], Tree]] = []
-    for calls in sorted(model.stage1):
-        tree = model.stage1[calls]
+    for calls in sorted(trees):
+        tree = trees[calls]
         if merged and merged[-1][1] == tree:
             merged[-1][0].append(calls)
         else:
@@ -98,13 +95,19 @@ def _stage1_trees(model: SelectorModel) -> list[tuple[list[int], Tree]]:
     return merged
 
 
-def _sections(model: SelectorModel) -> Iterator[tuple[str, Tree]]:
-    groups = _stage1_trees(model)
+def _ranged_trees(trees: dict[int, Tree]) -> Iterator[tuple[str, Tree]]:
+    """(the calls it serves, in words; tree) per group of :func:`_grouped_trees`."""
+    groups = _grouped_trees(trees)
     for i, (counts, tree) in enumerate(groups):
         following = groups[i + 1][0][0] if i + 1 < len(groups) else None
-        yield f"Stage 1, {_calls_range(counts[0] if i else None, following)} (known features only)", tree
-    if model.stage2 is not None:
-        yield "Stage 2, after gathering or on features a validation pass measured (known and gathered features)", model.stage2
+        yield _calls_range(counts[0] if i else None, following), tree
+
+
+def _sections(model: SelectorModel) -> Iterator[tuple[str, Tree]]:
+    for calls, tree in _ranged_trees(model.stage1):
+        yield f"Stage 1, {calls} (known features only)", tree
+    for calls, tree in _ranged_trees(model.stage2 or {}):
+        yield f"Stage 2, after gathering or on features a validation pass measured, {calls} (known and gathered features)", tree
 
 
 def _calls_range(first: int | None, following: int | None) -> str:
@@ -166,6 +169,17 @@ def _tree_lines(tree: Tree, info: dict[str, Feature], style: _Style) -> list[str
 
     _walk(tree, info, style.ascii_only, visit)
     return lines
+
+
+def _python_stage(stage: int, trees: dict[int, Tree], info: dict[str, Feature]) -> list[str]:
+    """A function per group of equal trees, then ``STAGE<stage>``: every call count -> its function."""
+    lines, served = [], {}
+    for counts, tree in _grouped_trees(trees):
+        name = f"choose_stage{stage}_calls_{counts[0]}"
+        lines += ["", ""] + _python_function(name, tree, info)
+        served.update({calls: name for calls in counts})
+    table = ", ".join(f"{calls}: {name}" for calls, name in served.items())
+    return lines + ["", "", f"STAGE{stage} = {{{table}}}"]
 
 
 def _python_function(name: str, tree: Tree, info: dict[str, Feature]) -> list[str]:

@@ -1,10 +1,15 @@
 """Training two-stage selectors from profile tables, scored by grouped cross-validation.
 
-Stage 2 (when the table has gathered features) learns known + gathered features -> fastest
-variant. Stage 1 learns, for each expected number of calls ``c``, known features -> the
-cheapest of ``c * t_v`` for every variant ``v`` and ``gather_ms + c * t_(stage-2 pick)`` for
-gathering; the stage-2 picks there are out-of-fold, so stage 1 sees how good stage 2 really
-is on inputs it was not trained on. Seer's own split (per call count, a gate between a tree on
+Costs are per expected number of calls ``c`` on the same input: variant ``v`` costs
+``t_v + p_v / c`` per call, its time per call plus its one-time preparation ``p_v`` (the
+table's ``prepare_ms:<v>``, 0 where absent) spread over the calls. Both stages have one tree
+per call count. Stage 2 (when the table has gathered features) learns known + gathered
+features -> the variant of least cost per call. Stage 1 learns known features -> the cheapest
+of ``c * t_v + p_v`` for every variant ``v`` and ``gather_ms + c * t_s + p_s`` for gathering,
+``s`` being stage 2's pick for ``c`` calls; the stage-2 picks there are out-of-fold, so stage 1
+sees how good stage 2 really is on inputs it was not trained on. Without preparation costs
+every call count has the same stage-2 costs, so one stage-2 tree serves them all (and without
+gathering, one stage-1 tree too). Seer's own split (per call count, a gate between a tree on
 known features and gathering) was tried and scored the same (``benchmarks/NOTES.md``, SpMV 12).
 
 Both stages are regret trees: scikit-learn grows a multi-output regression tree on each row's
@@ -38,7 +43,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -82,6 +87,7 @@ class _Data:
     known: np.ndarray  # [n, known features]
     full: np.ndarray | None  # [n, known + gathered features]; None without stage 2
     times: np.ndarray  # [n, variants] ms per call
+    prepare: np.ndarray  # [n, variants] one-time ms per input, 0 where a variant needs none
     gather_ms: np.ndarray  # [n]
     groups: np.ndarray  # [n]
 
@@ -97,6 +103,7 @@ class _Data:
             known=table.features(known),
             full=table.features([*known, *gathered]) if gathered else None,
             times=table.times,
+            prepare=table.prepare_ms,
             gather_ms=np.zeros(len(table)) if gather_ms is None else gather_ms,
             groups=table.groups,
         )
@@ -104,8 +111,17 @@ class _Data:
     def take(self, rows: np.ndarray) -> _Data:
         return _Data(
             self.known[rows], None if self.full is None else self.full[rows],
-            self.times[rows], self.gather_ms[rows], self.groups[rows],
+            self.times[rows], self.prepare[rows], self.gather_ms[rows], self.groups[rows],
         )
+
+    @property
+    def has_preparation(self) -> bool:
+        """Whether any variant has a preparation cost (else every call count costs the same per call)."""
+        return bool(self.prepare.any())
+
+    def cost(self, calls: int) -> np.ndarray:
+        """[n, variants] ms per call over ``calls`` calls: the time per call plus the preparation spread over them."""
+        return self.times + self.prepare / calls
 
 
 @dataclass(frozen=True)
@@ -118,7 +134,7 @@ class _Fitted:
 
 
 class TwoStageSelector:
-    """Trains stage-1 trees (one per call count) and a stage-2 tree from a profile table.
+    """Trains stage-1 and stage-2 trees (one per call count each) from a profile table.
 
     ``max_depth``, ``min_samples_leaf`` and ``regret_cap`` are each a value, a list of candidates,
     or None for the defaults (``DEFAULT_DEPTHS``, ``DEFAULT_LEAVES``, ``DEFAULT_REGRET_CAPS``);
@@ -158,25 +174,40 @@ class TwoStageSelector:
         def tune(X: np.ndarray, costs: np.ndarray, features: Sequence[str], labels: Sequence[str]) -> _Fitted:
             return _tune_tree(X, costs, features, labels, splits, depths, leaves, caps, self.random_state)
 
-        stage2 = None
-        if data.full is not None:
-            stage2 = tune(data.full, data.times, (*self.known_, *self.gathered_), self.variants_)
-        self.stage2_ = None if stage2 is None else stage2.tree
-        stage1: dict[int, _Fitted] = {}
-        for calls in sorted(set(self.calls)):
-            if stage2 is None and stage1:
-                # Without gathering, c * t_v has the same argmin for every c: one tree serves all.
-                stage1[calls] = next(iter(stage1.values()))
-                continue
-            costs = _stage1_costs(data, None if stage2 is None else stage2.out_of_fold, calls)
-            labels = (*self.variants_, GATHER) if stage2 is not None else self.variants_
-            stage1[calls] = tune(data.known, costs, self.known_, labels)
+        counts = sorted(set(self.calls))
+        stage2 = self._fit_stage2(data, counts, tune) if data.full is not None else {}
+        stage1 = self._fit_stage1(data, counts, tune, stage2)
         self.stage1_ = {calls: fitted.tree for calls, fitted in stage1.items()}
+        self.stage2_ = {calls: fitted.tree for calls, fitted in stage2.items()} or None
         self.hyperparameters_ = {
             "folds": folds,
             "stage1": {str(calls): fitted.params for calls, fitted in stage1.items()},
-            "stage2": None if stage2 is None else stage2.params,
+            "stage2": {str(calls): fitted.params for calls, fitted in stage2.items()} or None,
         }
+
+    def _fit_stage2(self, data: _Data, counts: list[int], tune: Callable[..., _Fitted]) -> dict[int, _Fitted]:
+        """A tuned stage-2 tree per call count, on known + gathered features."""
+        def fit(calls: int) -> _Fitted:
+            return tune(data.full, data.cost(calls), (*self.known_, *self.gathered_), self.variants_)
+
+        if not data.has_preparation:
+            # Every count then costs data.times per call: one tree serves them all.
+            return dict.fromkeys(counts, fit(counts[0]))
+        return {calls: fit(calls) for calls in counts}
+
+    def _fit_stage1(self, data: _Data, counts: list[int], tune: Callable[..., _Fitted],
+                    stage2: dict[int, _Fitted]) -> dict[int, _Fitted]:
+        """A tuned stage-1 tree per call count, on known features; it may answer GATHER when there is a stage 2."""
+        labels = (*self.variants_, GATHER) if stage2 else self.variants_
+
+        def fit(calls: int) -> _Fitted:
+            costs = _stage1_costs(data, stage2[calls].out_of_fold if stage2 else None, calls)
+            return tune(data.known, costs, self.known_, labels)
+
+        if not stage2 and not data.has_preparation:
+            # Without gathering or preparation, c * t_v has the same argmin for every c: one tree serves all.
+            return dict.fromkeys(counts, fit(counts[0]))
+        return {calls: fit(calls) for calls in counts}
 
     # ------------------------------------------------------------------ predicting
 
@@ -194,13 +225,18 @@ class TwoStageSelector:
         gathered = np.array([label == GATHER for label in labels], dtype=bool)
         if gathered.any():
             full = data.full.tolist()
-            labels = [self.stage2_.predict(full[i]) if g else label for i, (label, g) in enumerate(zip(labels, gathered))]
+            stage2 = self._stage2_tree(calls)
+            labels = [stage2.predict(full[i]) if g else label for i, (label, g) in enumerate(zip(labels, gathered))]
         return np.array([index[label] for label in labels], dtype=int), gathered
 
-    def _stage2_choice(self, data: _Data) -> np.ndarray:
-        """Stage 2's variant index per row, as if every row had been gathered."""
+    def _stage2_choice(self, data: _Data, calls: int) -> np.ndarray:
+        """Stage 2's variant index per row for ``calls`` calls, as if every row had been gathered."""
         index = {name: i for i, name in enumerate(self.variants_)}
-        return np.array([index[self.stage2_.predict(row)] for row in data.full.tolist()], dtype=int)
+        stage2 = self._stage2_tree(calls)
+        return np.array([index[stage2.predict(row)] for row in data.full.tolist()], dtype=int)
+
+    def _stage2_tree(self, calls: int) -> Tree:
+        return self.stage2_[nearest_calls(self.stage2_, calls)]
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "stage1_"):
@@ -221,7 +257,7 @@ class TwoStageSelector:
         n = len(table)
         choice = {c: np.zeros(n, dtype=int) for c in calls}
         gathered = {c: np.zeros(n, dtype=bool) for c in calls}
-        stage2 = np.zeros(n, dtype=int) if data.full is not None else None
+        stage2 = {c: np.zeros(n, dtype=int) for c in calls} if data.full is not None else None
         single = np.zeros(n, dtype=int)
         fold_of = np.zeros(n, dtype=int)
         for k, (train, test) in enumerate(grouped_folds(data.groups, folds, self.fold_seed)):
@@ -233,7 +269,8 @@ class TwoStageSelector:
             for c in calls:
                 choice[c][test], gathered[c][test] = inner._choose(held_out, c)
             if stage2 is not None:
-                stage2[test] = inner._stage2_choice(held_out)
+                for c in calls:
+                    stage2[c][test] = inner._stage2_choice(held_out, c)
             single[test] = _best_single(data.times[train])
             fold_of[test] = k
         report = _report(table, data, calls, folds, _Outcome(choice, gathered, single, fold_of))
@@ -241,7 +278,7 @@ class TwoStageSelector:
             free_gather_ms = np.asarray(free_gather_ms, dtype=float)
             if free_gather_ms.shape != (n,) or not np.isfinite(free_gather_ms).all() or (free_gather_ms < 0).any():
                 raise ValueError(f"free_gather_ms must hold {n} finite, non-negative costs (one per row)")
-            validated = _Outcome({c: stage2 for c in calls}, {c: np.ones(n, dtype=bool) for c in calls}, single, fold_of)
+            validated = _Outcome(stage2, {c: np.ones(n, dtype=bool) for c in calls}, single, fold_of)
             report.validated_scores = _subset_scores(table, replace(data, gather_ms=free_gather_ms), calls,
                                                      validated, _hand_rule(table)[0])
         return report
@@ -272,7 +309,7 @@ class TwoStageSelector:
             known_features=self.known_,
             gathered_features=self.gathered_ if self.stage2_ is not None else (),
             stage1=dict(self.stage1_),
-            stage2=self.stage2_,
+            stage2=None if self.stage2_ is None else dict(self.stage2_),
             device=_device(table.meta),
             versions=_versions(table.meta),
             training=training,
@@ -354,8 +391,8 @@ def _fraction_of_oracle(regret: np.ndarray, labels: np.ndarray) -> float:
 
 
 def _stage1_costs(data: _Data, stage2_pick: np.ndarray | None, calls: int) -> np.ndarray:
-    """[n, variants (+ gather)] total ms of ``calls`` calls for each stage-1 choice."""
-    run = calls * data.times
+    """[n, variants (+ gather)] total ms of ``calls`` calls for each stage-1 choice, preparation included."""
+    run = calls * data.cost(calls)
     if stage2_pick is None:
         return run
     after_gathering = data.gather_ms + run[np.arange(len(run)), stage2_pick]
@@ -363,7 +400,7 @@ def _stage1_costs(data: _Data, stage2_pick: np.ndarray | None, calls: int) -> np
 
 
 def _best_single(times: np.ndarray) -> int:
-    """The variant with the best geometric-mean time: what one would ship without seer."""
+    """The variant with the best geometric-mean time per call: what one would ship without seer."""
     return int(np.log(times).sum(axis=0).argmin())
 
 
@@ -424,12 +461,17 @@ class TrainingReport:
     """Held-out scores of a training procedure on one table.
 
     ``scores[subset][calls][metric]`` with subset ``all`` (and ``real`` / ``other`` when the
-    table has a ``source`` column). Metrics are geometric means over rows:
+    table has a ``source`` column). A variant's time at ``calls`` calls is its cost per call: time
+    per call plus its preparation spread over the calls. Metrics are geometric means over rows:
     ``fraction_of_oracle`` (oracle time / chosen time, per call), ``fraction_of_oracle_with_gather``
     (the same with the gathering cost spread over ``calls`` calls), ``speedup_vs_best_single``,
     ``speedup_vs_<baseline>``, ``speedup_vs_hand_rule`` (others' time / seer's time including
-    gathering), plus ``accuracy`` and ``gather_rate`` (shares of rows).
-    ``held_out`` has one row per input with its fold, oracle and the choice per call count.
+    gathering; baselines as measured, the best single variant and the hand rule's pick charged
+    their preparation), plus ``accuracy`` (the choice is the oracle's) and ``gather_rate``
+    (shares of rows).
+    ``held_out`` has one row per input with its fold, its fastest variant per call ignoring
+    preparation (``oracle``, ``oracle_ms``), and per call count the oracle (``oracle@<calls>``),
+    the choice, whether it gathered and chosen / oracle cost with gathering (``ratio@<calls>``).
     """
 
     op: str
@@ -524,9 +566,9 @@ def _subset_scores(table, data: _Data, calls, outcome: _Outcome, hand, subsets=N
 
 def _scores(table: ProfileTable, data: _Data, mask: np.ndarray, calls: int, outcome: _Outcome, hand: np.ndarray | None) -> dict[str, float]:
     rows = np.flatnonzero(mask)
-    times = data.times[rows]
-    best = times.min(axis=1)
-    chosen = times[np.arange(len(rows)), outcome.choice[calls][rows]]
+    cost = data.cost(calls)[rows]
+    best = cost.min(axis=1)
+    chosen = cost[np.arange(len(rows)), outcome.choice[calls][rows]]
     gathered = outcome.gathered[calls][rows]
     total = calls * chosen + gathered * data.gather_ms[rows]
 
@@ -537,15 +579,15 @@ def _scores(table: ProfileTable, data: _Data, mask: np.ndarray, calls: int, outc
     scores = {
         "fraction_of_oracle": _geomean(best / chosen),
         "fraction_of_oracle_with_gather": _geomean(calls * best / total),
-        "speedup_vs_best_single": speedup_over(times[np.arange(len(rows)), outcome.single[rows]]),
+        "speedup_vs_best_single": speedup_over(cost[np.arange(len(rows)), outcome.single[rows]]),
     }
     for j, name in enumerate(table.baselines):
         baseline = table.baseline_times[rows, j]
         if np.isfinite(baseline).any():
             scores[f"speedup_vs_{name}"] = speedup_over(baseline)
     if hand is not None:
-        scores["speedup_vs_hand_rule"] = speedup_over(times[np.arange(len(rows)), hand[rows]])
-    scores["accuracy"] = float(np.mean(outcome.choice[calls][rows] == times.argmin(axis=1)))
+        scores["speedup_vs_hand_rule"] = speedup_over(cost[np.arange(len(rows)), hand[rows]])
+    scores["accuracy"] = float(np.mean(outcome.choice[calls][rows] == cost.argmin(axis=1)))
     scores["gather_rate"] = float(gathered.mean())
     return {key: round(value, 6) for key, value in scores.items()}
 
@@ -573,15 +615,16 @@ def _hand_rule(table: ProfileTable) -> tuple[np.ndarray | None, list[str]]:
 
 def _held_out_frame(table: ProfileTable, data: _Data, calls: tuple[int, ...], outcome: _Outcome) -> pd.DataFrame:
     variants = np.asarray(table.variants, dtype=object)
-    best = data.times.min(axis=1)
+    rows = np.arange(len(table))
     columns = {"id": table.ids, "group": table.groups}
     if table.sources is not None:
         columns["source"] = table.sources
-    columns.update({"fold": outcome.fold, "oracle": variants[data.times.argmin(axis=1)], "oracle_ms": best})
+    columns.update({"fold": outcome.fold, "oracle": variants[data.times.argmin(axis=1)], "oracle_ms": data.times.min(axis=1)})
     for c in calls:
-        chosen = data.times[np.arange(len(best)), outcome.choice[c]]
-        total = c * chosen + outcome.gathered[c] * data.gather_ms
+        cost = data.cost(c)
+        total = c * cost[rows, outcome.choice[c]] + outcome.gathered[c] * data.gather_ms
+        columns[f"oracle@{c}"] = variants[cost.argmin(axis=1)]
         columns[f"choice@{c}"] = variants[outcome.choice[c]]
         columns[f"gathered@{c}"] = outcome.gathered[c]
-        columns[f"ratio@{c}"] = total / (c * best)
+        columns[f"ratio@{c}"] = total / (c * cost.min(axis=1))
     return pd.DataFrame(columns)

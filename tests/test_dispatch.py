@@ -99,7 +99,7 @@ def test_validated_matrices_skip_stage1(monkeypatch):
     model = SelectorModel(
         op="spmv", variants=(SMALL, BIG), known_features=known, gathered_features=everything[len(known):],
         stage1={1: _split(known, (SMALL, BIG, GATHER), "nnz", 1e12, SMALL, GATHER)},
-        stage2=_split(everything, (SMALL, BIG), "row_cv", 0.5, SMALL, BIG),
+        stage2={1: _split(everything, (SMALL, BIG), "row_cv", 0.5, SMALL, BIG)},
         device={"name": "cpu", "capability": None}, versions={}, training={})
     m = _matrix(400, 300, 0.02, 3)
     m[0, :] = 1.0  # one dense row: row-length CV far above 0.5

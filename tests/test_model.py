@@ -25,18 +25,25 @@ def split_tree(features, labels, feature, threshold, left_label, right_label):
 
 
 def make_model(op="toy", variants=VARIANTS, known=KNOWN_NAMES, stage2=True, stage1=None):
+    """``stage2``: True for one tree serving every call count, False for none, or a ``{calls: tree}``."""
     labels = (*VARIANTS, GATHER)
     if stage1 is None:
         stage1 = {
             1: split_tree(KNOWN_NAMES, labels, 2, 4999.5, "a", GATHER),  # gather for big nnz
             100: split_tree(KNOWN_NAMES, labels, 2, 99.5, "a", GATHER),
         }
-    tree2 = split_tree(ALL_NAMES, VARIANTS, 4, 2.0, "b", "c") if stage2 else None
+    if stage2 is True:
+        stage2 = {1: split_tree(ALL_NAMES, VARIANTS, 4, 2.0, "b", "c")}
     return SelectorModel(
         op=op, variants=variants, known_features=known, gathered_features=ALL_NAMES[4:] if stage2 else (),
-        stage1=stage1, stage2=tree2, device={"name": "Synthetic GPU", "capability": [9, 0]},
+        stage1=stage1, stage2=stage2 or None, device={"name": "Synthetic GPU", "capability": [9, 0]},
         versions={"seer": "0.1.0"}, training={"table": "t.csv", "sha256": "0" * 64, "command": "test"},
     )
+
+
+def two_stage2_trees():
+    """Stage 2 splits on row_cv at 2 below 100 calls and runs "a" from 100 calls on."""
+    return {1: split_tree(ALL_NAMES, VARIANTS, 4, 2.0, "b", "c"), 100: split_tree(ALL_NAMES, VARIANTS, 4, 2.0, "a", "a")}
 
 
 def known(nnz):
@@ -107,6 +114,47 @@ def test_more_calls_use_their_own_tree():
         model.stage1_tree(0)
 
 
+def test_stage2_has_a_tree_per_call_count_too():
+    model = make_model(stage2=two_stage2_trees())
+    assert model.stage2_tree(1) is model.stage2[1] and model.stage2_tree(99) is model.stage2[1]
+    assert model.stage2_tree(100) is model.stage2[100] and model.stage2_tree(10**6) is model.stage2[100]
+    skewed = {"row_cv": 3.0, "row_max": 40}
+    few = model.choose(known(20_000), lambda: skewed, calls=1)
+    assert few.variant == "c" and few.path[-1] == "stage 2 (tree for 1+ calls) -> c"
+    many = model.choose(known(20_000), lambda: skewed, calls=500)
+    assert many.variant == "a" and many.path[-1] == "stage 2 (tree for 100+ calls) -> a"
+    # The validation pass's features go to the stage-2 tree of the call count as well.
+    assert model.choose(known(1000), never_gather, calls=1, free=skewed).variant == "c"
+    validated = model.choose(known(1000), never_gather, calls=100, free=skewed)
+    assert validated.variant == "a" and validated.path[-1] == "stage 2 (tree for 100+ calls) -> a"
+    loaded = SelectorModel.from_dict(json.loads(json.dumps(model.to_dict())))
+    assert loaded == model and set(loaded.stage2) == {1, 100}
+    with pytest.raises(ModelError, match="has no stage 2"):
+        make_model(stage2=False, stage1={1: split_tree(KNOWN_NAMES, VARIANTS, 2, 4999.5, "a", "b")}).stage2_tree(1)
+    with pytest.raises(ModelError, match="stage2 must map call counts to trees"):
+        make_model(stage2=split_tree(ALL_NAMES, VARIANTS, 4, 2.0, "b", "c"))
+
+
+def test_version1_files_load_with_one_stage2_tree_for_every_count(tmp_path):
+    """A file written before stage 2 had a tree per call count: its single tree serves them all."""
+    model = make_model()
+    content = {**model.to_dict(), "schema": "seer.model/1", "stage2": model.stage2[1].to_dict()}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({**content, "checksum": {"sha256": checksum(content)}}))
+    loaded = SelectorModel.load(path, op="toy")
+    assert loaded.stage2 == {1: model.stage2[1]}
+    assert all(loaded.stage2_tree(calls) is loaded.stage2[1] for calls in (1, 10, 1000, 10**9))
+    choice = loaded.choose(known(20_000), lambda: {"row_cv": 3.0, "row_max": 40}, calls=1000)
+    assert choice.variant == "c" and choice.path[-1] == "stage 2 -> c"
+    resaved = SelectorModel.load(loaded.save(tmp_path / "new.json"))
+    assert json.loads((tmp_path / "new.json").read_text())["schema"] == SCHEMA == "seer.model/2"
+    assert resaved == loaded
+    content["schema"] = "seer.model/0"
+    path.write_text(json.dumps({**content, "checksum": {"sha256": checksum(content)}}))
+    with pytest.raises(ModelError, match="unknown schema 'seer.model/0'"):
+        SelectorModel.load(path)
+
+
 def test_choose_refuses_missing_or_nan_features():
     model = make_model()
     with pytest.raises(InputError, match="needs feature 'mean_row'"):
@@ -153,16 +201,20 @@ def rewrite(path, change, fix_checksum=True):
 @pytest.mark.parametrize(
     "change, fix_checksum, message",
     [
-        (lambda d: d["stage2"]["threshold"].__setitem__(0, 2.5), False, "checksum mismatch: the file was corrupted or edited by hand"),
+        (lambda d: d["stage2"]["1"]["threshold"].__setitem__(0, 2.5), False, "checksum mismatch: the file was corrupted or edited by hand"),
         (lambda d: d.pop("checksum"), False, "no checksum"),
-        (lambda d: d.update(schema="seer.model/99"), True, r"unknown schema 'seer.model/99'; this seer reads \['seer.model/1'\]"),
+        (lambda d: d.update(schema="seer.model/99"), True,
+         r"unknown schema 'seer.model/99'; this seer reads \['seer.model/1', 'seer.model/2'\]"),
         (lambda d: d.pop("schema"), True, "unknown schema None"),
         (lambda d: d.pop("training"), True, r"missing field\(s\) \['training'\]"),
         (lambda d: d.update(variants="abc"), True, "'variants' must be a list of strings"),
         (lambda d: d.update(stage1={}), True, "stage1 must be a non-empty object"),
         (lambda d: d["stage1"].update({"0": d["stage1"]["1"]}), True, "stage1 keys are call counts >= 1"),
-        (lambda d: d["stage2"]["left"].__setitem__(0, 7), True, r"stage2: node 0: children \(7, 2\) out of range"),
-        (lambda d: d.update(variants=["a", "b"]), True, r"stage2 chooses \['c'\], which are not among \['a', 'b'\]"),
+        (lambda d: d["stage2"]["1"]["left"].__setitem__(0, 7), True, r"stage2\[1\]: node 0: children \(7, 2\) out of range"),
+        (lambda d: d.update(variants=["a", "b"]), True, r"stage2\[1\] chooses \['c'\], which are not among \['a', 'b'\]"),
+        (lambda d: d.update(stage2={}), True, "stage2 must be a non-empty object mapping call counts to trees"),
+        (lambda d: d["stage2"].update({"x": d["stage2"]["1"]}), True, "stage2 keys are call counts >= 1, got 'x'"),
+        (lambda d: d.update(stage2=d["stage2"]["1"]), True, "stage2 keys are call counts >= 1, got 'features'"),
         (lambda d: d.update(known_features=["rows", "nnz"]), True, r"stage1\[1\] uses features \['cols', 'mean_row'\]"),
         (lambda d: d.update(stage2=None), True, r"stage1\[1\] chooses \['gather'\]"),
         (lambda d: d.update(variants=["a", "b", "c", "gather"]), True, "'gather' is reserved"),

@@ -1,11 +1,14 @@
 """The written report: Markdown sections and valid PNG figures."""
+from dataclasses import replace
+
 import matplotlib.image
 import pytest
 from synthetic_profiles import planted_frame, planted_meta, toy_op  # noqa: F401 (toy_op is a fixture)
 
-from seer.report import write_report
+from seer.report import _tree_to_draw, write_report
 from seer.table import ProfileTable
 from seer.train import TwoStageSelector
+from seer.tree import Tree
 
 pytestmark = pytest.mark.usefixtures("toy_op")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -51,3 +54,13 @@ def test_report_without_stage2_draws_stage1(tmp_path):
     check_pngs(paths[1:])
     markdown = paths[0].read_text()
     assert "Stage 2" not in markdown and "**all** (27 inputs)" in markdown
+
+
+def test_the_drawn_stage2_tree_is_the_one_for_the_fewest_calls():
+    model, _ = train(planted_frame(groups=9, per_group=3))
+    trained = model.stage2[1]
+    single_leaf = Tree(trained.features, trained.labels, (-1,), (None,), (-1,), (-1,), (0,), (27,), (0.3,))
+    assert _tree_to_draw(replace(model, stage2={1: trained, 100: single_leaf})) == (
+        "toy: stage 2 (after gathering), 1 call", trained)
+    assert _tree_to_draw(replace(model, stage2={10: single_leaf, 100: trained})) == (
+        "toy: stage 2 (after gathering), 10 calls", single_leaf)

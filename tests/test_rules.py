@@ -70,7 +70,7 @@ def test_equal_neighbouring_stage1_trees_are_written_once():
 
 def random_inputs(model, n, rng):
     """Feature dicts around every threshold, including values exactly on them."""
-    trees = [*model.stage1.values(), model.stage2]
+    trees = [*model.stage1.values(), *model.stage2.values()]
     names = trees[-1].features
     cut = {name: [] for name in names}
     for tree in trees:
@@ -96,16 +96,42 @@ def test_generated_module_agrees_with_the_trees(trained):
     namespace = {}
     exec(compile(source, "generated_rules.py", "exec"), namespace)
     assert namespace["GATHER"] == GATHER and namespace["VARIANTS"] == model.variants
-    assert set(namespace["STAGE1"]) == set(model.stage1)
-    rng = np.random.default_rng(0)
-    inputs = random_inputs(model, 500, rng)
+    assert set(namespace["STAGE1"]) == set(model.stage1) and set(namespace["STAGE2"]) == set(model.stage2)
+    # Without preparation costs one stage-2 tree serves every count: written once.
+    assert len({id(f) for f in namespace["STAGE2"].values()}) == 1 and "choose_stage2_calls_1" in namespace
+    assert_module_agrees(namespace, model, np.random.default_rng(0))
+
+
+def assert_module_agrees(namespace, model, rng):
     on_threshold = 0
-    for f in inputs:
-        for calls, tree in model.stage1.items():
-            assert namespace["STAGE1"][calls](f) == tree.predict([f[n] for n in tree.features])
-        assert namespace["choose_stage2"](f) == model.stage2.predict([f[n] for n in model.stage2.features])
-        on_threshold += f["nnz"] in model.stage2.threshold
+    for f in random_inputs(model, 500, rng):
+        for stage, trees in ((1, model.stage1), (2, model.stage2)):
+            for calls, tree in trees.items():
+                assert namespace[f"STAGE{stage}"][calls](f) == tree.predict([f[n] for n in tree.features])
+        on_threshold += any(f["nnz"] in tree.threshold for tree in model.stage2.values())
     assert on_threshold > 10  # the "<=" edge really was exercised
+
+
+def test_different_stage2_trees_per_call_count(trained):
+    """Two stage-2 trees (one for fewer than 100 calls, one from 100 on): a section and a function each."""
+    _, trained_model = trained
+    few = trained_model.stage2[1]
+    many = Tree(few.features, few.labels, (-1,), (None,), (-1,), (-1,), (0,), (300,), (0.4,))
+    model = SelectorModel(trained_model.op, trained_model.variants, trained_model.known_features,
+                          trained_model.gathered_features, trained_model.stage1, {1: few, 10: few, 100: many, 1000: many})
+    text = rules.to_text(model)
+    assert "Stage 2, after gathering or on features a validation pass measured, fewer than 100 calls" in text
+    assert "Stage 2, after gathering or on features a validation pass measured, 100 or more calls" in text
+    assert text.count("Stage 2,") == 2
+    assert "### Stage 2, after gathering or on features a validation pass measured, 100 or more calls" in rules.to_markdown(model, level=2)
+    namespace = {}
+    exec(compile(rules.to_python(model), "generated_rules.py", "exec"), namespace)
+    assert namespace["STAGE2"][1] is namespace["STAGE2"][10] is namespace["choose_stage2_calls_1"]
+    assert namespace["STAGE2"][100] is namespace["STAGE2"][1000] is namespace["choose_stage2_calls_100"]
+    assert_module_agrees(namespace, model, np.random.default_rng(1))
+    skewed = {name: 0.0 for name in few.features} | {"row_cv": 3.0, "nnz": 20_000.0}
+    assert namespace["STAGE2"][1](skewed) == few.predict([skewed[n] for n in few.features]) != "a"
+    assert namespace["STAGE2"][1000](skewed) == "a"
 
 
 def test_generated_module_is_plain_python(trained):
@@ -122,5 +148,5 @@ def test_rules_of_a_model_without_stage2():
     assert "Stage 2" not in text and "gather" not in text.split("regenerate")[1]
     namespace = {}
     exec(rules.to_python(model), namespace)
-    assert "choose_stage2" not in namespace
+    assert "STAGE2" not in namespace and not any(name.startswith("choose_stage2") for name in namespace)
     assert "training table: in memory" in text

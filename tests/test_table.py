@@ -87,6 +87,11 @@ def test_unregistered_op_may_list_its_features_in_meta(tmp_path):
         (lambda f: f.assign(gather_ms=-f["gather_ms"]), "'gather_ms' has negative times"),
         (lambda f: f.rename(columns={"time_ms:c": "time_ms:gather"}), "'gather' is reserved"),
         (lambda f: f.assign(**{"call_us:zz": 1.0}), r"'call_us:' columns \['zz'\] have no matching"),
+        (lambda f: f.assign(**{"prepare_ms:a": [0.1, -0.2, 0.1, 0.1]}), r"column 'prepare_ms:a' has negative times in row\(s\) \['2'\]"),
+        (lambda f: f.assign(**{"prepare_ms:b": [0.1, 0.1, np.nan, 0.1]}), r"column 'prepare_ms:b' must be finite.*row\(s\) \['3'\]"),
+        (lambda f: f.assign(**{"prepare_ms:c": [0.1, np.inf, 0.1, 0.1]}), r"column 'prepare_ms:c' must be finite.*row\(s\) \['2'\]"),
+        (lambda f: f.assign(**{"prepare_ms:a": ["0.1", "slow", "0.1", "0.1"]}), r"non-numeric cell.*'prepare_ms:a'"),
+        (lambda f: f.assign(**{"prepare_ms:x": 0.1}), r"'prepare_ms:' columns \['x'\] have no matching 'time_ms:' column"),
     ],
 )
 def test_bad_tables_are_refused_with_the_reason(tmp_path, edit, message):
@@ -147,3 +152,21 @@ def test_sha256_follows_the_bytes(tmp_path):
     assert len(first) == 64 and first == table_sha256(path)
     path.write_text(path.read_text().replace("m0_0", "m0_9"))
     assert table_sha256(path) != first
+
+
+def test_preparation_columns_are_optional_per_variant(tmp_path):
+    frame = planted_frame(groups=3, per_group=2).assign(**{"prepare_ms:b": [0.5, 0.0, 0.25, 1.0, 2.0, 0.125]})
+    assert (read_table(write(tmp_path, planted_frame(groups=3, per_group=2))).prepare_ms == 0).all()
+    table = read_table(write(tmp_path, frame))
+    expected = np.zeros((6, 3))
+    expected[:, 1] = frame["prepare_ms:b"]
+    np.testing.assert_array_equal(table.prepare_ms, expected)
+
+
+def test_a_row_dropped_for_a_failed_time_may_lack_its_preparation(tmp_path):
+    """A variant that failed on an input has no preparation either: an empty cell there is no error."""
+    frame = planted_frame(groups=3, per_group=2).assign(**{"prepare_ms:b": 0.5})
+    frame.loc[4, ["time_ms:b", "prepare_ms:b"]] = np.nan
+    with pytest.warns(SeerWarning, match="dropped 1 of 6 rows"):
+        table = read_table(write(tmp_path, frame))
+    assert len(table) == 5 and (table.prepare_ms[:, 1] == 0.5).all()

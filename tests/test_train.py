@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 from synthetic_profiles import (  # noqa: F401 (toy_op is a fixture)
-    THRESHOLD_NNZ, planted_frame, planted_meta, planted_times, toy_op, write_planted,
+    THRESHOLD_NNZ, base_ms, planted_frame, planted_meta, planted_times, toy_op, write_planted,
 )
 
+import seer.train
 from seer.errors import ProfileTableError, SeerWarning
 from seer.model import GATHER, SelectorModel
 from seer.table import ProfileTable, read_table, table_sha256
@@ -156,8 +157,9 @@ def test_predict_agrees_with_the_model(cheap):
     table = read_table(cheap[0])
     selector = TwoStageSelector(max_depth=(2, 3), min_samples_leaf=4).fit(table)
     model = selector.to_model(table)
-    assert selector.hyperparameters_["stage2"]["min_samples_leaf"] == 4
-    assert model.stage2.depth <= 3
+    assert set(selector.hyperparameters_["stage2"]) == {"1", "10", "100", "1000"}
+    assert all(params["min_samples_leaf"] == 4 for params in selector.hyperparameters_["stage2"].values())
+    assert all(tree.depth <= 3 for tree in model.stage2.values())
     features = table.frame[list(table.known_features) + list(table.gathered_features)].to_dict(orient="records")
     for calls in (1, 1000):
         expected = [model.choose(f, lambda f=f: f, calls=calls).variant for f in features]
@@ -169,10 +171,10 @@ def test_predict_agrees_with_the_model(cheap):
 def test_regret_cap_is_tuned_from_its_candidates_or_fixed(cheap):
     table = read_table(cheap[0])
     tuned = TwoStageSelector(max_depth=(2, 3), min_samples_leaf=4, calls=(1,), regret_cap=(0.1, 1.0)).fit(table)
-    chosen = [tuned.hyperparameters_["stage2"], tuned.hyperparameters_["stage1"]["1"]]
+    chosen = [tuned.hyperparameters_["stage2"]["1"], tuned.hyperparameters_["stage1"]["1"]]
     assert all(params["regret_cap"] in (0.1, 1.0) for params in chosen)
     fixed = TwoStageSelector(max_depth=3, min_samples_leaf=4, calls=(1,), regret_cap=0.25).fit(table)
-    assert fixed.hyperparameters_["stage2"]["regret_cap"] == 0.25
+    assert fixed.hyperparameters_["stage2"]["1"]["regret_cap"] == 0.25
 
 
 def test_without_gathered_features_there_is_no_stage2():
@@ -213,3 +215,135 @@ def test_unknown_op_trains_without_hand_rule(tmp_path):
     assert "speedup_vs_hand_rule" not in report.scores["all"][1]
     assert any("no hand rule" in note for note in report.notes)
     assert report.scores["all"][100]["fraction_of_oracle"] > 0.9
+
+
+# ---------------------------------------------------------------------- preparation costs
+
+BREAK_EVEN_CALLS = 40  # fast: 0.5 + 20 / c base times per call; plain: 1
+
+
+def prepared_frame(groups=30, per_group=3, seed=2, prepare=20.0):
+    """Two variants on the planted inputs: "fast" takes half of "plain"'s time per call but
+    ``prepare`` of plain's calls to prepare, so plain is cheaper below 40 calls, fast above."""
+    frame = planted_frame(groups, per_group, seed=seed).drop(columns=["time_ms:a", "time_ms:b", "time_ms:c", "call_us:a"])
+    base = base_ms(frame["nnz"].to_numpy())
+    noise = np.exp(np.random.default_rng(seed).normal(0, 0.03, (len(frame), 2)))
+    frame["time_ms:plain"] = base * noise[:, 0]
+    frame["time_ms:fast"] = 0.5 * base * noise[:, 1]
+    frame["prepare_ms:fast"] = prepare * base
+    return frame
+
+
+QUICK = {"max_depth": (1, 2, 3), "min_samples_leaf": (1, 4), "regret_cap": 0.5}
+
+
+@pytest.fixture(scope="module")
+def prepared(toy_op):
+    table = ProfileTable.from_frame(prepared_frame(), "toy", planted_meta())
+    selector = TwoStageSelector(**QUICK)
+    model = selector.fit(table).to_model(table)
+    free = np.zeros(len(table))  # the validated path: stage 2 decides every row
+    return table, selector, model, TwoStageSelector(**QUICK).evaluate(table, calls=(1, 10, 100, 1000), free_gather_ms=free)
+
+
+def test_preparation_decides_between_few_and_many_calls(prepared):
+    """Fast per call but costly to prepare: plain for a few calls, fast for many, in both stages."""
+    table, selector, model, _ = prepared
+    rows = table.frame[[*table.known_features, *table.gathered_features]].to_dict(orient="records")
+    for calls, expected in ((1, "plain"), (10, "plain"), (100, "fast"), (1000, "fast")):
+        unchecked = [model.choose(f, lambda: pytest.fail("gathering cannot change the pick"), calls=calls) for f in rows]
+        assert {(c.variant, c.stage) for c in unchecked} == {(expected, 1)}
+        validated = [model.choose(f, lambda: {}, calls=calls, free=f) for f in rows]
+        assert {(c.variant, c.stage) for c in validated} == {(expected, 2)}
+        assert set(selector.predict(table, calls=calls)) == {expected}
+    assert model.stage2_tree(1) != model.stage2_tree(1000)
+    assert set(selector.hyperparameters_["stage2"]) == set(selector.hyperparameters_["stage1"]) == {"1", "10", "100", "1000"}
+
+
+def test_scores_charge_preparation(prepared):
+    table, _, _, report = prepared
+    held_out = report.held_out
+    assert set(held_out["oracle"]) == {"fast"}  # per call, preparation aside
+    assert set(held_out["oracle@1"]) == set(held_out["oracle@10"]) == {"plain"}
+    assert set(held_out["oracle@100"]) == set(held_out["oracle@1000"]) == {"fast"}
+    assert report.best_single == "fast"
+    for calls in report.calls:
+        for scores in (report.scores["all"][calls], report.validated_scores["all"][calls]):
+            assert scores["accuracy"] == 1 and scores["fraction_of_oracle"] == pytest.approx(1)
+    # Always running fast, the best single variant, pays its preparation on one call: 20.5 plain calls.
+    assert report.scores["all"][1]["speedup_vs_best_single"] == pytest.approx(20.5, rel=0.05)
+    assert report.scores["all"][1000]["speedup_vs_best_single"] == pytest.approx(1)
+    # A selector always choosing fast, scored at 1 and 1000 calls.
+    data = seer.train._Data.of(table, table.known_features, table.gathered_features)
+    n, fast = len(table), table.variants.index("fast")
+    always_fast = seer.train._Outcome({c: np.full(n, fast) for c in (1, 1000)}, {c: np.zeros(n, dtype=bool) for c in (1, 1000)},
+                                      np.full(n, fast), np.zeros(n, dtype=int))
+    one, many = (seer.train._scores(table, data, np.ones(n, dtype=bool), c, always_fast, None) for c in (1, 1000))
+    assert one["fraction_of_oracle"] == pytest.approx(1 / 20.5, rel=0.05) and one["accuracy"] == 0
+    assert many["fraction_of_oracle"] == pytest.approx(1) and many["accuracy"] == 1
+
+
+def test_gathered_rows_go_to_the_stage2_tree_of_their_call_count():
+    """Planted rule, but c must first prepare for 5 base times: on big skewed inputs a (2 per
+    call) beats c (1 per call + 5) for one call, c wins for many. Both counts gather on big inputs."""
+    frame = planted_frame(groups=40, per_group=3, seed=5)
+    frame["prepare_ms:c"] = 5 * base_ms(frame["nnz"].to_numpy())
+    table = ProfileTable.from_frame(frame, "toy", planted_meta())
+    selector = TwoStageSelector(**QUICK, calls=(1, 1000)).fit(table)
+    model = selector.to_model(table)
+    rows = table.frame[[*table.known_features, *table.gathered_features]].to_dict(orient="records")
+    skewed_big = (table.frame["nnz"] >= THRESHOLD_NNZ).to_numpy() & (table.frame["row_cv"] > 2).to_numpy()
+    for calls, expected in ((1, "a"), (1000, "c")):
+        choices = [model.choose(f, lambda f=f: f, calls=calls) for f in rows]
+        assert all(c.gathered for c, big in zip(choices, skewed_big) if big)
+        assert np.mean([c.variant == expected for c, big in zip(choices, skewed_big) if big]) > 0.9
+        assert list(selector.predict(table, calls=calls)) == [c.variant for c in choices]
+
+
+def test_stage1_costs_charge_each_choice_its_preparation():
+    """Running a variant c times costs c * t + its preparation; gathering adds stage 2's pick's."""
+    data = seer.train._Data(
+        known=np.zeros((2, 1)), full=np.zeros((2, 2)), times=np.array([[1.0, 0.5], [2.0, 0.25]]),
+        prepare=np.array([[0.0, 30.0], [0.0, 30.0]]), gather_ms=np.array([3.0, 5.0]), groups=np.array(["g", "h"]),
+    )
+    np.testing.assert_allclose(data.cost(10), [[1.0, 3.5], [2.0, 3.25]])
+    costs = seer.train._stage1_costs(data, np.array([1, 0]), calls=10)
+    np.testing.assert_allclose(costs, [[10.0, 35.0, 3.0 + 35.0], [20.0, 32.5, 5.0 + 20.0]])
+
+
+def count_tuned_trees(monkeypatch) -> list:
+    tuned = []
+    tune = seer.train._tune_tree
+    monkeypatch.setattr(seer.train, "_tune_tree", lambda *args: tuned.append(args[2]) or tune(*args))
+    return tuned
+
+
+def test_without_preparation_one_stage2_tree_serves_every_count(monkeypatch, cheap):
+    table = read_table(cheap[0])
+    tuned = count_tuned_trees(monkeypatch)
+    selector = TwoStageSelector(**QUICK).fit(table)
+    assert len(tuned) == 1 + 4  # stage 2 once, stage 1 per count (its gathering cost depends on the count)
+    trees = list(selector.stage2_.values())
+    assert set(selector.stage2_) == {1, 10, 100, 1000} and all(tree is trees[0] for tree in trees)
+    params = list(selector.hyperparameters_["stage2"].values())
+    assert all(p is params[0] for p in params)
+    model = selector.to_model(table)
+    features = dict(table.frame.iloc[0])
+    assert model.choose(features, lambda: features, calls=1000, free=features).path[-1].startswith("stage 2 ->")
+    # Zero preparation columns change nothing.
+    zero = ProfileTable.from_frame(read_table(cheap[0]).frame.assign(**{"prepare_ms:b": 0.0}), "toy", planted_meta())
+    again = TwoStageSelector(**QUICK).fit(zero)
+    assert again.stage1_ == selector.stage1_ and again.stage2_ == selector.stage2_
+
+
+def test_stage1_shortcut_only_without_gathering_and_preparation(monkeypatch):
+    frame = prepared_frame(groups=12).drop(columns=["row_cv", "row_max", "gather_ms"])
+    table = ProfileTable.from_frame(frame.drop(columns=["prepare_ms:fast"]), "toy", planted_meta())
+    tuned = count_tuned_trees(monkeypatch)
+    plain = TwoStageSelector(**QUICK, folds=3).fit(table)
+    assert len(tuned) == 1 and plain.stage2_ is None
+    assert len({id(tree) for tree in plain.stage1_.values()}) == 1
+    tuned.clear()
+    prepared = TwoStageSelector(**QUICK, folds=3).fit(ProfileTable.from_frame(frame, "toy", planted_meta()))
+    assert len(tuned) == 4 and prepared.stage2_ is None and prepared.hyperparameters_["stage2"] is None
+    assert [prepared.stage1_[c].predict([10, 10, 100, 10]) for c in (1, 10, 100, 1000)] == ["plain", "plain", "fast", "fast"]
