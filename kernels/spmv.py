@@ -279,8 +279,9 @@ def _rows_variant(rows_per_program: int, group: int, num_warps: int) -> tuple[Ca
 def _bracket_rows(csr: CsrMatrix, sub: int) -> torch.Tensor:
     """Row of nonzero j * sub for every j, plus the row of the last nonzero at the end."""
     n_brackets = triton.cdiv(csr.nnz, sub)
-    firsts = torch.arange(n_brackets + 1, device=csr.device, dtype=csr.indptr.dtype) * sub
-    firsts[-1] = csr.nnz - 1
+    # Only the last entry passes nnz - 1. A clamp, not ``firsts[-1] = nnz - 1``: assigning a Python
+    # number copies it from pageable host memory, which synchronised every first call on a matrix.
+    firsts = (torch.arange(n_brackets + 1, device=csr.device, dtype=csr.indptr.dtype) * sub).clamp_(max=csr.nnz - 1)
     return torch.searchsorted(csr.indptr, firsts, right=True).to(csr.indptr.dtype) - 1
 
 

@@ -94,6 +94,21 @@ def test_later_calls_do_not_synchronize(name):
     assert_spmv_close(y.cpu(), exact, x, torch.float16)
 
 
+@pytest.mark.parametrize("name", [n for n in VARIANT_NAMES if spmv.VARIANTS[n].params["kind"] != "adaptive"])
+def test_preparation_does_not_synchronize(name):
+    """A first call's plan (merge's brackets, cuSPARSE's partition) stays on the device: only
+    adaptive, which sizes its bins on the host, reads back. The profile tables charge every
+    synchronisation a plan makes to the variant's one-call cost."""
+    csr, _, _ = skewed_on_gpu()
+    fresh = as_csr((csr.indptr, csr.indices, csr.values, csr.shape))  # a problem no plan has seen
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        spmv.VARIANTS[name].bind(fresh)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
 @pytest.mark.parametrize("name", VARIANT_NAMES)
 def test_cuda_graph_replay(name):
     """After a first call, a call can be captured and replayed with new x."""
