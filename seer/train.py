@@ -258,7 +258,7 @@ class TwoStageSelector:
         choice = {c: np.zeros(n, dtype=int) for c in calls}
         gathered = {c: np.zeros(n, dtype=bool) for c in calls}
         stage2 = {c: np.zeros(n, dtype=int) for c in calls} if data.full is not None else None
-        single = np.zeros(n, dtype=int)
+        single = {c: np.zeros(n, dtype=int) for c in calls}
         fold_of = np.zeros(n, dtype=int)
         for k, (train, test) in enumerate(grouped_folds(data.groups, folds, self.fold_seed)):
             inner = TwoStageSelector(self.max_depth, self.min_samples_leaf, self.calls, self.folds, self.random_state,
@@ -271,7 +271,8 @@ class TwoStageSelector:
             if stage2 is not None:
                 for c in calls:
                     stage2[c][test] = inner._stage2_choice(held_out, c)
-            single[test] = _best_single(data.times[train])
+            for c in calls:
+                single[c][test] = _best_single(data.take(train).cost(c))
             fold_of[test] = k
         report = _report(table, data, calls, folds, _Outcome(choice, gathered, single, fold_of))
         if free_gather_ms is not None and stage2 is not None:
@@ -400,7 +401,8 @@ def _stage1_costs(data: _Data, stage2_pick: np.ndarray | None, calls: int) -> np
 
 
 def _best_single(times: np.ndarray) -> int:
-    """The variant with the best geometric-mean time per call: what one would ship without seer."""
+    """The variant with the best geometric-mean time (or cost) per call: what one would ship without
+    seer, for that many calls on an input."""
     return int(np.log(times).sum(axis=0).argmin())
 
 
@@ -452,7 +454,7 @@ class _Outcome:
 
     choice: dict[int, np.ndarray]  # calls -> variant index
     gathered: dict[int, np.ndarray]  # calls -> bool
-    single: np.ndarray  # best single variant of the row's training folds
+    single: dict[int, np.ndarray]  # calls -> the variant of best geometric-mean cost of the row's training folds
     fold: np.ndarray
 
 
@@ -579,7 +581,7 @@ def _scores(table: ProfileTable, data: _Data, mask: np.ndarray, calls: int, outc
     scores = {
         "fraction_of_oracle": _geomean(best / chosen),
         "fraction_of_oracle_with_gather": _geomean(calls * best / total),
-        "speedup_vs_best_single": speedup_over(cost[np.arange(len(rows)), outcome.single[rows]]),
+        "speedup_vs_best_single": speedup_over(cost[np.arange(len(rows)), outcome.single[calls][rows]]),
     }
     for j, name in enumerate(table.baselines):
         baseline = table.baseline_times[rows, j]
