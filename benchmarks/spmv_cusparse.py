@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 
 import torch
 from scipy.stats import gmean
@@ -25,7 +24,7 @@ from spmv_floor import FAMILIES, SINGLE, family, round_robin, table_winners
 
 from seer.cusparse import SpmvPlan
 from seer.kernels import spmv
-from seer.profiling import _least_of_rounds, relative_error
+from seer.profiling import _least_of_rounds, relative_error, synchronised_us
 
 PLANS = {"cusparse_alg1_pre": ("csr_alg1", True), "cusparse_alg1": ("csr_alg1", False),
          "cusparse_alg2_pre": ("csr_alg2", True)}
@@ -34,14 +33,9 @@ PLAN_TRIES = 5
 
 def planned(csr, algorithm: str, preprocess: bool) -> tuple[SpmvPlan, float]:
     """A plan and the median host µs of making one (synchronised at both ends)."""
-    costs = []
-    for _ in range(PLAN_TRIES):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        plan = SpmvPlan(csr.indptr, csr.indices, csr.values, csr.shape, algorithm, preprocess)
-        torch.cuda.synchronize()
-        costs.append((time.perf_counter() - start) * 1e6)
-    return plan, statistics.median(costs)
+    made = [synchronised_us(lambda: SpmvPlan(csr.indptr, csr.indices, csr.values, csr.shape, algorithm, preprocess))
+            for _ in range(PLAN_TRIES)]
+    return made[-1][0], statistics.median(us for _, us in made)
 
 
 def measure(case, loaded) -> dict:

@@ -6,7 +6,7 @@ Why: the tables of 2026-11-24 (second campaign) first recorded ``prepare_ms:<var
 host wall time of ``bind`` with the device drained, which counted the host's own planning
 (Python, 7-20 µs a variant) that no time in the tables counts for a call, and so charged every
 Triton variant more at one call than the cuSPARSE baseline's own per-call host work. The harness
-now records what the preparation adds to the device's timeline (``seer.profiling._preparation_ms``:
+now records what the preparation adds to the device's timeline (``seer.profiling.preparation_columns``:
 events behind a sleep kernel; kernels and host synchronisations count, planning does not). This
 rebuilds each input of the table (the same cases, ids and seeds as ``seer profile``), measures
 every variant's preparation that way and rewrites those columns, leaving every other cell as
@@ -26,9 +26,9 @@ import pandas as pd
 import torch
 
 from seer.datasets.cases import spmv_cases
-from seer.profiling import _loaded_ahead, _preparation_ms
+from seer.profiling import _loaded_ahead, preparation_columns
 from seer.registry import get_op
-from seer.table import PREPARE, meta_path
+from seer.table import meta_path
 
 REMEASURED = "device timeline"  # prepare_source of a re-measured row
 
@@ -36,8 +36,7 @@ REMEASURED = "device timeline"  # prepare_source of a re-measured row
 def measure(case, loaded) -> dict[str, float]:
     op = get_op("spmv")
     source, _ = case.build(loaded)
-    return {PREPARE + name: _preparation_ms(variant, lambda: op.kernels.problem(source))
-            for name, variant in op.variants.items() if variant.bind is not None}
+    return preparation_columns(op, source, op.variants)
 
 
 def main() -> int:

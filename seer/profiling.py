@@ -26,7 +26,7 @@ import torch
 
 from seer.errors import SeerError
 from seer.registry import get_op
-from seer.table import meta_path
+from seer.table import PREPARE, meta_path
 
 # A variant whose result differs from the float64 reference by more than this (relative
 # 2-norm) is recorded as failed (NaN time) rather than timed.
@@ -154,10 +154,15 @@ def profile_case(op_name: str, case: Case, *, call_overhead: bool, log=print, lo
     if call_overhead:
         for column, fn in checked.items():
             row[f"call_us:{column.split(':', 1)[1]}"] = host_call_us(fn)
-    for name, variant in op.variants.items():
-        if variant.bind is not None and f"time_ms:{name}" in checked:
-            row[f"prepare_ms:{name}"] = _preparation_ms(variant, lambda: op.kernels.problem(source))
+    row.update(preparation_columns(op, source, [c.split(":", 1)[1] for c in checked if c.startswith("time_ms:")]))
     return row
+
+
+def preparation_columns(op, source, names) -> dict[str, float]:
+    """``prepare_ms:<name>`` of each named variant of ``op`` that has a ``bind`` (see
+    :func:`_preparation_ms`), on fresh problems built from ``source``."""
+    return {PREPARE + name: _preparation_ms(op.variants[name], lambda: op.kernels.problem(source))
+            for name in names if op.variants[name].bind is not None}
 
 
 PREPARE_TRIES = 5

@@ -23,9 +23,11 @@ metadata file beside it. Columns:
                         reported, never chosen. Empty cells leave that row out of the comparison.
 ``call_us:<name>``      optional: host wall time of one call of a variant or baseline, in µs.
 ``prepare_ms:<variant>`` optional: the variant's one-time work on a new input (its first call's
-                        plan: preprocessing, descriptors), host wall time with the device drained,
-                        in ms; finite and non-negative. Absent: the variant needs none. Training
-                        and scores charge it once over the expected number of calls.
+                        plan: preprocessing, descriptors), in ms: what it adds to the device's
+                        timeline (its kernels and host synchronisations, not the host's planning;
+                        ``seer.profiling.preparation_columns``); finite and non-negative. Absent:
+                        the variant needs none. Training and scores charge it once over the
+                        expected number of calls.
 Any other column is kept in ``ProfileTable.frame`` and ignored.
 
 Metadata, ``<stem>.meta.json`` next to ``<stem>.csv``::
