@@ -98,15 +98,18 @@ def columns(report) -> dict:
 
 
 def single_variants(table) -> dict:
-    """Per subset, each variant run on every input: geometric-mean oracle time / its time, and the
-    inputs where it is the fastest (what a variant adds to the oracle; no model involved)."""
-    times = table.times
+    """Per subset, each variant run on every input: geometric-mean oracle time / its time, the
+    inputs where it is the fastest (what a variant adds to the oracle; no model involved), and the
+    median of its one-time preparation (the table's ``prepare_ms``, 0 where absent)."""
+    times, prepare = table.times, table.prepare_ms
     best = times.min(axis=1, keepdims=True)
     fastest = times.argmin(axis=1)
     result = {}
     for subset, mask in subset_masks(table).items():
         fraction = np.exp(np.log(best[mask] / times[mask]).mean(axis=0))
-        result[subset] = {v: {"fraction_of_oracle": float(fraction[i]), "fastest_on": int((fastest[mask] == i).sum())}
+        median_prepare = np.median(prepare[mask], axis=0)
+        result[subset] = {v: {"fraction_of_oracle": float(fraction[i]), "fastest_on": int((fastest[mask] == i).sum()),
+                              "median_prepare_ms": float(median_prepare[i])}
                           for i, v in enumerate(table.variants)}
     return result
 
@@ -141,11 +144,14 @@ def markdown(result: dict) -> str:
         lines.append("")
     lines += [f"Best single variant (chosen on training folds): {result['best_single']}.", "",
               "## Each variant alone (every input, no model)", "",
-              "| variant | " + " | ".join(f"{SUBSET_NAMES.get(s, s)}: fraction of oracle, fastest on"
+              "Per subset: fraction of oracle (time per call, preparation aside), the inputs it is fastest on, and "
+              "the median of its one-time preparation on a new input in µs (the device timeline; `prepare_ms`).", "",
+              "| variant | " + " | ".join(f"{SUBSET_NAMES.get(s, s)}: fraction of oracle, fastest on, preparation µs"
                                        for s in result["single_variants"]) + " |",
               "|---|" + "---|" * len(result["single_variants"])]
     for variant in result["variants"]:
-        cells = [f"{per[variant]['fraction_of_oracle']:.3f}, {per[variant]['fastest_on']}"
+        cells = [f"{per[variant]['fraction_of_oracle']:.3f}, {per[variant]['fastest_on']}, "
+                 f"{per[variant]['median_prepare_ms'] * 1e3:.1f}"
                  for per in result["single_variants"].values()]
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
     lines += ["", "Over each subset's best variant alone (picked in-sample, on every input of the subset): "
