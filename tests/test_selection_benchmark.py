@@ -50,3 +50,13 @@ def test_end_to_end_quotes_the_dispatch_benchmark(selection, tmp_path):
     path.write_text(json.dumps({"rows": []}))  # a result from before --matrices
     with pytest.raises(SystemExit, match="no real-matrix section"):
         selection.end_to_end(path)
+
+
+def test_each_variant_alone_reports_its_median_preparation(selection):
+    frame = planted_frame(seed=2)
+    variants = [c.split(":", 1)[1] for c in frame.columns if c.startswith("time_ms:")]
+    frame[f"prepare_ms:{variants[0]}"] = np.arange(len(frame), dtype=float)  # the others need none
+    table = ProfileTable.from_frame(frame, "toy", planted_meta())
+    alone = selection.single_variants(table)["all"]
+    assert alone[variants[0]]["median_prepare_ms"] == pytest.approx(np.median(np.arange(len(frame))))
+    assert all(alone[v]["median_prepare_ms"] == 0 for v in variants[1:])
