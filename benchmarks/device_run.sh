@@ -43,6 +43,7 @@ run_stage() {
     spmv-merge-warps) python3 benchmarks/spmv_merge_warps.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-cusparse) python3 benchmarks/spmv_cusparse.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-preparation) python3 benchmarks/spmv_preparation.py "$table" --matrices .carry/suitesparse --deadline "$budget" ;;
+    spmv-gather) python3 benchmarks/spmv_preparation.py "$table" --matrices .carry/suitesparse --gather --deadline "$budget" ;;
     spmv-ncu) python3 benchmarks/spmv_ncu.py --out benchmarks/results --variants ${NCU_VARIANTS:-merge_c512 adaptive} ${NCU_ARGS:-} ;;
     dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" --matrices .carry/suitesparse \
                 --large-budget-s "${DISPATCH_LARGE_S:-180}" ;;

@@ -1,17 +1,23 @@
-"""Measure each SpMV variant's one-time preparation again and write it into a profile table.
+"""Measure each SpMV input's one-time costs again and write them into a profile table.
 
     python benchmarks/spmv_preparation.py datasets/profiles/spmv-<device>.csv --matrices .carry/suitesparse [--deadline 500]
+    python benchmarks/spmv_preparation.py datasets/profiles/spmv-<device>.csv --matrices .carry/suitesparse --gather
 
-Why: the tables of 2026-11-24 (second campaign) first recorded ``prepare_ms:<variant>`` as the
+Without ``--gather``: every variant's ``prepare_ms:<variant>``. With it: ``gather_ms``, what the
+row-statistics pass costs an unchecked matrix (``seer.profiling.gather_ms``), after the pass's
+host-side sums became one numpy reduction (benchmarks/NOTES.md, SpMV 29); nothing else changes,
+so the stage-2 trees trained on the table stay the same and only stage 1 sees the new costs.
+
+Why the preparation was re-measured: the tables of 2026-11-24 (second campaign) first recorded ``prepare_ms:<variant>`` as the
 host wall time of ``bind`` with the device drained, which counted the host's own planning
 (Python, 7-20 µs a variant) that no time in the tables counts for a call, and so charged every
 Triton variant more at one call than the cuSPARSE baseline's own per-call host work. The harness
 now records what the preparation adds to the device's timeline (``seer.profiling.preparation_columns``:
 events behind a sleep kernel; kernels and host synchronisations count, planning does not). This
 rebuilds each input of the table (the same cases, ids and seeds as ``seer profile``), measures
-every variant's preparation that way and rewrites those columns, leaving every other cell as
-it was; a run stopped by ``--deadline`` keeps the inputs already measured (and a column
-``prepare_source`` saying which rows were re-measured) so the next run resumes.
+the chosen columns again and rewrites them, leaving every other cell as it was; a run stopped by
+``--deadline`` keeps the inputs already measured (and a column ``remeasured_<what>`` saying which
+rows were) so the next run resumes.
 """
 from __future__ import annotations
 
@@ -26,29 +32,35 @@ import pandas as pd
 import torch
 
 from seer.datasets.cases import spmv_cases
-from seer.profiling import _loaded_ahead, preparation_columns
+from seer.profiling import _loaded_ahead, gather_ms, preparation_columns
 from seer.registry import get_op
 from seer.table import meta_path
 
-REMEASURED = "device timeline"  # prepare_source of a re-measured row
 
-
-def measure(case, loaded) -> dict[str, float]:
+def preparation(case, loaded) -> dict[str, float]:
     op = get_op("spmv")
     source, _ = case.build(loaded)
     return preparation_columns(op, source, op.variants)
+
+
+def gathering(case, loaded) -> dict[str, float]:
+    op = get_op("spmv")
+    source, _ = case.build(loaded)
+    return {"gather_ms": gather_ms(op, op.kernels.problem(source))}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("table", type=Path)
     parser.add_argument("--matrices", type=Path, required=True)
+    parser.add_argument("--gather", action="store_true", help="re-measure gather_ms instead of prepare_ms")
     parser.add_argument("--deadline", type=float, default=500, help="seconds; stops between inputs")
     args = parser.parse_args()
+    measure, marker = (gathering, "remeasured_gather") if args.gather else (preparation, "remeasured_preparation")
     frame = pd.read_csv(args.table, dtype={"id": str, "group": str, "source": str})
-    if "prepare_source" not in frame:
-        frame["prepare_source"] = "host wall"
-    todo = set(frame.loc[frame["prepare_source"] != REMEASURED, "id"])
+    if marker not in frame:
+        frame[marker] = False
+    todo = set(frame.loc[~frame[marker].astype(bool), "id"])
     cases = [c for c in spmv_cases([args.matrices], synthetic="large") if c.id in todo]
     started, index = time.monotonic(), {i: n for n, i in enumerate(frame["id"])}
     with closing(_loaded_ahead(cases)) as loads:
@@ -60,11 +72,11 @@ def main() -> int:
             for column, value in measure(case, next(loads).result()).items():
                 if pd.notna(frame.at[row, column]):  # a variant that failed on the input keeps no preparation
                     frame.at[row, column] = value
-            frame.at[row, "prepare_source"] = REMEASURED
+            frame.at[row, marker] = True
             todo.discard(case.id)
             torch.cuda.empty_cache()
     if not todo:  # every row re-measured: the marker has done its job
-        frame = frame.drop(columns="prepare_source")
+        frame = frame.drop(columns=marker)
     frame.to_csv(args.table, index=False)
     meta = json.loads(meta_path(args.table).read_text())
     meta["commands"] = [*meta.get("commands", []), " ".join(["python", *sys.argv])]

@@ -373,13 +373,15 @@ _structure_launch = LaunchCache(_structure_kernel)
 
 
 def _structure_triton(csr: CsrMatrix, check: bool, stats: bool) -> _Structure:
-    # Python ints, not numpy: the partial results are a few rows on the matrices a first call is
-    # quick on, where numpy's reductions cost ~20 us of host time more than the sums themselves.
-    parts = launch_structure(csr, check, stats).cpu().tolist()
-    decreasing, outside, sum_sq, longest, empty, long_nnz = zip(*(row[:6] for row in parts))
-    first, last = parts[0][6:8]
-    return _Structure(first, last, sum(decreasing), sum(outside),
-                      RowLengthSums(sum(sum_sq), max(longest), sum(empty), sum(long_nnz)))
+    # One numpy sum over all programs' rows: summing them as Python ints cost ~150 us of host time
+    # at the cap of 264 programs (an H200's large matrices), against ~2 us less than numpy's ~5 on
+    # the few rows of a small matrix (benchmarks/NOTES.md, SpMV 29).
+    parts = launch_structure(csr, check, stats).cpu().numpy()
+    totals = parts.sum(axis=0).tolist()
+    decreasing, outside, sum_sq, _, empty, long_nnz = totals[:6]
+    first, last = parts[0, 6:8].tolist()
+    return _Structure(first, last, decreasing, outside,
+                      RowLengthSums(sum_sq, int(parts[:, 3].max()), empty, long_nnz))
 
 
 def launch_structure(csr: CsrMatrix, check: bool, stats: bool) -> torch.Tensor:

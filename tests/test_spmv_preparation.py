@@ -1,0 +1,60 @@
+"""benchmarks/spmv_preparation.py on the CPU: it rewrites only the columns it re-measures, resumes
+past rows already done, and drops its marker once every row is."""
+import sys
+
+import pandas as pd
+import pytest
+from conftest import load_benchmark
+
+from seer import profiling
+from seer.datasets.cases import spmv_cases
+from seer.registry import get_op
+
+STALE_MS = 1e6  # no pass over a small matrix takes a thousand seconds
+
+
+@pytest.fixture
+def table(tmp_path, suitesparse_dir, monkeypatch):
+    variants = get_op("spmv").kernels.VARIANTS
+    monkeypatch.setattr(get_op("spmv").kernels, "VARIANTS", {n: variants[n] for n in ("scalar_r128", "merge_c1024")})
+    monkeypatch.setattr(profiling, "time_ms", lambda fn, **_: profiling._median_wall_ms(fn, repeats=2))
+    out = tmp_path / "spmv-test.csv"
+    cases = spmv_cases([suitesparse_dir], max_nnz=2000, device="cpu")[:3]
+    profiling.profile("spmv", cases, out, command="test", progress=False)
+    frame = pd.read_csv(out)
+    frame["gather_ms"] = STALE_MS
+    frame.to_csv(out, index=False)
+    return out
+
+
+def _run(script, table, suitesparse_dir, monkeypatch, *extra):
+    monkeypatch.setattr(script, "spmv_cases", lambda folders, **_: spmv_cases(folders, max_nnz=2000, device="cpu"))
+    monkeypatch.setattr(sys, "argv", ["spmv_preparation.py", str(table), "--matrices", str(suitesparse_dir), *extra])
+    assert script.main() == 0
+    return pd.read_csv(table)
+
+
+def test_gather_is_remeasured_and_nothing_else(table, suitesparse_dir, monkeypatch):
+    script = load_benchmark("spmv_preparation")
+    before = pd.read_csv(table)
+    after = _run(script, table, suitesparse_dir, monkeypatch, "--gather")
+    assert ((after["gather_ms"] > 0) & (after["gather_ms"] < STALE_MS)).all()
+    assert "remeasured_gather" not in after  # every row done: the marker is dropped
+    pd.testing.assert_frame_equal(after.drop(columns="gather_ms"), before.drop(columns="gather_ms"))
+
+
+def test_rows_already_remeasured_are_left_alone(table, suitesparse_dir, monkeypatch):
+    script = load_benchmark("spmv_preparation")
+    frame = pd.read_csv(table)
+    frame["remeasured_gather"] = [True, False, False]
+    frame.to_csv(table, index=False)
+    after = _run(script, table, suitesparse_dir, monkeypatch, "--gather")
+    assert after["gather_ms"].tolist()[0] == STALE_MS and (after["gather_ms"][1:] < STALE_MS).all()
+
+
+def test_a_run_past_its_deadline_keeps_the_marker_for_the_next(table, suitesparse_dir, monkeypatch):
+    script = load_benchmark("spmv_preparation")
+    after = _run(script, table, suitesparse_dir, monkeypatch, "--gather", "--deadline", "-1")
+    assert (after["gather_ms"] == STALE_MS).all() and not after["remeasured_gather"].any()
+    after = _run(script, table, suitesparse_dir, monkeypatch, "--gather")
+    assert (after["gather_ms"] < STALE_MS).all() and "remeasured_gather" not in after
