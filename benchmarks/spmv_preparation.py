@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from seer.datasets.cases import spmv_cases
-from seer.profiling import _loaded_ahead, gather_ms, preparation_columns
+from seer.profiling import _Prefetched, gather_ms, preparation_columns
 from seer.registry import get_op
 from seer.table import meta_path
 
@@ -63,13 +63,14 @@ def main() -> int:
     todo = set(frame.loc[~frame[marker].astype(bool), "id"])
     cases = [c for c in spmv_cases([args.matrices], synthetic="large") if c.id in todo]
     started, index = time.monotonic(), {i: n for n, i in enumerate(frame["id"])}
-    with closing(_loaded_ahead(cases)) as loads:
+    with closing(_Prefetched(cases)) as loads:
         for case in cases:
             if time.monotonic() - started > args.deadline:
                 print(f"deadline reached: {len(todo)} inputs left for the next run")
                 break
-            row = index[case.id]
-            for column, value in measure(case, next(loads).result()).items():
+            row, loaded = index[case.id], next(loads).result()
+            loads.settle()  # gather_ms is host wall time: nothing may load meanwhile
+            for column, value in measure(case, loaded).items():
                 if pd.notna(frame.at[row, column]):  # a variant that failed on the input keeps no preparation
                     frame.at[row, column] = value
             frame.at[row, marker] = True

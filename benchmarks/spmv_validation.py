@@ -34,7 +34,7 @@ from seer import sparse
 from seer.datasets.cases import NNZ_BANDS, nnz_band_label, spmv_cases
 from seer.errors import SeerError
 from seer.features import spmv as features
-from seer.profiling import (TIMING_ROUNDS, _least_of_rounds, _loaded_ahead, _median_wall_ms, device_tag,
+from seer.profiling import (TIMING_ROUNDS, _least_of_rounds, _Prefetched, _median_wall_ms, device_tag,
                             environment, write_result)
 from seer.sparse import as_csr
 
@@ -109,7 +109,7 @@ def each_loaded(cases: list, budget_s: float | None):
     """``(case, loaded input)`` in order, loaded ahead in threads, until ``budget_s`` seconds have
     passed; an unreadable input is skipped, as the profile campaign does."""
     started = time.monotonic()
-    with closing(_loaded_ahead(cases, ahead=3)) as loads:
+    with closing(_Prefetched(cases, ahead=3)) as loads:
         for done, case in enumerate(cases):
             if budget_s is not None and time.monotonic() - started > budget_s:
                 print(f"budget reached after {done} of {len(cases)} inputs")

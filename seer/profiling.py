@@ -132,8 +132,10 @@ def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
     return (result - reference).norm().item() / (scale if scale else 1.0)
 
 
-def profile_case(op_name: str, case: Case, *, call_overhead: bool, log=print, loaded=None) -> dict:
-    """One table row for ``case``; ``loaded`` is ``case.load()``'s result if already at hand."""
+def profile_case(op_name: str, case: Case, *, call_overhead: bool, log=print, loaded=None,
+                 settle: Callable[[], None] = lambda: None) -> dict:
+    """One table row for ``case``; ``loaded`` is ``case.load()``'s result if already at hand.
+    ``settle`` waits until nothing else runs on the host: host wall times are measured after it."""
     op = get_op(op_name)
     source, operands = case.build(case.load() if loaded is None else loaded)
     problem = op.kernels.problem(source)
@@ -142,7 +144,7 @@ def profile_case(op_name: str, case: Case, *, call_overhead: bool, log=print, lo
     row.update(op.features.known(problem))
     if op.features.GATHERED:
         row.update(op.features.gathered(problem))
-        row["gather_ms"] = gather_ms(op, problem)
+        row["gather_ms"] = float("nan")  # its column's place; measured below, once the host is quiet
     reference = op.kernels.reference(problem, *operands)
     tolerance = TOLERANCE.get(getattr(problem, "dtype", torch.float32), 1e-2)
     candidates = {f"time_ms:{name}": lambda v=variant: v.run(problem, *operands) for name, variant in op.variants.items()}
@@ -151,6 +153,9 @@ def profile_case(op_name: str, case: Case, *, call_overhead: bool, log=print, lo
                if _correct(column.split(":", 1)[1], fn, reference, tolerance, case.id, log)}
     row.update({column: float("nan") for column in candidates})  # failed or wrong: recorded as NaN
     row.update(_least_of_rounds(checked))
+    settle()  # the host times below: after the device timings, so the next inputs have mostly loaded
+    if op.features.GATHERED:
+        row["gather_ms"] = gather_ms(op, problem)
     if call_overhead:
         for column, fn in checked.items():
             row[f"call_us:{column.split(':', 1)[1]}"] = host_call_us(fn)
@@ -270,7 +275,7 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     todo = [c for i, c in enumerate(cases) if i % world == rank and c.id not in done]
     started = time.monotonic()
     log = _logger(progress)
-    with closing(_loaded_ahead(todo)) as loads:  # closed on any exit: no case is loaded in vain
+    with closing(_Prefetched(todo)) as loads:  # closed on any exit: no case is loaded in vain
         for done_count, case in enumerate(_progress(todo, progress and rank == 0)):
             if deadline_s is not None and time.monotonic() - started > deadline_s:
                 log(f"deadline reached: {len(todo) - done_count} inputs left for the next run")
@@ -278,7 +283,7 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
             size = case.extra.get("size", 0)
             try:
                 row = profile_case(op_name, case, call_overhead=size < call_overhead_below, log=log,
-                                   loaded=next(loads).result())
+                                   loaded=next(loads).result(), settle=loads.settle)
             except SeerError as error:  # an unreadable or unsupported input is skipped, not fatal
                 log(f"  SKIPPED {case.id}: {error}")
                 continue
@@ -297,24 +302,43 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     return out
 
 
-def _loaded_ahead(cases: list[Case], ahead: int = 2):
-    """A future of ``case.load()`` for each case in order, the next ``ahead`` loading in
-    background threads (generating a large matrix takes longer than timing it). Closing the
-    generator stops loading further cases."""
-    from concurrent.futures import ThreadPoolExecutor
+class _Prefetched:
+    """A future of ``case.load()`` for each case in order (``next``), the next ``ahead`` loading in
+    background threads (generating a large matrix takes longer than timing it). ``settle()`` waits
+    for the loads in flight: host wall-time measurements call it first, because a loader thread
+    holding the GIL stalls the timed one (benchmarks/NOTES.md, SpMV 15 and 29). ``close()`` stops
+    loading further cases."""
 
-    with ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="seer-load") as pool:
-        pending = [pool.submit(case.load) for case in cases[:ahead]]
-        try:
-            for i in range(len(cases)):
-                if i + ahead < len(cases):
-                    pending.append(pool.submit(cases[i + ahead].load))
-                yield pending[i]
-                pending[i] = None  # drop the loaded input once it has been handed out
-        finally:
-            for future in pending:
-                if future is not None:
-                    future.cancel()
+    def __init__(self, cases: list[Case], ahead: int = 2):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self._cases, self._ahead, self._next = cases, ahead, 0
+        self._pool = ThreadPoolExecutor(max_workers=ahead, thread_name_prefix="seer-load")
+        self._pending = [self._pool.submit(case.load) for case in cases[:ahead]]
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        i = self._next
+        if i >= len(self._cases):
+            raise StopIteration
+        if i + self._ahead < len(self._cases):
+            self._pending.append(self._pool.submit(self._cases[i + self._ahead].load))
+        future, self._pending[i] = self._pending[i], None  # drop the input once handed out
+        self._next += 1
+        return future
+
+    def settle(self) -> None:
+        from concurrent.futures import wait
+
+        wait([future for future in self._pending if future is not None])
+
+    def close(self) -> None:
+        for future in self._pending:
+            if future is not None:
+                future.cancel()
+        self._pool.shutdown(wait=True)
 
 
 def measured_within_budget(cases: list[Case], measure: Callable, budget_s: float,
@@ -323,7 +347,7 @@ def measured_within_budget(cases: list[Case], measure: Callable, budget_s: float
     threads) until ``budget_s`` seconds have passed, printing ``describe(row)`` after each: the
     benchmark scripts' device runs are time-boxed, so they stop between inputs, not inside one."""
     started, rows = time.monotonic(), []
-    with closing(_loaded_ahead(cases)) as loads:
+    with closing(_Prefetched(cases)) as loads:
         for case in cases:
             if time.monotonic() - started > budget_s:
                 print(f"budget reached: {len(cases) - len(rows)} matrices left", flush=True)

@@ -162,3 +162,27 @@ def test_synchronised_us_returns_the_result_and_a_duration():
 
     result, us = profiling.synchronised_us(lambda: time.sleep(0.002) or "done")
     assert result == "done" and 2000 <= us < 1e6
+
+
+def test_prefetched_loads_in_order_and_settles_before_host_timings():
+    import threading
+    import time
+    from contextlib import closing
+    from types import SimpleNamespace
+
+    loading = threading.Event()
+
+    def slow(value):
+        loading.set()
+        time.sleep(0.2)
+        return value
+
+    cases = [SimpleNamespace(load=lambda v=v: slow(v)) for v in range(4)]
+    with closing(profiling._Prefetched(cases, ahead=2)) as loads:
+        assert next(loads).result() == 0
+        loading.clear()
+        future = next(loads)  # hands out case 1 and starts loading case 3
+        assert loading.wait(1)
+        loads.settle()
+        assert future.done() and all(f is None or f.done() for f in loads._pending)
+        assert [future.result(), *(f.result() for f in loads)] == [1, 2, 3]
