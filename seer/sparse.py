@@ -373,15 +373,32 @@ _structure_launch = LaunchCache(_structure_kernel)
 
 
 def _structure_triton(csr: CsrMatrix, check: bool, stats: bool) -> _Structure:
-    # One numpy sum over all programs' rows: summing them as Python ints cost ~150 us of host time
-    # at the cap of 264 programs (an H200's large matrices), against ~2 us less than numpy's ~5 on
-    # the few rows of a small matrix (benchmarks/NOTES.md, SpMV 29).
-    parts = launch_structure(csr, check, stats).cpu().numpy()
+    found = launch_structure(csr, check, stats).cpu()
+    parts = found.tolist() if len(found) <= _SUMMED_AS_INTS else found.numpy()
+    totals = _column_totals(parts)
+    return _Structure(totals[6], totals[7], totals[0], totals[1],
+                      RowLengthSums(totals[2], totals[3], totals[4], totals[5]))
+
+
+# Up to this many programs their partial results are added as Python ints, above it in one numpy
+# reduction: on an H200's host, ints took 3.3 us for 3 programs (numpy 5.5) but ~150 us at the
+# cap of 264 (numpy 11) (benchmarks/NOTES.md, SpMV 29).
+_SUMMED_AS_INTS = 16
+
+
+def _column_totals(parts) -> list[int]:
+    """``found``'s columns added up over programs (see _structure_kernel): sums, the longest row's
+    maximum, and indptr's first and last entries, which every program stores alike."""
+    if isinstance(parts, list):
+        columns = list(zip(*parts))
+        totals = [sum(column) for column in columns]
+        totals[3] = max(columns[3])
+        totals[6:8] = parts[0][6:8]
+        return totals
     totals = parts.sum(axis=0).tolist()
-    decreasing, outside, sum_sq, _, empty, long_nnz = totals[:6]
-    first, last = parts[0, 6:8].tolist()
-    return _Structure(first, last, decreasing, outside,
-                      RowLengthSums(sum_sq, int(parts[:, 3].max()), empty, long_nnz))
+    totals[3] = int(parts[:, 3].max())
+    totals[6:8] = parts[0, 6:8].tolist()
+    return totals
 
 
 def launch_structure(csr: CsrMatrix, check: bool, stats: bool) -> torch.Tensor:
