@@ -57,7 +57,8 @@ def main() -> int:
     parser.add_argument("--deadline", type=float, default=500, help="seconds; stops between inputs")
     args = parser.parse_args()
     measure, marker = (gathering, "remeasured_gather") if args.gather else (preparation, "remeasured_preparation")
-    frame = pd.read_csv(args.table, dtype={"id": str, "group": str, "source": str})
+    # round_trip: every cell it does not re-measure is written back to the last bit
+    frame = pd.read_csv(args.table, dtype={"id": str, "group": str, "source": str}, float_precision="round_trip")
     if marker not in frame:
         frame[marker] = False
     todo = set(frame.loc[~frame[marker].astype(bool), "id"])

@@ -202,7 +202,8 @@ class TwoStageSelector:
 
         def fit(calls: int) -> _Fitted:
             costs = _stage1_costs(data, stage2[calls].out_of_fold if stage2 else None, calls)
-            return tune(data.known, costs, self.known_, labels)
+            fitted = tune(data.known, costs, self.known_, labels)
+            return _gated(fitted, data.known, costs, self.known_, labels) if stage2 else fitted
 
         if not stage2 and not data.has_preparation:
             # Without gathering or preparation, c * t_v has the same argmin for every c: one tree serves all.
@@ -364,6 +365,36 @@ def _tune_tree(
     params = {"max_depth": depth, "min_samples_leaf": leaf, "regret_cap": cap,
               "cv_fraction_of_oracle": round(scores[(depth, leaf, cap)], 6)}
     return _Fitted(Tree.from_sklearn(estimator, features, labels, X, costs), params, predicted[(depth, leaf, cap)])
+
+
+GATE_QUANTILES = np.linspace(0.05, 0.95, 19)
+
+
+def _gated(fitted: _Fitted, X: np.ndarray, costs: np.ndarray, features: Sequence[str], labels: Sequence[str]) -> _Fitted:
+    """The stage-1 tree, or the tree below a threshold on one known feature and GATHER above it,
+    whichever scores better on the tree's out-of-fold choices (by more than SIMPLER_WITHIN).
+
+    Why: a tree on known features alone groups inputs of one size whatever their structure, and
+    on a family it never saw it may pick a variant many times slower than the best; gathering
+    costs a bounded, measured amount. Held out, the trees sent unseen R-MAT families to row-mapped
+    kernels 12-40x slower than their best at 100 calls, where gathering costs ~1% of the calls
+    (benchmarks/NOTES.md, SpMV 28-29). Candidates: each known feature at the training rows'
+    quantiles ``GATE_QUANTILES``."""
+    regret = log_regret(costs)
+    gather = labels.index(GATHER)
+    best, choice = _fraction_of_oracle(regret, fitted.out_of_fold) + SIMPLER_WITHIN, None
+    for j, name in enumerate(features):
+        for threshold in np.unique(np.quantile(X[:, j], GATE_QUANTILES)):
+            gated = np.where(X[:, j] > threshold, gather, fitted.out_of_fold)
+            score = _fraction_of_oracle(regret, gated)
+            if score > best:
+                best, choice = score, (name, float(threshold), gated)
+    if choice is None:
+        return fitted
+    name, threshold, out_of_fold = choice
+    params = {**fitted.params, "gate": {"feature": name, "gather_above": threshold,
+                                         "cv_fraction_of_oracle": round(best, 6)}}
+    return _Fitted(fitted.tree.gated(name, threshold, GATHER, X, costs), params, out_of_fold)
 
 
 def _regret_tree(max_depth: int | None, min_samples_leaf: int, random_state: int) -> DecisionTreeRegressor:

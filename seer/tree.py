@@ -139,6 +139,49 @@ class Tree:
         add(0)
         return cls(features, labels, *zip(*nodes))
 
+    def gated(self, feature: str, threshold: float, label: str, X: np.ndarray, costs: np.ndarray) -> Tree:
+        """A new root: ``label`` where ``feature > threshold``, this tree below it. Every node's
+        statistics are recounted on the rows of ``X`` (columns = ``features``) that reach it."""
+        shift = [child + 1 if child >= 0 else -1 for child in (*self.left, *self.right)]
+        n = len(self.left)
+        tree = Tree(
+            self.features, self.labels,
+            [self.features.index(feature), *self.feature, -1],
+            [threshold, *self.threshold, None],
+            [1, *shift[:n], -1],
+            [n + 1, *shift[n:], -1],
+            [-1, *self.label, self.labels.index(label)],
+            [0] * (n + 2), [0.0] * (n + 2),
+        )
+        return tree._recounted(X, costs)
+
+    def _recounted(self, X: np.ndarray, costs: np.ndarray) -> Tree:
+        """This tree with ``n_samples`` and ``mean_regret`` counted on ``X`` as in :func:`node_choices`:
+        a leaf's regret is its label's, an inner node's that of its best label."""
+        ratio = costs / costs.min(axis=1, keepdims=True)
+        log = np.log(ratio)
+        n_samples, mean_regret = [], []
+        reach = self._reach(X)
+        for node in range(len(self.left)):
+            rows = reach[:, node]
+            count = int(rows.sum())
+            label = self.label[node] if self.is_leaf(node) else int(log[rows].sum(axis=0).argmin())
+            n_samples.append(count)
+            mean_regret.append(float(ratio[rows, label].mean() - 1.0) if count else 0.0)
+        return Tree(self.features, self.labels, self.feature, self.threshold, self.left, self.right,
+                    self.label, n_samples, mean_regret)
+
+    def _reach(self, X: np.ndarray) -> np.ndarray:
+        """[rows, nodes]: whether each row of ``X`` passes through each node."""
+        reach = np.zeros((len(X), len(self.left)), dtype=bool)
+        reach[:, 0] = True
+        for node in range(len(self.left)):  # parents precede children
+            if self.left[node] >= 0:
+                goes_left = X[:, self.feature[node]] <= self.threshold[node]
+                reach[:, self.left[node]] = reach[:, node] & goes_left
+                reach[:, self.right[node]] = reach[:, node] & ~goes_left
+        return reach
+
     # ------------------------------------------------------------------ prediction
 
     def predict(self, values: Sequence[float]) -> str:

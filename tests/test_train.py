@@ -13,6 +13,7 @@ import seer.train
 from seer.errors import ProfileTableError, SeerWarning
 from seer.model import GATHER, SelectorModel
 from seer.table import ProfileTable, read_table, table_sha256
+from seer.tree import Tree
 from seer.train import TwoStageSelector, grouped_folds, train_table
 
 pytestmark = pytest.mark.usefixtures("toy_op")
@@ -349,3 +350,39 @@ def test_stage1_shortcut_only_without_gathering_and_preparation(monkeypatch):
     prepared = TwoStageSelector(**QUICK, folds=3).fit(ProfileTable.from_frame(frame, "toy", planted_meta()))
     assert len(tuned) == 4 and prepared.stage2_ is None and prepared.hyperparameters_["stage2"] is None
     assert [prepared.stage1_[c].predict([10, 10, 100, 10]) for c in (1, 10, 100, 1000)] == ["plain", "plain", "fast", "fast"]
+
+
+def _stage1_case(n=200, seed=0):
+    """Known feature: size. Labels a, b and GATHER. Held out, the tree answers "a" everywhere,
+    but inputs above size 100 are 30x slower on "a" than on "b" and gathering costs them 1%."""
+    rng = np.random.default_rng(seed)
+    size = rng.uniform(1, 200, n)
+    costs = np.ones((n, 3))
+    big = size > 100
+    costs[big, 0] = 30.0
+    costs[~big, 1] = 2.0
+    costs[:, 2] = np.where(big, 1.01, 1.5)
+    return size[:, None], costs
+
+
+def test_gate_sends_inputs_above_a_threshold_to_gathering_where_the_tree_fails_held_out():
+    X, costs = _stage1_case()
+    labels = ("a", "b", GATHER)
+    tree = Tree(["size"], labels, [-1], [None], [-1], [-1], [0], [len(X)], [0.0])  # "a" for every input
+    fitted = seer.train._Fitted(tree, {"max_depth": 0}, np.zeros(len(X), dtype=int))
+    gated = seer.train._gated(fitted, X, costs, ["size"], labels)
+    gate = gated.params["gate"]
+    assert gate["feature"] == "size" and 80 <= gate["gather_above"] <= 100  # the last quantile below 100
+    assert gated.tree.predict([150.0]) == GATHER and gated.tree.predict([20.0]) == "a"
+    assert (gated.out_of_fold == np.where(X[:, 0] > gate["gather_above"], 2, 0)).all()
+    assert gated.tree.n_samples[0] == len(X) and sum(gated.tree.n_samples[1:3]) == len(X)
+
+
+def test_gate_is_left_out_where_the_tree_does_well():
+    X, costs = _stage1_case()
+    labels = ("a", "b", GATHER)
+    right = np.where(X[:, 0] > 100, 1, 0)  # the tree's held-out choices are already the best
+    tree = Tree(["size"], labels, [0, -1, -1], [100.0, None, None], [1, -1, -1], [2, -1, -1], [-1, 0, 1],
+                [len(X), 0, 0], [0.0, 0.0, 0.0])
+    fitted = seer.train._Fitted(tree, {"max_depth": 1}, right)
+    assert seer.train._gated(fitted, X, costs, ["size"], labels) is fitted

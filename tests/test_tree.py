@@ -151,3 +151,16 @@ def test_error_names_where_the_tree_is():
         Tree.from_dict(edited(lambda d: d["label"].__setitem__(0, 0)), where="stage1[10]")
     with pytest.raises(ModelError, match="tree: expected an object"):
         Tree.from_dict([1, 2])
+
+
+def test_a_gate_above_a_threshold_keeps_the_tree_below_it_and_recounts():
+    X = np.array([[1.0, 5.0], [2.0, 50.0], [3.0, 500.0], [4.0, 5000.0]])
+    costs = np.array([[1.0, 2.0, 9.0], [2.0, 1.0, 9.0], [1.0, 3.0, 1.1], [3.0, 1.0, 1.2]])
+    below = Tree(["a", "b"], ["x", "y", "g"], [0, -1, -1], [2.5, None, None], [1, -1, -1], [2, -1, -1],
+                 [-1, 0, 1], [4, 2, 2], [0.0, 0.0, 0.0])
+    gated = below.gated("b", 100.0, "g", X, costs)
+    assert [gated.predict(row) for row in X.tolist()] == ["x", "x", "g", "g"]  # row 2 no longer reaches "y"
+    assert gated.predict([3.0, 50.0]) == "y"
+    assert gated.n_samples == (4, 2, 2, 0, 2)
+    assert gated.mean_regret[4] == pytest.approx(np.mean([0.1, 0.2]))  # the gate's leaf: g costs 1.1 and 1.2
+    assert Tree.from_dict(gated.to_dict()) == gated
