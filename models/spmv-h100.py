@@ -2,7 +2,7 @@
 # device: NVIDIA H100 80GB HBM3, compute capability 9.0
 # variants: scalar_r128, vector_g4, vector_g8, vector_g16, vector_g32, vector_g64, vector_g256, merge_c256, merge_c512, merge_c1024, adaptive, torch_csr, cusparse_prepared
 # training table: datasets/profiles/spmv-h100.csv (sha256 341008377fac4f81f0429c0056481bea52b9995fc9cc56235f752667647252e2), 437 rows in 32 groups
-# trained: 2026-11-24T18:02:25+00:00
+# trained: 2026-11-24T18:21:56+00:00
 # command: seer train datasets/profiles/spmv-h100.csv --out models/spmv-h100.json
 # held-out fraction of oracle (gathering included, 5-fold grouped CV): 0.895 at 1 call, 0.944 at 100 calls
 # regenerate: rerun the command above on the table with this sha256 to retrain; seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model

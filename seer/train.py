@@ -11,6 +11,9 @@ sees how good stage 2 really is on inputs it was not trained on. Without prepara
 every call count has the same stage-2 costs, so one stage-2 tree serves them all (and without
 gathering, one stage-1 tree too). Seer's own split (per call count, a gate between a tree on
 known features and gathering) was tried and scored the same (``benchmarks/NOTES.md``, SpMV 12).
+What stage 1 keeps instead (:func:`_gated`) is narrower: after its tree is tuned, a threshold on
+one known feature above which it gathers, where that beats the tree's out-of-fold choices; held
+out, it kept the tree from sending unseen families to kernels many times slower (SpMV 29).
 
 Both stages are regret trees: scikit-learn grows a multi-output regression tree on each row's
 log-slowdown of every choice (log(t_v / t_best)), clipped at ``regret_cap``, and each leaf takes
@@ -190,10 +193,8 @@ class TwoStageSelector:
         def fit(calls: int) -> _Fitted:
             return tune(data.full, data.cost(calls), (*self.known_, *self.gathered_), self.variants_)
 
-        if not data.has_preparation:
-            # Every count then costs data.times per call: one tree serves them all.
-            return dict.fromkeys(counts, fit(counts[0]))
-        return {calls: fit(calls) for calls in counts}
+        # Without preparation every count costs data.times per call: one tree serves them all.
+        return _per_count(counts, fit, one_serves_all=not data.has_preparation)
 
     def _fit_stage1(self, data: _Data, counts: list[int], tune: Callable[..., _Fitted],
                     stage2: dict[int, _Fitted]) -> dict[int, _Fitted]:
@@ -205,10 +206,8 @@ class TwoStageSelector:
             fitted = tune(data.known, costs, self.known_, labels)
             return _gated(fitted, data.known, costs, self.known_, labels) if stage2 else fitted
 
-        if not stage2 and not data.has_preparation:
-            # Without gathering or preparation, c * t_v has the same argmin for every c: one tree serves all.
-            return dict.fromkeys(counts, fit(counts[0]))
-        return {calls: fit(calls) for calls in counts}
+        # Without gathering or preparation, c * t_v has the same argmin for every c: one tree serves all.
+        return _per_count(counts, fit, one_serves_all=not stage2 and not data.has_preparation)
 
     # ------------------------------------------------------------------ predicting
 
@@ -273,7 +272,7 @@ class TwoStageSelector:
                 for c in calls:
                     stage2[c][test] = inner._stage2_choice(held_out, c)
             for c in calls:
-                single[c][test] = _best_single(data.take(train).cost(c))
+                single[c][test] = _best_single(data.cost(c)[train])
             fold_of[test] = k
         report = _report(table, data, calls, folds, _Outcome(choice, gathered, single, fold_of))
         if free_gather_ms is not None and stage2 is not None:
@@ -330,6 +329,13 @@ def train_table(
     if out is not None:
         model.save(out)
     return model, report
+
+
+def _per_count(counts: list[int], fit: Callable[[int], _Fitted], one_serves_all: bool) -> dict[int, _Fitted]:
+    """``fit(calls)`` for each call count, or the first count's fit for all of them."""
+    if one_serves_all:
+        return dict.fromkeys(counts, fit(counts[0]))
+    return {calls: fit(calls) for calls in counts}
 
 
 # ---------------------------------------------------------------------- tree search

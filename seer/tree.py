@@ -69,14 +69,25 @@ def node_choices(estimator: Any, X: np.ndarray, costs: np.ndarray) -> tuple[np.n
     ``costs[i, l]`` is what choosing label ``l`` costs sample ``i``; regret is a ratio
     (0.07 = 7 % slower than the best label). Nodes that no sample of ``X`` reaches get label 0.
     """
-    reached = estimator.decision_path(X)  # sparse [samples, nodes]
-    summed_log = np.asarray(reached.T @ log_regret(costs))
+    summed_log, summed_ratio, n_samples = _node_sums(estimator.decision_path(X), costs)
     best = summed_log.argmin(axis=1)
-    n_samples = np.asarray(reached.sum(axis=0)).ravel().astype(int)
+    return best, n_samples, _mean_regret(summed_ratio, n_samples, best)
+
+
+def _node_sums(reached, costs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per node and label, over the samples that reach the node (``reached``: [samples, nodes],
+    sparse or dense): summed log-regret, summed regret ratio (0.07 = 7 % slower), and per node the
+    sample count."""
+    summed_log = np.asarray(reached.T @ log_regret(costs))
     summed_ratio = np.asarray(reached.T @ (costs / costs.min(axis=1, keepdims=True) - 1.0))
-    chosen = summed_ratio[np.arange(len(best)), best]
-    mean_regret = np.divide(chosen, n_samples, out=np.zeros_like(chosen), where=n_samples > 0)
-    return best, n_samples, mean_regret
+    n_samples = np.asarray(reached.sum(axis=0)).ravel().astype(int)
+    return summed_log, summed_ratio, n_samples
+
+
+def _mean_regret(summed_ratio: np.ndarray, n_samples: np.ndarray, label: np.ndarray) -> np.ndarray:
+    """Each node's mean regret ratio for its ``label``; 0 where no sample reaches it."""
+    chosen = summed_ratio[np.arange(len(label)), label]
+    return np.divide(chosen, n_samples, out=np.zeros_like(chosen), where=n_samples > 0)
 
 
 class Tree:
@@ -158,18 +169,10 @@ class Tree:
     def _recounted(self, X: np.ndarray, costs: np.ndarray) -> Tree:
         """This tree with ``n_samples`` and ``mean_regret`` counted on ``X`` as in :func:`node_choices`:
         a leaf's regret is its label's, an inner node's that of its best label."""
-        ratio = costs / costs.min(axis=1, keepdims=True)
-        log = np.log(ratio)
-        n_samples, mean_regret = [], []
-        reach = self._reach(X)
-        for node in range(len(self.left)):
-            rows = reach[:, node]
-            count = int(rows.sum())
-            label = self.label[node] if self.is_leaf(node) else int(log[rows].sum(axis=0).argmin())
-            n_samples.append(count)
-            mean_regret.append(float(ratio[rows, label].mean() - 1.0) if count else 0.0)
+        summed_log, summed_ratio, n_samples = _node_sums(self._reach(X), costs)
+        label = np.where(np.array(self.label) >= 0, self.label, summed_log.argmin(axis=1))
         return Tree(self.features, self.labels, self.feature, self.threshold, self.left, self.right,
-                    self.label, n_samples, mean_regret)
+                    self.label, n_samples.tolist(), _mean_regret(summed_ratio, n_samples, label).tolist())
 
     def _reach(self, X: np.ndarray) -> np.ndarray:
         """[rows, nodes]: whether each row of ``X`` passes through each node."""
