@@ -17,10 +17,12 @@ drained at both ends; the kernel is shorter than the host work, so the loops are
 
 Then the *first* call on a new matrix (a new tensor object each time, so nothing is cached), layer
 by layer, median of 200 tries, each synchronised at its start and end:
-  validate        ``spmv.problem(A)``: the checks, the validation pass and its read-back
+  first_call      ``spmv.first_call(A, (x,))``: the checks, the validation pass and its read-back;
+                  on a matrix of up to ``spmv.VALIDATING_PRODUCT_MAX_NNZ`` nonzeros (this one)
+                  the same kernel computes y
   decide          ``seer.explain`` on the validated matrix: features, model lookup, tree walk
   bind            the chosen variant's ``bind``: its plan (grid, preparation, launch lookup)
-  launch          the bound call's first ``call(x)``, up to the end of the kernel
+  launch          on a larger matrix only: the bound call's first ``call(x)``, up to the end of the kernel
   whole           ``seer.dispatch`` on a new tensor, against torch CSR's ``A @ x`` on one
 
     python benchmarks/host_path.py --matrices .carry/suitesparse [--out benchmarks/results]
@@ -95,10 +97,11 @@ def first_call_layers(parts: tuple, x: torch.Tensor, tries: int = FIRST_TRIES) -
 
     for _ in range(tries):
         A = torch.sparse_csr_tensor(*parts[:3], parts[3])
-        csr = timed("validate", lambda: spmv.problem(A))
+        csr, y = timed("first_call", lambda: spmv.first_call(A, (x,)))
         decision = timed("decide", lambda: seer.explain("spmv", (csr, x)))
         call = timed("bind", lambda: spmv.VARIANTS[decision.variant].bind(csr))
-        timed("launch", lambda: call(x))
+        if y is None:
+            timed("launch", lambda: call(x))
         B = torch.sparse_csr_tensor(*parts[:3], parts[3])
         timed("whole", lambda: seer.dispatch("spmv", (B, x)))
         C = torch.sparse_csr_tensor(*parts[:3], parts[3])

@@ -36,7 +36,7 @@ from spmv_validation import each_loaded  # a sibling script (benchmarks/ is on s
 from seer import sparse
 from seer.datasets.cases import spmv_cases
 from seer.profiling import TIMING_ROUNDS, _least_of_rounds, device_tag, environment, write_result
-from seer.sparse import LONG_ROW, _index_block, _row_block, _store_found, as_csr
+from seer.sparse import LONG_ROW, _index_block, _row_block, store_found, as_csr
 
 CANDIDATES = {"narrow_w4": (False, 4), "narrow_w8": (False, 8), "fused_w4": (True, 4), "fused_w8": (True, 8)}
 
@@ -65,13 +65,13 @@ def _candidate_kernel(indptr, indices, rows, nnz, cols, found, programs, blocks,
                 indptr, start, rows, decreasing, sum_sq, longest, empty, long_nnz, STATS, True, LONG_ROW, ROW_BLOCK)
         for start in range(pid * INDEX_BLOCK, nnz, programs * INDEX_BLOCK):
             outside = _index_block(indices, start, nnz, cols, outside, ROW_BLOCK, INDEX_BLOCK)
-    _store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz)
+    store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz)
 
 
 def launch_candidate(csr, stats: bool, fused: bool, warps: int) -> torch.Tensor:
     """The candidate pass (``indices`` checked), shaped like ``sparse.launch_structure``'s result."""
     blocks = max(triton.cdiv(csr.rows, sparse._ROW_BLOCK), triton.cdiv(csr.nnz, sparse._INDEX_BLOCK), 1)
-    programs = min(blocks, sparse._max_programs(csr.device))
+    programs = min(blocks, sparse.max_programs(csr.device))
     found = torch.empty((programs, 8), dtype=torch.int64, device=csr.device)
     _candidate_kernel[(programs,)](csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, found, programs, blocks,
                                    STATS=stats, FUSED=fused, LONG_ROW=LONG_ROW, ROW_BLOCK=sparse._ROW_BLOCK,

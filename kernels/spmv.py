@@ -27,11 +27,12 @@ import torch
 import triton
 import triton.language as tl
 
-from seer import cusparse
+from seer import cusparse, sparse
 from seer.errors import InputError, SeerWarning
-from seer.launch import InputLaunches, LaunchCache, addresses, cdiv, specialisation, vector_operands
+from seer.launch import INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, specialisation, vector_operands
 from seer.registry import Variant
-from seer.sparse import CsrMatrix, as_csr, check_dense_vector, dense_vector_check
+from seer.sparse import (CsrMatrix, as_csr, check_dense_vector, dense_vector_check, row_statistics, store_found,
+                         zero_counts)
 
 # ---------------------------------------------------------------- kernels and launchers
 
@@ -182,6 +183,45 @@ def _combine_pieces_kernel(partials, piece_ptr, long_rows, y, y_stride, BLOCK: t
         acc += tl.load(partials + at, mask=at < hi, other=0.0)
     row = tl.load(long_rows + i)
     tl.store(y + row * y_stride, tl.sum(acc, axis=0).to(y.dtype.element_ty))
+
+
+@triton.jit
+def _validating_product_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows, nnz, cols, found,
+                               programs, blocks, NARROW: tl.constexpr, LONG_ROW: tl.constexpr,
+                               ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    """The validation pass of :mod:`seer.sparse` and y = A x in one launch, for a first call on
+    a small matrix. Program p takes blocks of ROWS rows p, p + programs, ...; each block streams
+    its rows' nonzeros BLOCK at a time (coalesced, so a long row costs its length over BLOCK
+    steps, not over a few lanes) and adds every product into its row's sum through a
+    [ROWS, BLOCK] ownership mask. The matrix is not trusted yet: row ranges are clamped into
+    [0, nnz] and out-of-range columns counted, not read, so a bad matrix is only reported."""
+    pid = tl.program_id(0)
+    decreasing, outside, sum_sq, longest, empty, long_nnz = zero_counts(ROWS, NARROW)
+    for block in range(pid, blocks, programs):
+        row = block * ROWS + tl.arange(0, ROWS)
+        ok = row < rows
+        lo = tl.load(indptr + row, mask=ok, other=0)
+        hi = tl.load(indptr + row + 1, mask=ok, other=0)
+        decreasing, sum_sq, longest, empty, long_nnz = row_statistics(
+            lo, hi, ok, decreasing, sum_sq, longest, empty, long_nnz, True, NARROW, LONG_ROW)
+        start = tl.minimum(tl.maximum(lo, 0), nnz)
+        end = tl.minimum(tl.maximum(hi, start), nnz)
+        first = tl.min(tl.where(ok, start, nnz), axis=0)
+        last = tl.max(tl.where(ok, end, 0), axis=0)
+        sums = tl.zeros([ROWS], dtype=tl.float32)
+        for base in range(first, last, BLOCK):
+            k = base + tl.arange(0, BLOCK)
+            inside = k < last
+            col = tl.load(indices + k, mask=inside, other=0)
+            a = tl.load(values + k, mask=inside, other=0.0)
+            bad = inside & ((col < 0) | (col >= cols))
+            outside += tl.sum(tl.reshape(bad.to(tl.int32), [BLOCK // ROWS, ROWS]), axis=0)
+            xv = tl.load(x + col * x_stride, mask=inside & ~bad, other=0.0)
+            product = a.to(tl.float32) * xv.to(tl.float32)
+            owner = (k[None, :] >= start[:, None]) & (k[None, :] < end[:, None])
+            sums += tl.sum(tl.where(owner, product[None, :], 0.0), axis=1)
+        tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=ok)
+    store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz)
 
 
 # ------------------------------------------------------------------ host side
@@ -532,6 +572,55 @@ def cache_key(matrix):
 
 def problem(matrix) -> CsrMatrix:
     return as_csr(matrix)
+
+
+# A first call on a matrix of at most this many rows and nonzeros validates it and computes y in
+# one launch (_validating_product_kernel): there the host work and the launches are most of the
+# call. Its programs are capped as the pass's are (their partial results are read back), so on
+# more rows each program takes more blocks in turn; past these bounds the pass followed by the
+# chosen variant is faster on the device (benchmarks/results/spmv-first-call-*.md; NOTES SpMV 30).
+VALIDATING_PRODUCT_MAX_ROWS = 4096
+VALIDATING_PRODUCT_MAX_NNZ = 1 << 15
+VALIDATING_TILE = {"rows": 4, "block": 128, "num_warps": 4}
+_validating_launch = LaunchCache(_validating_product_kernel)
+
+
+def first_call(matrix, operands, out: torch.Tensor | None = None) -> tuple[CsrMatrix, torch.Tensor | None]:
+    """The first call on ``matrix``: its validated :class:`CsrMatrix` and, for a small matrix,
+    y = A x computed by the validating pass itself (else None: the chosen variant computes it).
+    A matrix already validated (a ``CsrMatrix``) is returned as it is, with None."""
+    if isinstance(matrix, CsrMatrix):
+        return matrix, None
+    csr = as_csr(matrix, check=False)
+    if csr.nnz > VALIDATING_PRODUCT_MAX_NNZ or csr.rows > VALIDATING_PRODUCT_MAX_ROWS or not _runs_here(csr.device):
+        sparse.check_structure(csr)
+        return csr, None
+    (x,) = operands
+    check_dense_vector(csr, x)
+    y = _output(csr, x, out)
+    sparse.accept_structure(csr, sparse.read_found(_launch_validating_product(csr, x, y)))
+    return csr, y
+
+
+def _runs_here(device: torch.device) -> bool:
+    return device.type == "cuda" or INTERPRETING
+
+
+def _launch_validating_product(csr: CsrMatrix, x: torch.Tensor, y: torch.Tensor, tile: dict = VALIDATING_TILE
+                               ) -> torch.Tensor:
+    """Launches :func:`_validating_product_kernel` into ``y``; returns its partial results
+    (``[programs, FOUND_COLUMNS]`` on the device, as :func:`seer.sparse.launch_structure`).
+    ``tile``: rows per block, nonzeros per step and warps (benchmarks/spmv_first_call.py)."""
+    blocks = max(cdiv(csr.rows, tile["rows"]), 1)
+    programs = min(blocks, sparse.max_programs(csr.device))
+    found = torch.empty(programs * sparse.FOUND_COLUMNS, dtype=torch.int64, device=csr.device)
+    vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
+    narrow = csr.nnz < sparse.NARROW_BELOW
+    args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, csr.rows, csr.nnz, csr.cols, found,
+            programs, blocks, narrow, sparse.LONG_ROW, tile["rows"], tile["block"])
+    key = (csr.device, specialisation(*args[:3], *args[7:13]), vectors, *tile.values())
+    _validating_launch.launch(key, (programs,), args, num_warps=tile["num_warps"])
+    return found.view(programs, sparse.FOUND_COLUMNS)
 
 
 def check_operands(csr: CsrMatrix, operands) -> None:

@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 import torch
 
 from seer.errors import InputError, ModelError, SeerWarning
+from seer.launch import INTERPRETING
 from seer.registry import Op, get_op
 
 DEFAULT_CACHE_SIZE = 128
@@ -141,11 +142,37 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
         decision = _cache.get(key)
         if decision is not None:
             return decision.call(*operands) if out is None else decision.call(*operands, out=out)
-    decision = _bound(entry, _decide(entry, source, operands, calls=calls, model=model, variant=variant))
-    result = decision.call(*operands) if out is None else decision.call(*operands, out=out)
+    problem, result = _first_call(entry, source, operands, out, variant)
+    decision = _bound(entry, _decide(entry, source, operands, calls=calls, model=model, variant=variant, problem=problem))
+    if result is None:
+        result = decision.call(*operands) if out is None else decision.call(*operands, out=out)
     if key is not None:
         _cache.put(key, decision)
     return result
+
+
+def _first_call(entry: Op, source, operands, out, variant):
+    """``(problem, result or None)``: the op's ``first_call`` where it has one (validating and, on
+    small inputs, computing the result in the same pass) and no variant was forced, else
+    ``(None, None)``, and :func:`_decide` validates."""
+    first_call = getattr(entry.kernels, "first_call", None)
+    if first_call is None or variant is not None:
+        return None, None
+    _refuse_capture()
+    if INTERPRETING:  # it may run a kernel: one at a time under the interpreter (see _serialised)
+        with _interpreter_lock:
+            return first_call(source, operands, out)
+    return first_call(source, operands, out)
+
+
+def _refuse_capture() -> None:
+    # is_initialized, not is_available (an NVML query): no stream captures before CUDA is initialised.
+    if torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
+        # Validation and feature gathering read the device back, which capture forbids.
+        raise InputError(
+            "the first seer.dispatch call on this input is inside CUDA graph capture; call it once "
+            "before capturing so that the choice and the kernel's preprocessing are cached"
+        )
 
 
 def _bound(entry: Op, decision: Decision) -> Decision:
@@ -188,16 +215,14 @@ def explain(op: str, inputs, *, calls: int | None = None, model=None, **op_kwarg
     return _decide(entry, source, operands, calls=calls, model=model, variant=None, will_run=False)
 
 
-def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True) -> Decision:
-    # is_initialized, not is_available (an NVML query): no stream captures before CUDA is initialised.
-    if will_run and torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
-        # Validation and feature gathering read the device back, which capture forbids.
-        raise InputError(
-            "the first seer.dispatch call on this input is inside CUDA graph capture; call it once "
-            "before capturing so that the choice and the kernel's preprocessing are cached"
-        )
-    problem = entry.kernels.problem(source)
-    entry.kernels.check_operands(problem, operands)
+def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True, problem=None) -> Decision:
+    """The decision for ``source``; ``problem``, if given, is ``source`` already validated by the
+    op's ``first_call``, which checked the operands too."""
+    if problem is None:
+        if will_run:
+            _refuse_capture()
+        problem = entry.kernels.problem(source)
+        entry.kernels.check_operands(problem, operands)
     device = _device_of(problem)
     if will_run:
         _check_runnable(device)
@@ -258,7 +283,7 @@ def resolve_model(entry: Op, device: torch.device, model=None):
     capability (with a warning). Anything unusable (corrupted, another op, variants this
     install lacks, no model for this GPU) falls back to the op's hand rule with a warning.
     """
-    token = (entry.name, str(device), _model_token(model))
+    token = (entry.name, device, _model_token(model))
     if token in _models:
         return _models[token]
     resolved = _resolve(entry, device, model)

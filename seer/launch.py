@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 import triton
 
-_INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
+INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 # How the C entry of the Triton launcher's (``CompiledKernel.run``) takes its arguments, for the
 # versions checked (tests/test_launch.py reads the launcher's source for the order): 3.6 builds
 # one module per kernel whose entry takes the kernel's arguments spread out; 3.7 to 3.9 have one
@@ -29,16 +29,12 @@ LAUNCHER_LAYOUT = {"3.6": "arguments spread", "3.7": "arguments in a tuple", "3.
 
 def specialisation(*values) -> tuple:
     """What Triton specialises on for these arguments: pointer alignment; for ints, == 1, % 16 and
-    whether they fit 32 bits (past 2**31 the parameter becomes 64-bit: nnz of a large matrix)."""
-    key = []
-    for v in values:
-        if isinstance(v, torch.Tensor):
-            key.append((v.dtype, v.data_ptr() % 16 == 0))
-        elif isinstance(v, int) and not isinstance(v, bool):
-            key.append((v == 1, v % 16 == 0, -2**31 <= v < 2**31))
-        else:
-            key.append(v)
-    return tuple(key)
+    whether they fit 32 bits (past 2**31 the parameter becomes 64-bit: nnz of a large matrix).
+    One comprehension, exact type first: every first call on a new input computes a few keys."""
+    return tuple([(v == 1, v % 16 == 0, -2**31 <= v < 2**31) if type(v) is int
+                  else (v.dtype, v.data_ptr() % 16 == 0) if isinstance(v, torch.Tensor)
+                  else (v == 1, v % 16 == 0, -2**31 <= v < 2**31) if isinstance(v, int) and not isinstance(v, bool)
+                  else v for v in values])
 
 
 def vector_operands(x: torch.Tensor, y: torch.Tensor) -> tuple:
@@ -90,12 +86,12 @@ class LaunchCache:
     def ready(self, key) -> Callable | None:
         """The direct launch compiled for ``key`` (called as ``ready(grid_x, direct_args)``), or None
         before the first launch of ``key`` and always under the interpreter."""
-        return None if _INTERPRETING else self._ready.get(key)
+        return None if INTERPRETING else self._ready.get(key)
 
     def first_launch(self, key, grid: tuple, args: tuple, options: dict) -> None:
         """Triton's own launch (compiling if needed); keeps the direct launch of what it compiled."""
         compiled = self.kernel[grid](*args, **options)
-        if not _INTERPRETING and _launchable(compiled):
+        if not INTERPRETING and _launchable(compiled):
             self._ready[key] = direct_launch(compiled)
 
 

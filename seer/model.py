@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -69,10 +69,12 @@ def feature_info(op: str, names: Iterable[str]) -> dict[str, Feature]:
     return {name: known.get(name, Feature(name, name)) for name in names}
 
 
-def nearest_calls(trained: Iterable[int], calls: int) -> int:
+def nearest_calls(trained: Collection[int], calls: int) -> int:
     """The largest trained call count <= ``calls`` (the smallest one when ``calls`` is below all)."""
     if calls < 1:
         raise InputError(f"calls must be >= 1, got {calls}")
+    if calls in trained:  # the common case (one call, or a trained count), without sorting
+        return calls
     counts = sorted(trained)
     return max((c for c in counts if c <= calls), default=counts[0])
 

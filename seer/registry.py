@@ -12,6 +12,10 @@ Kernel module contract
     ``problem(source) -> object``: validate ``source`` once (may be costly); the result is
         cached with the decision and handed to every variant.
     ``check_operands(problem, operands)``: cheap per-call validation.
+    ``first_call(source, operands, out) -> (problem, result or None)`` (optional): what
+        ``problem`` returns, with the operands checked, and the result where the validating pass
+        computed it too (SpMV on small matrices: one launch instead of two); dispatch uses it on
+        the first call unless a variant is forced.
     ``reference(problem, *operands) -> Tensor``: float64 result, for tests and profiling.
     A variant runs as ``VARIANTS[name].run(problem, *operands) -> Tensor``. It may also have
         ``bind(problem) -> call``, ``call(*operands) -> Tensor``, checking the operands itself:

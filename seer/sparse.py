@@ -139,7 +139,7 @@ def as_csr(matrix, *, check: bool = True) -> CsrMatrix:
     csr = CsrMatrix(indptr, indices, values, shape)
     _check_metadata(csr)
     if check:
-        _check_structure(csr)
+        check_structure(csr)
     return csr
 
 
@@ -216,9 +216,14 @@ def _check_metadata(csr: CsrMatrix) -> None:
         raise InputError(f"{csr.nnz} nonzeros overflow int32 indices; use int64 index arrays")
 
 
-def _check_structure(csr: CsrMatrix) -> None:
+def check_structure(csr: CsrMatrix) -> None:
     """The validation pass; the row-length sums it also measures are kept for the features."""
-    found = _structure(csr, check=True)
+    accept_structure(csr, _structure(csr, check=True))
+
+
+def accept_structure(csr: CsrMatrix, found: Structure) -> None:
+    """Raise the error naming what the validation pass ``found`` wrong with ``csr``, if anything;
+    else keep the row-length sums it measured for the features."""
     if found.first != 0:
         raise InputError(f"CSR indptr must start at 0, starts at {found.first}")
     if found.last != csr.nnz:
@@ -244,7 +249,9 @@ def validated_rows(csr: CsrMatrix) -> RowLengthSums | None:
     return csr.peek(_ROW_SUMS)
 
 
-class _Structure(NamedTuple):
+class Structure(NamedTuple):
+    """What one validation pass found, added up over its programs."""
+
     first: int  # indptr[0]
     last: int  # indptr[rows]
     decreasing: int  # rows with indptr[r + 1] < indptr[r]
@@ -252,7 +259,7 @@ class _Structure(NamedTuple):
     sums: RowLengthSums
 
 
-def _structure(csr: CsrMatrix, check: bool, stats: bool = True) -> _Structure:
+def _structure(csr: CsrMatrix, check: bool, stats: bool = True) -> Structure:
     """One pass over ``indptr`` (and ``indices`` when ``check``): Triton on a GPU, numpy on the CPU.
 
     ``stats=False`` (GPU only) leaves the row-length sums zero: benchmarks/spmv_validation.py
@@ -262,14 +269,14 @@ def _structure(csr: CsrMatrix, check: bool, stats: bool = True) -> _Structure:
     return _structure_triton(csr, check, stats)
 
 
-def _structure_numpy(csr: CsrMatrix, check: bool) -> _Structure:
+def _structure_numpy(csr: CsrMatrix, check: bool) -> Structure:
     indptr = csr.indptr.numpy().astype(np.int64)
     lengths = np.diff(indptr)
     outside = 0
     if check:
         cols = csr.indices.numpy()
         outside = int(((cols < 0) | (cols >= csr.cols)).sum())
-    return _Structure(int(indptr[0]), int(indptr[-1]), int((lengths < 0).sum()), outside, _row_sums_numpy(lengths))
+    return Structure(int(indptr[0]), int(indptr[-1]), int((lengths < 0).sum()), outside, _row_sums_numpy(lengths))
 
 
 def _row_sums_numpy(lengths: np.ndarray) -> RowLengthSums:
@@ -294,8 +301,8 @@ def _row_sums_numpy(lengths: np.ndarray) -> RowLengthSums:
 _ROW_BLOCK = 1024
 _INDEX_BLOCK = 4096
 _PROGRAMS_PER_SM = 2
-_FOUND = 8  # columns of a program's partial results (see _structure_kernel)
-_NARROW_BELOW = 2**31  # nnz below which every row length and per-lane sum fits 32 bits
+FOUND_COLUMNS = 8  # columns of a program's partial results (see _structure_kernel)
+NARROW_BELOW = 2**31  # nnz below which every row length and per-lane sum fits 32 bits
 _programs_cap: dict = {}
 
 
@@ -311,6 +318,15 @@ def _row_block(indptr, start, rows, decreasing, sum_sq, longest, empty, long_nnz
     mask = row < rows
     lo = tl.load(indptr + row, mask=mask, other=0)
     hi = tl.load(indptr + row + 1, mask=mask, other=0)
+    return row_statistics(lo, hi, mask, decreasing, sum_sq, longest, empty, long_nnz, STATS, NARROW, LONG_ROW)
+
+
+@triton.jit
+def row_statistics(lo, hi, mask, decreasing, sum_sq, longest, empty, long_nnz,
+                   STATS: tl.constexpr, NARROW: tl.constexpr, LONG_ROW: tl.constexpr):
+    """A block of rows' share of the pass's counts, from their row pointers ``lo = indptr[r]``,
+    ``hi = indptr[r + 1]`` (0 where ``mask`` is off). Kernels that validate on their way (the
+    SpMV first call) add their rows with it too."""
     decreasing += (hi < lo).to(tl.int32)  # a comparison, not a difference: no overflow on garbage
     if STATS:
         # Kept only for a valid matrix, whose row lengths lie in [0, nnz].
@@ -337,27 +353,27 @@ def _structure_kernel(indptr, indices, rows, nnz, cols, found, programs, blocks,
     # found[pid]: [decreasing rows, out-of-range columns, sum of squared lengths, longest row,
     #              empty rows, nnz in long rows, indptr[0], indptr[rows]]
     pid = tl.program_id(0)
-    decreasing = tl.zeros([ROW_BLOCK], dtype=tl.int32)
-    outside = tl.zeros([ROW_BLOCK], dtype=tl.int32)
-    empty = tl.zeros([ROW_BLOCK], dtype=tl.int32)
-    sum_sq = tl.zeros([ROW_BLOCK], dtype=tl.int64)
-    if NARROW:
-        longest = tl.zeros([ROW_BLOCK], dtype=tl.int32)
-        long_nnz = tl.zeros([ROW_BLOCK], dtype=tl.int32)
-    else:
-        longest = tl.zeros([ROW_BLOCK], dtype=tl.int64)
-        long_nnz = tl.zeros([ROW_BLOCK], dtype=tl.int64)
+    decreasing, outside, sum_sq, longest, empty, long_nnz = zero_counts(ROW_BLOCK, NARROW)
     for block in range(pid, blocks, programs):
         if CHECK:
             outside = _index_block(indices, block * INDEX_BLOCK, nnz, cols, outside, ROW_BLOCK, INDEX_BLOCK)
         decreasing, sum_sq, longest, empty, long_nnz = _row_block(
             indptr, block * ROW_BLOCK, rows, decreasing, sum_sq, longest, empty, long_nnz,
             STATS, NARROW, LONG_ROW, ROW_BLOCK)
-    _store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz)
+    store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz)
 
 
 @triton.jit
-def _store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz):
+def zero_counts(LANES: tl.constexpr, NARROW: tl.constexpr):
+    """The pass's per-lane counts, zeroed: decreasing rows, out-of-range columns, sum of squared
+    lengths, longest row, empty rows, nnz in long rows (32-bit where ``NARROW``, see SpMV 16)."""
+    width = tl.int32 if NARROW else tl.int64
+    return (tl.zeros([LANES], dtype=tl.int32), tl.zeros([LANES], dtype=tl.int32), tl.zeros([LANES], dtype=tl.int64),
+            tl.zeros([LANES], dtype=width), tl.zeros([LANES], dtype=tl.int32), tl.zeros([LANES], dtype=width))
+
+
+@triton.jit
+def store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz):
     """Reduces a program's lanes and stores its row of ``found`` (columns: see _structure_kernel)."""
     # One reduction for every column (one exchange between warps, not one per column).
     d, o, q, m, e, n = tl.reduce((decreasing, outside, sum_sq, longest, empty, long_nnz), 0, _add_max)
@@ -372,12 +388,17 @@ def _store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest,
 _structure_launch = LaunchCache(_structure_kernel)
 
 
-def _structure_triton(csr: CsrMatrix, check: bool, stats: bool) -> _Structure:
-    found = launch_structure(csr, check, stats).cpu()
-    parts = found.tolist() if len(found) <= _SUMMED_AS_INTS else found.numpy()
+def _structure_triton(csr: CsrMatrix, check: bool, stats: bool) -> Structure:
+    return read_found(launch_structure(csr, check, stats))
+
+
+def read_found(found: torch.Tensor) -> Structure:
+    """A pass's ``[programs, FOUND_COLUMNS]`` partial results read back (the one synchronisation)
+    and added up."""
+    parts = found.tolist() if len(found) <= _SUMMED_AS_INTS else found.cpu().numpy()
     totals = _column_totals(parts)
-    return _Structure(totals[6], totals[7], totals[0], totals[1],
-                      RowLengthSums(totals[2], totals[3], totals[4], totals[5]))
+    return Structure(totals[6], totals[7], totals[0], totals[1],
+                     RowLengthSums(totals[2], totals[3], totals[4], totals[5]))
 
 
 # Up to this many programs their partial results are added as Python ints, above it in one numpy
@@ -405,17 +426,17 @@ def launch_structure(csr: CsrMatrix, check: bool, stats: bool) -> torch.Tensor:
     """The pass's kernel alone, no read-back: ``[programs, 8]`` partial results on the device
     (benchmarks time it this way, with and without ``stats``)."""
     blocks = max(cdiv(csr.rows, _ROW_BLOCK), cdiv(csr.nnz, _INDEX_BLOCK) if check else 0, 1)
-    programs = min(blocks, _max_programs(csr.device))
-    found = torch.empty(programs * _FOUND, dtype=torch.int64, device=csr.device)
-    narrow = csr.nnz < _NARROW_BELOW
+    programs = min(blocks, max_programs(csr.device))
+    found = torch.empty(programs * FOUND_COLUMNS, dtype=torch.int64, device=csr.device)
+    narrow = csr.nnz < NARROW_BELOW
     args = (csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, found, programs, blocks,
             check, stats, narrow, LONG_ROW, _ROW_BLOCK, _INDEX_BLOCK)
     key = (csr.device, specialisation(*args[:8]), check, stats, narrow)
     _structure_launch.launch(key, (programs,), args, num_warps=4)
-    return found.view(programs, _FOUND)
+    return found.view(programs, FOUND_COLUMNS)
 
 
-def _max_programs(device: torch.device) -> int:
+def max_programs(device: torch.device) -> int:
     cap = _programs_cap.get(device)
     if cap is None:
         # The interpreter (CPU tensors, tests) runs programs one by one: a few suffice.

@@ -98,7 +98,7 @@ def test_wide_lanes_match_narrow_ones(monkeypatch):
     # Past 2**31 nonzeros the statistics keep 64-bit lanes; the same sums on a small matrix.
     m = _skewed(3000, 700, 8)
     narrow = sparse._structure_triton(as_csr(m, check=False), check=True, stats=True)
-    monkeypatch.setattr(sparse, "_NARROW_BELOW", 0)
+    monkeypatch.setattr(sparse, "NARROW_BELOW", 0)
     assert sparse._structure_triton(as_csr(m, check=False), check=True, stats=True) == narrow
     _assert_pass_matches_numpy(m)
 
@@ -176,7 +176,7 @@ def test_pass_on_gpu_matches_numpy(suitesparse_dir, monkeypatch):
                 if check:
                     assert found == sparse._structure_numpy(host, True)
             assert sparse._structure_triton(csr, check=True, stats=False).sums == (0, 0, 0, 0)
-    monkeypatch.setattr(sparse, "_NARROW_BELOW", 0)  # the 64-bit lanes of a matrix past 2**31 nonzeros
+    monkeypatch.setattr(sparse, "NARROW_BELOW", 0)  # the 64-bit lanes of a matrix past 2**31 nonzeros
     host = as_csr(huge, check=False)
     csr = as_csr((host.indptr.cuda(), host.indices.cuda(), host.values.cuda(), host.shape), check=False)
     assert sparse._structure_triton(csr, check=True, stats=True) == sparse._structure_numpy(host, True)
@@ -184,7 +184,7 @@ def test_pass_on_gpu_matches_numpy(suitesparse_dir, monkeypatch):
 
 def test_partial_results_add_up_alike_as_ints_and_in_numpy():
     rng = np.random.default_rng(3)
-    found = rng.integers(0, 2**40, size=(sparse._SUMMED_AS_INTS + 5, sparse._FOUND))
+    found = rng.integers(0, 2**40, size=(sparse._SUMMED_AS_INTS + 5, sparse.FOUND_COLUMNS))
     found[:, 6:8] = [0, 12345]  # indptr's ends: every program stores the same
     as_ints = sparse._column_totals(found.tolist())
     in_numpy = sparse._column_totals(found)

@@ -74,7 +74,7 @@ def test_input_launches_keep_launch_options_apart(monkeypatch):
             return lambda *args, num_warps: Compiled(num_warps)
 
     ran = []
-    monkeypatch.setattr(launch, "_INTERPRETING", False)
+    monkeypatch.setattr(launch, "INTERPRETING", False)
     monkeypatch.setattr(launch, "direct_launch", lambda compiled: lambda grid_x, args: ran.append(compiled.warps))
     cache = LaunchCache(Kernel())
     launches = {warps: InputLaunches(cache, ("matrix",), {"num_warps": warps}) for warps in (4, 8)}
