@@ -18,8 +18,8 @@ drained at both ends; the kernel is shorter than the host work, so the loops are
 Then the *first* call on a new matrix (a new tensor object each time, so nothing is cached), layer
 by layer, median of 200 tries, each synchronised at its start and end:
   first_call      ``spmv.first_call(A, (x,))``: the checks, the validation pass and its read-back;
-                  on a matrix of up to ``spmv.VALIDATING_PRODUCT_MAX_NNZ`` nonzeros (this one)
-                  the same kernel computes y
+                  on a matrix within ``spmv.VALIDATING_PRODUCT_MAX_ROWS`` and ``_MAX_NNZ`` (this
+                  one) the same kernel computes y
   decide          ``seer.explain`` on the validated matrix: features, model lookup, tree walk
   bind            the chosen variant's ``bind``: its plan (grid, preparation, launch lookup)
   launch          on a larger matrix only: the bound call's first ``call(x)``, up to the end of the kernel

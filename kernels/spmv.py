@@ -612,15 +612,14 @@ def _launch_validating_product(csr: CsrMatrix, x: torch.Tensor, y: torch.Tensor,
     (``[programs, FOUND_COLUMNS]`` on the device, as :func:`seer.sparse.launch_structure`).
     ``tile``: rows per block, nonzeros per step and warps (benchmarks/spmv_first_call.py)."""
     blocks = max(cdiv(csr.rows, tile["rows"]), 1)
-    programs = min(blocks, sparse.max_programs(csr.device))
-    found = torch.empty(programs * sparse.FOUND_COLUMNS, dtype=torch.int64, device=csr.device)
+    found = sparse.found_buffer(csr.device, blocks)
+    programs, narrow = len(found), csr.nnz < sparse.NARROW_BELOW
     vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
-    narrow = csr.nnz < sparse.NARROW_BELOW
     args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, csr.rows, csr.nnz, csr.cols, found,
             programs, blocks, narrow, sparse.LONG_ROW, tile["rows"], tile["block"])
     key = (csr.device, specialisation(*args[:3], *args[7:13]), vectors, *tile.values())
     _validating_launch.launch(key, (programs,), args, num_warps=tile["num_warps"])
-    return found.view(programs, sparse.FOUND_COLUMNS)
+    return found
 
 
 def check_operands(csr: CsrMatrix, operands) -> None:

@@ -159,10 +159,8 @@ def _first_call(entry: Op, source, operands, out, variant):
     if first_call is None or variant is not None:
         return None, None
     _refuse_capture()
-    if INTERPRETING:  # it may run a kernel: one at a time under the interpreter (see _serialised)
-        with _interpreter_lock:
-            return first_call(source, operands, out)
-    return first_call(source, operands, out)
+    # It may run a kernel: one at a time under the interpreter (see _serialised).
+    return (_serialised(first_call) if INTERPRETING else first_call)(source, operands, out)
 
 
 def _refuse_capture() -> None:

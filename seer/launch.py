@@ -30,9 +30,8 @@ LAUNCHER_LAYOUT = {"3.6": "arguments spread", "3.7": "arguments in a tuple", "3.
 def specialisation(*values) -> tuple:
     """What Triton specialises on for these arguments: pointer alignment; for ints, == 1, % 16 and
     whether they fit 32 bits (past 2**31 the parameter becomes 64-bit: nnz of a large matrix).
-    One comprehension, exact type first: every first call on a new input computes a few keys."""
-    return tuple([(v == 1, v % 16 == 0, -2**31 <= v < 2**31) if type(v) is int
-                  else (v.dtype, v.data_ptr() % 16 == 0) if isinstance(v, torch.Tensor)
+    One comprehension: every first call on a new input computes a few keys."""
+    return tuple([(v.dtype, v.data_ptr() % 16 == 0) if isinstance(v, torch.Tensor)
                   else (v == 1, v % 16 == 0, -2**31 <= v < 2**31) if isinstance(v, int) and not isinstance(v, bool)
                   else v for v in values])
 

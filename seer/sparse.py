@@ -426,14 +426,21 @@ def launch_structure(csr: CsrMatrix, check: bool, stats: bool) -> torch.Tensor:
     """The pass's kernel alone, no read-back: ``[programs, 8]`` partial results on the device
     (benchmarks time it this way, with and without ``stats``)."""
     blocks = max(cdiv(csr.rows, _ROW_BLOCK), cdiv(csr.nnz, _INDEX_BLOCK) if check else 0, 1)
-    programs = min(blocks, max_programs(csr.device))
-    found = torch.empty(programs * FOUND_COLUMNS, dtype=torch.int64, device=csr.device)
-    narrow = csr.nnz < NARROW_BELOW
+    found = found_buffer(csr.device, blocks)
+    programs, narrow = len(found), csr.nnz < NARROW_BELOW
     args = (csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, found, programs, blocks,
             check, stats, narrow, LONG_ROW, _ROW_BLOCK, _INDEX_BLOCK)
     key = (csr.device, specialisation(*args[:8]), check, stats, narrow)
     _structure_launch.launch(key, (programs,), args, num_warps=4)
-    return found.view(programs, FOUND_COLUMNS)
+    return found
+
+
+def found_buffer(device: torch.device, blocks: int) -> torch.Tensor:
+    """The ``[programs, FOUND_COLUMNS]`` partial results of a pass over ``blocks`` blocks, one row
+    per program (uninitialised: every program stores its row), programs capped by
+    :func:`max_programs` so that the read-back stays a few KB."""
+    programs = min(blocks, max_programs(device))
+    return torch.empty(programs, FOUND_COLUMNS, dtype=torch.int64, device=device)
 
 
 def max_programs(device: torch.device) -> int:
