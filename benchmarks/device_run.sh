@@ -38,6 +38,7 @@ run_stage() {
     spmv-floor) python3 benchmarks/spmv_floor.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-vector-loads) python3 benchmarks/spmv_vector_loads.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-row-occupancy) python3 benchmarks/spmv_row_occupancy.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
+    spmv-patterns) python3 benchmarks/spmv_patterns.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-staged-loads) python3 benchmarks/spmv_staged_loads.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-merge-brackets) python3 benchmarks/spmv_merge_brackets.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-merge-warps) python3 benchmarks/spmv_merge_warps.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
