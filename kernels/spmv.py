@@ -72,6 +72,67 @@ def _csr_rows_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows,
 
 
 @triton.jit
+def _pattern(indptr, indices, pattern_row):
+    """The diagonal pattern of a matrix: the row it was taken from, where that row's columns start,
+    and how many it has. Its k-th offset is ``indices[first + k] - row``."""
+    row = tl.load(pattern_row)
+    first = tl.load(indptr + row)
+    return row, first, tl.load(indptr + row + 1) - first
+
+
+@triton.jit
+def _follows_pattern_kernel(indptr, indices, pattern_row, follows, rows, ROWS: tl.constexpr, G: tl.constexpr):
+    """follows[r] = 1 where row r has exactly the columns r + offset[k] of the pattern, in order."""
+    p_row, p_first, length = _pattern(indptr, indices, pattern_row)
+    row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    ok = row < rows
+    start = tl.load(indptr + row, mask=ok, other=0)
+    end = tl.load(indptr + row + 1, mask=ok, other=0)
+    same = ok & (end - start == length)
+    for step in range(0, length, G):
+        k = step + tl.arange(0, G)
+        in_pattern = k < length
+        offset = tl.load(indices + p_first + k, mask=in_pattern, other=0) - p_row
+        inside = same[:, None] & in_pattern[None, :]
+        col = tl.load(indices + start[:, None] + k[None, :], mask=inside, other=0)
+        wrong = inside & (col != row[:, None] + offset[None, :])
+        same = same & (tl.sum(wrong.to(tl.int32), axis=1) == 0)
+    tl.store(follows + row, same.to(tl.int8), mask=ok)
+
+
+@triton.jit
+def _diagonal_rows_kernel(indptr, indices, values, pattern_row, follows, x, x_stride, y, y_stride, rows,
+                          ROWS: tl.constexpr, PACK_FROM: tl.constexpr):
+    """One lane per row; a row that follows the pattern gathers x at row + offset[k] without
+    loading its column indices (half of a nonzero's bytes, and no load for x's addresses to wait
+    on). A program whose rows all follow a pattern of PACK_FROM or more nonzeros reads one row
+    pointer: each of its rows starts ``length`` nonzeros after the one before."""
+    p_row, p_first, length = _pattern(indptr, indices, pattern_row)
+    first_row = tl.program_id(0) * ROWS
+    row = first_row + tl.arange(0, ROWS)
+    ok = row < rows
+    flagged = tl.load(follows + row, mask=ok, other=0) != 0
+    all_follow = tl.min(flagged.to(tl.int32), axis=0) * (length >= PACK_FROM).to(tl.int32)
+    packed = tl.zeros_like(row) + all_follow > 0
+    start = tl.load(indptr + row, mask=ok & ~packed, other=0)
+    end = tl.load(indptr + row + 1, mask=ok & ~packed, other=0)
+    start = tl.where(packed, tl.load(indptr + first_row) + (row - first_row) * length, start)
+    end = tl.where(packed, start + length, end)
+    acc = tl.zeros([ROWS], dtype=tl.float32)
+    for k in range(0, tl.max(end - start, axis=0)):
+        at = start + k
+        inside = at < end
+        # k < length: the pattern's row is the longest, so its offset k exists.
+        offset = tl.load(indices + p_first + k) - p_row
+        stored = tl.load(indices + at, mask=inside & ~flagged, other=0)
+        col = tl.where(flagged, row + offset, stored)
+        a = tl.load(values + at, mask=inside, other=0.0)
+        xv = tl.load(x + col * x_stride, mask=inside, other=0.0)
+        acc += a.to(tl.float32) * xv.to(tl.float32)
+    tl.store(y + row * y_stride, acc.to(y.dtype.element_ty), mask=ok)
+
+
+@triton.jit
 def _segmented_add(a_sum, a_head, b_sum, b_head):
     """Combine of a segmented inclusive scan: a segment head restarts the running sum."""
     return tl.where(b_head != 0, b_sum, a_sum + b_sum), a_head | b_head
@@ -261,6 +322,7 @@ def _out_check(csr: CsrMatrix) -> Callable[[torch.Tensor], torch.Tensor]:
 # binds it once per decision. Calls hold the matrix's arrays, never the matrix itself (no cycle
 # through its cache), and read the arrays' addresses afresh: ``set_`` may move them.
 _rows_launch = LaunchCache(_csr_rows_kernel)
+_diagonal_launch = LaunchCache(_diagonal_rows_kernel)
 _merge_launch = LaunchCache(_merge_kernel)
 _adaptive_launch = LaunchCache(_adaptive_kernel)
 _combine_launch = LaunchCache(_combine_pieces_kernel)
@@ -314,6 +376,57 @@ def _rows_variant(rows_per_program: int, group: int, num_warps: int) -> tuple[Ca
         return call
 
     return _kernel_variant(("rows", rows_per_program, group, num_warps), plan)
+
+
+# A program of rows that all follow the pattern reads one row pointer instead of its rows' own
+# from this many nonzeros a row: on an H200 the packed starts were 6-10% slower on rows of 3-7,
+# even on rows of 9 and 2-30% faster from 17 up (benchmarks/results/spmv-patterns-h200.md,
+# ``_dense`` against plain).
+PACK_FROM = 16
+_FOLLOWS_TILE = {"ROWS": 64, "G": 16}
+
+
+def _rows_following_pattern(csr: CsrMatrix) -> tuple[torch.Tensor, torch.Tensor]:
+    """(pattern_row, follows): the matrix's longest row (the first of them) as a 0-d device tensor,
+    whose columns minus its number are the diagonal pattern, and an int8 flag per row that has
+    exactly those columns relative to itself. Two small reductions and one pass over the
+    structure; no read-back, so the host never waits for it."""
+    pattern_row = torch.argmax(csr.indptr[1:] - csr.indptr[:-1])
+    follows = torch.empty(csr.rows, dtype=torch.int8, device=csr.device)
+    _follows_pattern_kernel[(cdiv(csr.rows, _FOLLOWS_TILE["ROWS"]),)](
+        csr.indptr, csr.indices, pattern_row, follows, csr.rows, **_FOLLOWS_TILE, num_warps=4)
+    return pattern_row, follows
+
+
+def _diagonal_variant(rows_per_program: int, num_warps: int) -> tuple[Callable, Callable]:
+    """Scalar CSR without the column indices of rows that follow the longest row's diagonals."""
+    shape = (rows_per_program, PACK_FROM)  # the kernel's constexprs
+
+    def plan(csr: CsrMatrix) -> Callable:
+        if csr.nnz == 0:
+            return _zero_call(csr)
+        check, out_check = dense_vector_check(csr), _out_check(csr)
+        indptr, indices, values, rows = csr.indptr, csr.indices, csr.values, csr.rows
+        pattern_row, follows = _rows_following_pattern(csr)
+        fixed = (pattern_row, follows)
+        fixed_at = addresses(fixed)  # the plan's own arrays: they never move
+        grid = cdiv(rows, rows_per_program)
+        launches = InputLaunches(_diagonal_launch,
+                                 (csr.device, specialisation(indptr, indices, values, *fixed, rows), *shape),
+                                 {"num_warps": num_warps})
+
+        def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+            check(x)
+            y = x.new_empty(rows) if out is None else out_check(out)
+            vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
+            launches.launch(vectors, grid, (indptr, indices, values, *fixed, x, x_stride, y, y_stride, rows, *shape),
+                            (indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), *fixed_at, x_at, x_stride,
+                             y_at, y_stride, rows, *shape))
+            return y
+
+        return call
+
+    return _kernel_variant(("diagonal", rows_per_program, num_warps), plan)
 
 
 def _bracket_rows(csr: CsrMatrix, sub: int) -> torch.Tensor:
@@ -528,6 +641,13 @@ for _g, _rows in ((4, 128), (8, 64), (16, 32), (32, 16), (64, 8), (256, 4)):
     _register(f"vector_g{_g}", _rows_variant(_rows, _g, 4),
               {"kind": "vector", "group": _g, "rows": _rows, "num_warps": 4},
               f"{_g} lanes per row, {_rows} rows per program")
+# Stencils and full bands: nearly every row's columns are the row plus the same offsets
+# (benchmarks/results/spmv-patterns-h200.md: 1.24-1.52x over every shipped variant on those of
+# 10M+ nonzeros and up to 17 a row; 0.82-0.95x where few rows follow, as on half-filled bands).
+_register("diagonal_r128", _diagonal_variant(128, 4), {"kind": "diagonal", "rows": 128, "pack_from": PACK_FROM,
+                                                       "num_warps": 4},
+          "one lane per row, 128 rows per program; rows whose columns are the row plus the longest row's "
+          "offsets (a stencil's or a band's diagonals) read no column indices")
 # Smaller chunks use fewer registers (ptxas, sm_90a: 32, 44 and 70 per thread for 256, 512 and
 # 1024 nonzeros on 4 warps), so more programs share an SM; 4096 on 8 warps won nowhere.
 for _chunk, _warps in ((256, 4), (512, 4), (1024, 4)):

@@ -43,8 +43,9 @@ class CsrMatrix:
     """A CSR matrix whose structure has been checked.
 
     ``scratch`` holds per-matrix preprocessing that kernels compute once and reuse
-    (row bins, chunk boundaries, the validation pass's row-length sums); it is dropped with
-    the matrix. Use :meth:`cached`, which rebuilds an entry when ``indptr`` has changed.
+    (row bins, chunk boundaries, rows that follow a diagonal pattern, the validation pass's
+    row-length sums); it is dropped with the matrix. Use :meth:`cached`, which rebuilds an entry
+    when ``indptr`` or ``indices`` has changed.
     """
 
     indptr: torch.Tensor
@@ -74,19 +75,20 @@ class CsrMatrix:
         return self.values.dtype
 
     def cached(self, key: tuple, build: Callable):
-        """``build(self)`` computed once and kept in ``scratch``, rebuilt only if indptr changed.
+        """``build(self)`` computed once and kept in ``scratch``, rebuilt only if the structure
+        (indptr or indices) changed.
 
-        The stamp (the indptr object and its in-place version) costs no device work."""
+        The stamp (the two index arrays and their in-place versions) costs no device work."""
         entry = self.scratch.get(key)
         if entry is None or not self._stamped(entry):
-            entry = (self.indptr, self._indptr_version(), build(self))
+            entry = (self.indptr, self.indices, self._structure_versions(), build(self))
             self.scratch[key] = entry
-        return entry[2]
+        return entry[3]
 
     def peek(self, key: tuple):
         """What :meth:`cached` holds for ``key`` if still current, else None; never builds."""
         entry = self.scratch.get(key)
-        return entry[2] if entry is not None and self._stamped(entry) else None
+        return entry[3] if entry is not None and self._stamped(entry) else None
 
     def addresses(self) -> tuple[int, int, int]:
         """Device addresses of indptr, indices and values, for launches that pass raw pointers.
@@ -107,10 +109,11 @@ class CsrMatrix:
             return None
 
     def _stamped(self, entry: tuple) -> bool:
-        return entry[0] is self.indptr and entry[1] == self._indptr_version()
+        return entry[0] is self.indptr and entry[1] is self.indices and entry[2] == self._structure_versions()
 
-    def _indptr_version(self):
-        return None if self.indptr.is_inference() else self.indptr._version
+    def _structure_versions(self) -> tuple:
+        # Inference tensors keep no version (and cannot be written in place outside inference mode).
+        return tuple(None if a.is_inference() else a._version for a in (self.indptr, self.indices))
 
     def to_scipy(self):
         """The same matrix as a float64 scipy CSR matrix (for references and features)."""

@@ -98,14 +98,14 @@ def run_and_check(name: str, matrix: sp.csr_matrix, rng, dtype=torch.float32, in
 
 
 def test_variants_are_registered_consistently():
-    assert 7 <= len(spmv.VARIANTS) <= 13
+    assert 7 <= len(spmv.VARIANTS) <= 14
     kinds = set()
     for name, variant in spmv.VARIANTS.items():
         assert variant.name == name and variant.doc
         kind = variant.params["kind"]
         assert name.split("_")[0] == kind and ("num_warps" in variant.params) == (kind not in ("torch", "cusparse"))
         kinds.add(kind)
-    assert kinds == {"scalar", "vector", "merge", "adaptive", "torch", "cusparse"}
+    assert kinds == {"scalar", "vector", "diagonal", "merge", "adaptive", "torch", "cusparse"}
 
 
 # ------------------------------------------------------------------ random matrices
@@ -174,7 +174,7 @@ def slow_on_long_rows(name: str):
     """Scalar and narrow vector variants walk a long row a few nonzeros per step: minutes in the
     interpreter for a row of 10^5, so those cases are marked slow."""
     params = spmv.VARIANTS[name].params
-    narrow = params["kind"] == "scalar" or (params["kind"] == "vector" and params["group"] <= 8)
+    narrow = params["kind"] in ("scalar", "diagonal") or (params["kind"] == "vector" and params["group"] <= 8)
     return pytest.param(name, marks=pytest.mark.slow) if narrow else name
 
 
