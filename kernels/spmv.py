@@ -72,7 +72,7 @@ def _csr_rows_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows,
 
 
 @triton.jit
-def _pattern(indptr, indices, pattern_row):
+def _pattern(indptr, pattern_row):
     """The diagonal pattern of a matrix: the row it was taken from, where that row's columns start,
     and how many it has. Its k-th offset is ``indices[first + k] - row``."""
     row = tl.load(pattern_row)
@@ -83,7 +83,7 @@ def _pattern(indptr, indices, pattern_row):
 @triton.jit
 def _follows_pattern_kernel(indptr, indices, pattern_row, follows, rows, ROWS: tl.constexpr, G: tl.constexpr):
     """follows[r] = 1 where row r has exactly the columns r + offset[k] of the pattern, in order."""
-    p_row, p_first, length = _pattern(indptr, indices, pattern_row)
+    p_row, p_first, length = _pattern(indptr, pattern_row)
     row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     ok = row < rows
     start = tl.load(indptr + row, mask=ok, other=0)
@@ -107,7 +107,7 @@ def _diagonal_rows_kernel(indptr, indices, values, pattern_row, follows, x, x_st
     loading its column indices (half of a nonzero's bytes, and no load for x's addresses to wait
     on). A program whose rows all follow a pattern of PACK_FROM or more nonzeros reads one row
     pointer: each of its rows starts ``length`` nonzeros after the one before."""
-    p_row, p_first, length = _pattern(indptr, indices, pattern_row)
+    p_row, p_first, length = _pattern(indptr, pattern_row)
     first_row = tl.program_id(0) * ROWS
     row = first_row + tl.arange(0, ROWS)
     ok = row < rows
@@ -643,7 +643,7 @@ for _g, _rows in ((4, 128), (8, 64), (16, 32), (32, 16), (64, 8), (256, 4)):
               f"{_g} lanes per row, {_rows} rows per program")
 # Stencils and full bands: nearly every row's columns are the row plus the same offsets
 # (benchmarks/results/spmv-patterns-h200.md: 1.24-1.52x over every shipped variant on those of
-# 10M+ nonzeros and up to 17 a row; 0.82-0.95x where few rows follow, as on half-filled bands).
+# 10M+ nonzeros with patterns of 3-27; 0.82-0.95x where few rows follow, as on half-filled bands).
 _register("diagonal_r128", _diagonal_variant(128, 4), {"kind": "diagonal", "rows": 128, "pack_from": PACK_FROM,
                                                        "num_warps": 4},
           "one lane per row, 128 rows per program; rows whose columns are the row plus the longest row's "
