@@ -358,24 +358,33 @@ def _rows_variant(rows_per_program: int, group: int, num_warps: int) -> tuple[Ca
     def plan(csr: CsrMatrix) -> Callable:
         if csr.nnz == 0:
             return _zero_call(csr)
-        check, out_check = dense_vector_check(csr), _out_check(csr)
-        indptr, indices, values, rows = csr.indptr, csr.indices, csr.values, csr.rows
-        grid = cdiv(rows, rows_per_program)
-        launches = InputLaunches(_rows_launch, (csr.device, specialisation(indptr, indices, values, rows), *shape),
-                                 {"num_warps": num_warps})
-
-        def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-            check(x)
-            y = x.new_empty(rows) if out is None else out_check(out)
-            vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
-            launches.launch(vectors, grid, (indptr, indices, values, x, x_stride, y, y_stride, rows, *shape),
-                            (indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), x_at, x_stride, y_at, y_stride,
-                             rows, *shape))
-            return y
-
-        return call
+        return _row_mapped_call(csr, _rows_launch, shape, num_warps)
 
     return _kernel_variant(("rows", rows_per_program, group, num_warps), plan)
+
+
+def _row_mapped_call(csr: CsrMatrix, launch_cache: LaunchCache, shape: tuple, num_warps: int,
+                     fixed: tuple = ()) -> Callable:
+    """The call of a row-mapped kernel on ``csr``: ``(indptr, indices, values, *fixed, x, x_stride,
+    y, y_stride, rows, *shape)`` launched over ``shape[0]`` rows a program. ``fixed``: arrays the
+    plan made for the matrix, whose addresses never move (the matrix's own are read each call)."""
+    check, out_check = dense_vector_check(csr), _out_check(csr)
+    indptr, indices, values, rows = csr.indptr, csr.indices, csr.values, csr.rows
+    fixed_at = addresses(fixed)
+    grid = cdiv(rows, shape[0])
+    launches = InputLaunches(launch_cache, (csr.device, specialisation(indptr, indices, values, *fixed, rows), *shape),
+                             {"num_warps": num_warps})
+
+    def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        check(x)
+        y = x.new_empty(rows) if out is None else out_check(out)
+        vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
+        launches.launch(vectors, grid, (indptr, indices, values, *fixed, x, x_stride, y, y_stride, rows, *shape),
+                        (indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), *fixed_at, x_at, x_stride,
+                         y_at, y_stride, rows, *shape))
+        return y
+
+    return call
 
 
 # A program of rows that all follow the pattern reads one row pointer instead of its rows' own
@@ -405,26 +414,7 @@ def _diagonal_variant(rows_per_program: int, num_warps: int) -> tuple[Callable, 
     def plan(csr: CsrMatrix) -> Callable:
         if csr.nnz == 0:
             return _zero_call(csr)
-        check, out_check = dense_vector_check(csr), _out_check(csr)
-        indptr, indices, values, rows = csr.indptr, csr.indices, csr.values, csr.rows
-        pattern_row, follows = _rows_following_pattern(csr)
-        fixed = (pattern_row, follows)
-        fixed_at = addresses(fixed)  # the plan's own arrays: they never move
-        grid = cdiv(rows, rows_per_program)
-        launches = InputLaunches(_diagonal_launch,
-                                 (csr.device, specialisation(indptr, indices, values, *fixed, rows), *shape),
-                                 {"num_warps": num_warps})
-
-        def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-            check(x)
-            y = x.new_empty(rows) if out is None else out_check(out)
-            vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
-            launches.launch(vectors, grid, (indptr, indices, values, *fixed, x, x_stride, y, y_stride, rows, *shape),
-                            (indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), *fixed_at, x_at, x_stride,
-                             y_at, y_stride, rows, *shape))
-            return y
-
-        return call
+        return _row_mapped_call(csr, _diagonal_launch, shape, num_warps, fixed=_rows_following_pattern(csr))
 
     return _kernel_variant(("diagonal", rows_per_program, num_warps), plan)
 
