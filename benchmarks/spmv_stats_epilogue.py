@@ -36,9 +36,19 @@ from spmv_validation import each_loaded  # a sibling script (benchmarks/ is on s
 from seer import sparse
 from seer.datasets.cases import spmv_cases
 from seer.profiling import TIMING_ROUNDS, _least_of_rounds, device_tag, environment, write_result
-from seer.sparse import LONG_ROW, _index_block, _row_block, store_found, as_csr
+from seer.sparse import FOUND_COLUMNS, LONG_ROW, _index_block, row_statistics, store_found, as_csr
 
 CANDIDATES = {"narrow_w4": (False, 4), "narrow_w8": (False, 8), "fused_w4": (True, 4), "fused_w8": (True, 8)}
+
+
+@triton.jit
+def _row_block(indptr, start, rows, decreasing, sum_sq, longest, empty, long_nnz,
+               STATS: tl.constexpr, NARROW: tl.constexpr, LONG_ROW: tl.constexpr, ROW_BLOCK: tl.constexpr):
+    row = start + tl.arange(0, ROW_BLOCK)
+    mask = row < rows
+    lo = tl.load(indptr + row, mask=mask, other=0)
+    hi = tl.load(indptr + row + 1, mask=mask, other=0)
+    return row_statistics(lo, hi, mask, decreasing, sum_sq, longest, empty, long_nnz, STATS, NARROW, LONG_ROW)
 
 
 @triton.jit
@@ -65,14 +75,16 @@ def _candidate_kernel(indptr, indices, rows, nnz, cols, found, programs, blocks,
                 indptr, start, rows, decreasing, sum_sq, longest, empty, long_nnz, STATS, True, LONG_ROW, ROW_BLOCK)
         for start in range(pid * INDEX_BLOCK, nnz, programs * INDEX_BLOCK):
             outside = _index_block(indices, start, nnz, cols, outside, ROW_BLOCK, INDEX_BLOCK)
-    store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz)
+    # The length statistics only: the shifted-row count, added later to seer's pass, stays 0 here.
+    store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz,
+                tl.zeros([ROW_BLOCK], dtype=tl.int32))
 
 
 def launch_candidate(csr, stats: bool, fused: bool, warps: int) -> torch.Tensor:
     """The candidate pass (``indices`` checked), shaped like ``sparse.launch_structure``'s result."""
     blocks = max(triton.cdiv(csr.rows, sparse._ROW_BLOCK), triton.cdiv(csr.nnz, sparse._INDEX_BLOCK), 1)
     programs = min(blocks, sparse.max_programs(csr.device))
-    found = torch.empty((programs, 8), dtype=torch.int64, device=csr.device)
+    found = torch.empty((programs, FOUND_COLUMNS), dtype=torch.int64, device=csr.device)
     _candidate_kernel[(programs,)](csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, found, programs, blocks,
                                    STATS=stats, FUSED=fused, LONG_ROW=LONG_ROW, ROW_BLOCK=sparse._ROW_BLOCK,
                                    INDEX_BLOCK=sparse._INDEX_BLOCK, num_warps=warps)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from seer.features_base import Feature
-from seer.sparse import LONG_ROW, CsrMatrix, RowLengthSums, measure_rows, validated_rows
+from seer.sparse import LONG_ROW, CsrMatrix, RowLengthSums, measure_rows, shift_samples, validated_rows
 
 KNOWN = (
     Feature("rows", "rows", integer=True),
@@ -25,6 +25,9 @@ GATHERED = (
     Feature("empty_frac", "empty-row fraction"),
     Feature("skew", "max/mean row length"),
     Feature("long_nnz_frac", f"nnz fraction in rows > {LONG_ROW}"),
+    # Stencils and bands, where every row repeats one pattern of column offsets, apart from rows
+    # that are merely of equal length (added for the diagonal variant: benchmarks/NOTES.md, SpMV 32).
+    Feature("shifted_row_frac", "share of sampled rows shifting the previous row by one column"),
 )
 
 
@@ -52,7 +55,7 @@ def hand_rule(features: dict) -> str:
 def _statistics(csr: CsrMatrix, sums: RowLengthSums) -> dict[str, float]:
     rows, nnz = csr.rows, csr.nnz
     if rows == 0:
-        return {"row_std": 0.0, "row_cv": 0.0, "row_max": 0, "empty_frac": 0.0, "skew": 0.0, "long_nnz_frac": 0.0}
+        return {f.name: 0 if f.integer else 0.0 for f in GATHERED}
     mean = nnz / rows
     variance = max(sums.sum_sq / rows - mean * mean, 0.0)
     std = math.sqrt(variance)
@@ -63,4 +66,5 @@ def _statistics(csr: CsrMatrix, sums: RowLengthSums) -> dict[str, float]:
         "empty_frac": sums.empty / rows,
         "skew": sums.longest / mean if mean else 0.0,
         "long_nnz_frac": sums.long_nnz / nnz if nnz else 0.0,
+        "shifted_row_frac": sums.shifted_rows / samples if (samples := shift_samples(rows)) else 0.0,
     }

@@ -31,8 +31,8 @@ from seer import cusparse, sparse
 from seer.errors import InputError, SeerWarning
 from seer.launch import INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, specialisation, vector_operands
 from seer.registry import Variant
-from seer.sparse import (CsrMatrix, as_csr, check_dense_vector, dense_vector_check, row_statistics, store_found,
-                         zero_counts)
+from seer.sparse import (CsrMatrix, as_csr, check_dense_vector, dense_vector_check, row_statistics,
+                         store_found, zero_counts)
 
 # ---------------------------------------------------------------- kernels and launchers
 
@@ -257,7 +257,8 @@ def _validating_product_kernel(indptr, indices, values, x, x_stride, y, y_stride
     [ROWS, BLOCK] ownership mask. The matrix is not trusted yet: row ranges are clamped into
     [0, nnz] and out-of-range columns counted, not read, so a bad matrix is only reported."""
     pid = tl.program_id(0)
-    decreasing, outside, sum_sq, longest, empty, long_nnz = zero_counts(ROWS, NARROW)
+    # shifted stays 0: the pass counts shifted rows only on matrices far above these bounds.
+    decreasing, outside, sum_sq, longest, empty, long_nnz, shifted = zero_counts(ROWS, NARROW)
     for block in range(pid, blocks, programs):
         row = block * ROWS + tl.arange(0, ROWS)
         ok = row < rows
@@ -282,7 +283,7 @@ def _validating_product_kernel(indptr, indices, values, x, x_stride, y, y_stride
             owner = (k[None, :] >= start[:, None]) & (k[None, :] < end[:, None])
             sums += tl.sum(tl.where(owner, product[None, :], 0.0), axis=1)
         tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=ok)
-    store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz)
+    store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted)
 
 
 # ------------------------------------------------------------------ host side

@@ -25,6 +25,12 @@ VALUE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INDEX_DTYPES = (torch.int32, torch.int64)
 # Rows longer than this cannot be served well by one warp-sized group of lanes.
 LONG_ROW = 256
+# Shifted rows are counted on matrices of at least SHIFT_MIN_ROWS rows, on about SHIFT_SAMPLES of
+# them evenly spaced: the count tells the diagonal SpMV variant's ground (stencils, bands), which
+# it never wins below 70k rows in either profile table, and checking every row cost the pass +24
+# to +26 us on 10M+ nonzeros and +0.3 us (a dependent load) on small matrices (NOTES SpMV 32).
+SHIFT_MIN_ROWS = 65536
+SHIFT_SAMPLES = 16384
 _ROW_SUMS = ("row_length_sums",)  # scratch key of the sums the validation pass measured
 _ADDRESSES = ("addresses",)  # scratch key of the arrays' device addresses
 
@@ -36,6 +42,7 @@ class RowLengthSums(NamedTuple):
     longest: int
     empty: int  # rows without a stored value
     long_nnz: int  # stored values in rows longer than LONG_ROW
+    shifted_rows: int  # sampled rows that shift the previous row (see shifts_previous_row)
 
 
 @dataclass(eq=False)
@@ -279,18 +286,45 @@ def _structure_numpy(csr: CsrMatrix, check: bool) -> Structure:
     if check:
         cols = csr.indices.numpy()
         outside = int(((cols < 0) | (cols >= csr.cols)).sum())
-    return Structure(int(indptr[0]), int(indptr[-1]), int((lengths < 0).sum()), outside, _row_sums_numpy(lengths))
+    sums = _row_sums_numpy(indptr, csr.indices.numpy(), shift_stride(csr.rows))
+    return Structure(int(indptr[0]), int(indptr[-1]), int((lengths < 0).sum()), outside, sums)
 
 
-def _row_sums_numpy(lengths: np.ndarray) -> RowLengthSums:
+def shift_stride(rows: int) -> int:
+    """Every how many rows the pass checks for a shifted row; 0: none (a small matrix)."""
+    return rows // SHIFT_SAMPLES if rows >= SHIFT_MIN_ROWS else 0
+
+
+def shift_samples(rows: int) -> int:
+    """How many rows the pass checks: rows stride, 2 stride, ... below ``rows``."""
+    stride = shift_stride(rows)
+    return (rows - 1) // stride if stride else 0
+
+
+def _row_sums_numpy(indptr: np.ndarray, indices: np.ndarray, stride: int) -> RowLengthSums:
+    """The pass's sums on the host (``indptr`` as int64)."""
+    lengths = np.diff(indptr)
     if lengths.size == 0:
-        return RowLengthSums(0, 0, 0, 0)
+        return RowLengthSums(0, 0, 0, 0, 0)
     return RowLengthSums(
         sum_sq=int(lengths @ lengths),
         longest=int(lengths.max()),
         empty=int((lengths == 0).sum()),
         long_nnz=int(lengths[lengths > LONG_ROW].sum()),
+        shifted_rows=_shifted_rows_numpy(indptr, indices, stride),
     )
+
+
+def _shifted_rows_numpy(indptr: np.ndarray, indices: np.ndarray, stride: int) -> int:
+    """The host twin of the pass's count (:func:`shifts_previous_row` on rows stride, 2 stride,
+    ...), which it matches on a malformed ``indptr`` too."""
+    if not stride:
+        return 0
+    row = np.arange(stride, len(indptr) - 1, stride)
+    lo, before, hi = indptr[row], indptr[row - 1], indptr[row + 1]
+    same = (hi - lo > 0) & (lo - before == hi - lo) & (before >= 0) & (lo < len(indices))
+    first, first_before = indices[lo[same]].astype(np.int64), indices[before[same]].astype(np.int64)
+    return int((first == first_before + 1).sum())
 
 
 # Each program loops over its share of the rows and of the indices and stores one row of partial
@@ -304,24 +338,14 @@ def _row_sums_numpy(lengths: np.ndarray) -> RowLengthSums:
 _ROW_BLOCK = 1024
 _INDEX_BLOCK = 4096
 _PROGRAMS_PER_SM = 2
-FOUND_COLUMNS = 8  # columns of a program's partial results (see _structure_kernel)
+FOUND_COLUMNS = 9  # columns of a program's partial results (see _structure_kernel)
 NARROW_BELOW = 2**31  # nnz below which every row length and per-lane sum fits 32 bits
 _programs_cap: dict = {}
 
 
 @triton.jit
-def _add_max(a0, b0, c0, d0, e0, f0, a1, b1, c1, d1, e1, f1):
-    return a0 + a1, b0 + b1, c0 + c1, tl.maximum(d0, d1), e0 + e1, f0 + f1
-
-
-@triton.jit
-def _row_block(indptr, start, rows, decreasing, sum_sq, longest, empty, long_nnz,
-               STATS: tl.constexpr, NARROW: tl.constexpr, LONG_ROW: tl.constexpr, ROW_BLOCK: tl.constexpr):
-    row = start + tl.arange(0, ROW_BLOCK)
-    mask = row < rows
-    lo = tl.load(indptr + row, mask=mask, other=0)
-    hi = tl.load(indptr + row + 1, mask=mask, other=0)
-    return row_statistics(lo, hi, mask, decreasing, sum_sq, longest, empty, long_nnz, STATS, NARROW, LONG_ROW)
+def _add_max(a0, b0, c0, d0, e0, f0, g0, a1, b1, c1, d1, e1, f1, g1):
+    return a0 + a1, b0 + b1, c0 + c1, tl.maximum(d0, d1), e0 + e1, f0 + f1, g0 + g1
 
 
 @triton.jit
@@ -342,6 +366,22 @@ def row_statistics(lo, hi, mask, decreasing, sum_sq, longest, empty, long_nnz,
 
 
 @triton.jit
+def shifts_previous_row(indptr, indices, row, lo, hi, mask, nnz):
+    """Per lane (``row > 0`` where ``mask``; ``lo = indptr[row]``, ``hi = indptr[row + 1]``):
+    whether the row is as long as the row before and starts one column to its right. Such rows
+    make up stencils and bands, whose rows repeat one pattern of column offsets (the diagonal SpMV
+    variant's ground), which rows of equal length alone do not tell apart from scattered ones.
+    The matrix is not trusted yet: a garbage ``indptr`` reads nothing out of bounds (its rows
+    count as not shifting) and is only reported."""
+    before = tl.load(indptr + row - 1, mask=mask, other=0)
+    length = hi - lo
+    same = mask & (length > 0) & (lo - before == length) & (before >= 0) & (lo < nnz)
+    first = tl.load(indices + lo, mask=same, other=0)
+    first_before = tl.load(indices + before, mask=same, other=0)
+    return same & (first == first_before + 1)
+
+
+@triton.jit
 def _index_block(indices, start, nnz, cols, outside, ROW_BLOCK: tl.constexpr, INDEX_BLOCK: tl.constexpr):
     k = start + tl.arange(0, INDEX_BLOCK)
     col = tl.load(indices + k, mask=k < nnz, other=0)
@@ -350,42 +390,51 @@ def _index_block(indices, start, nnz, cols, outside, ROW_BLOCK: tl.constexpr, IN
 
 
 @triton.jit
-def _structure_kernel(indptr, indices, rows, nnz, cols, found, programs, blocks,
+def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, found, programs, blocks,
                       CHECK: tl.constexpr, STATS: tl.constexpr, NARROW: tl.constexpr, LONG_ROW: tl.constexpr,
                       ROW_BLOCK: tl.constexpr, INDEX_BLOCK: tl.constexpr):
     # found[pid]: [decreasing rows, out-of-range columns, sum of squared lengths, longest row,
-    #              empty rows, nnz in long rows, indptr[0], indptr[rows]]
+    #              empty rows, nnz in long rows, indptr[0], indptr[rows], shifted rows sampled]
     pid = tl.program_id(0)
-    decreasing, outside, sum_sq, longest, empty, long_nnz = zero_counts(ROW_BLOCK, NARROW)
+    decreasing, outside, sum_sq, longest, empty, long_nnz, shifted = zero_counts(ROW_BLOCK, NARROW)
     for block in range(pid, blocks, programs):
         if CHECK:
             outside = _index_block(indices, block * INDEX_BLOCK, nnz, cols, outside, ROW_BLOCK, INDEX_BLOCK)
-        decreasing, sum_sq, longest, empty, long_nnz = _row_block(
-            indptr, block * ROW_BLOCK, rows, decreasing, sum_sq, longest, empty, long_nnz,
-            STATS, NARROW, LONG_ROW, ROW_BLOCK)
-    store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz)
+        row = block * ROW_BLOCK + tl.arange(0, ROW_BLOCK)
+        mask = row < rows
+        lo = tl.load(indptr + row, mask=mask, other=0)
+        hi = tl.load(indptr + row + 1, mask=mask, other=0)
+        decreasing, sum_sq, longest, empty, long_nnz = row_statistics(
+            lo, hi, mask, decreasing, sum_sq, longest, empty, long_nnz, STATS, NARROW, LONG_ROW)
+        if STATS and shift_stride > 0:
+            sampled = mask & (row > 0) & (row % shift_stride == 0)
+            shifted += shifts_previous_row(indptr, indices, row, lo, hi, sampled, nnz).to(shifted.dtype)
+    store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted)
 
 
 @triton.jit
 def zero_counts(LANES: tl.constexpr, NARROW: tl.constexpr):
     """The pass's per-lane counts, zeroed: decreasing rows, out-of-range columns, sum of squared
-    lengths, longest row, empty rows, nnz in long rows (32-bit where ``NARROW``, see SpMV 16)."""
+    lengths, longest row, empty rows, nnz in long rows, shifted rows sampled (32-bit where
+    ``NARROW``, see SpMV 16)."""
     width = tl.int32 if NARROW else tl.int64
     return (tl.zeros([LANES], dtype=tl.int32), tl.zeros([LANES], dtype=tl.int32), tl.zeros([LANES], dtype=tl.int64),
-            tl.zeros([LANES], dtype=width), tl.zeros([LANES], dtype=tl.int32), tl.zeros([LANES], dtype=width))
+            tl.zeros([LANES], dtype=width), tl.zeros([LANES], dtype=tl.int32), tl.zeros([LANES], dtype=width),
+            tl.zeros([LANES], dtype=width))
 
 
 @triton.jit
-def store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz):
+def store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted):
     """Reduces a program's lanes and stores its row of ``found`` (columns: see _structure_kernel)."""
     # One reduction for every column (one exchange between warps, not one per column).
-    d, o, q, m, e, n = tl.reduce((decreasing, outside, sum_sq, longest, empty, long_nnz), 0, _add_max)
-    column = tl.arange(0, 8)
+    d, o, q, m, e, n, s = tl.reduce((decreasing, outside, sum_sq, longest, empty, long_nnz, shifted), 0, _add_max)
+    column = tl.arange(0, 16)
     first = tl.load(indptr).to(tl.int64)
     last = tl.load(indptr + rows).to(tl.int64)
     values = tl.where(column == 0, d, tl.where(column == 1, o, tl.where(column == 2, q, tl.where(
-        column == 3, m, tl.where(column == 4, e, tl.where(column == 5, n, tl.where(column == 6, first, last)))))))
-    tl.store(found + pid * 8 + column, values.to(tl.int64))
+        column == 3, m, tl.where(column == 4, e, tl.where(column == 5, n, tl.where(
+            column == 6, first, tl.where(column == 7, last, s))))))))
+    tl.store(found + pid * 9 + column, values.to(tl.int64), mask=column < 9)
 
 
 _structure_launch = LaunchCache(_structure_kernel)
@@ -401,7 +450,7 @@ def read_found(found: torch.Tensor) -> Structure:
     parts = found.tolist() if len(found) <= _SUMMED_AS_INTS else found.cpu().numpy()
     totals = _column_totals(parts)
     return Structure(totals[6], totals[7], totals[0], totals[1],
-                     RowLengthSums(totals[2], totals[3], totals[4], totals[5]))
+                     RowLengthSums(totals[2], totals[3], totals[4], totals[5], totals[8]))
 
 
 # Up to this many programs their partial results are added as Python ints, above it in one numpy
@@ -431,9 +480,9 @@ def launch_structure(csr: CsrMatrix, check: bool, stats: bool) -> torch.Tensor:
     blocks = max(cdiv(csr.rows, _ROW_BLOCK), cdiv(csr.nnz, _INDEX_BLOCK) if check else 0, 1)
     found = found_buffer(csr.device, blocks)
     programs, narrow = len(found), csr.nnz < NARROW_BELOW
-    args = (csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, found, programs, blocks,
+    args = (csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, shift_stride(csr.rows), found, programs, blocks,
             check, stats, narrow, LONG_ROW, _ROW_BLOCK, _INDEX_BLOCK)
-    key = (csr.device, specialisation(*args[:8]), check, stats, narrow)
+    key = (csr.device, specialisation(*args[:9]), check, stats, narrow)
     _structure_launch.launch(key, (programs,), args, num_warps=4)
     return found
 

@@ -22,6 +22,28 @@ def _skewed(rows, cols, seed):
     return sp.csr_matrix((values, indices, indptr), shape=(rows, cols))
 
 
+def _shifted_row_frac(m) -> float:
+    """Row by row over the rows the pass samples: the share as long as the row before, starting
+    one column to its right (0 on a matrix below the sampled size)."""
+    rows = m.shape[0]
+    if rows < sparse.SHIFT_MIN_ROWS:
+        return 0.0
+    stride = rows // sparse.SHIFT_SAMPLES
+    sampled = range(stride, rows, stride)
+    shifted = 0
+    for r in sampled:
+        row, before = m.indices[m.indptr[r]:m.indptr[r + 1]], m.indices[m.indptr[r - 1]:m.indptr[r]]
+        shifted += bool(len(row) and len(row) == len(before) and row[0] == before[0] + 1)
+    return shifted / len(sampled)
+
+
+@pytest.fixture
+def small_samples(monkeypatch):
+    """Shifted rows counted from 400 rows on, about 100 of them: the interpreter's sizes."""
+    monkeypatch.setattr(sparse, "SHIFT_MIN_ROWS", 400)
+    monkeypatch.setattr(sparse, "SHIFT_SAMPLES", 100)
+
+
 def _expected(m):
     lengths = np.diff(m.indptr)
     mean = lengths.mean()
@@ -29,7 +51,20 @@ def _expected(m):
         "row_std": lengths.std(), "row_cv": lengths.std() / mean, "row_max": lengths.max(),
         "empty_frac": (lengths == 0).mean(), "skew": lengths.max() / mean,
         "long_nnz_frac": lengths[lengths > features.LONG_ROW].sum() / lengths.sum(),
+        "shifted_row_frac": _shifted_row_frac(m),
     }
+
+
+def _banded(rows, offsets, seed, broken=()):
+    """A band of the given diagonals (cut at the edges), values fresh; rows in ``broken`` get their
+    first column moved one to the left, so that they and the row after stop shifting."""
+    m = sp.diags([np.ones(rows)] * len(offsets), offsets, shape=(rows, rows), format="csr")
+    m.data = np.random.default_rng(seed).uniform(0.5, 1.5, m.nnz).astype(np.float32)
+    for r in broken:
+        start = m.indptr[r]
+        if m.indices[start] > 0:
+            m.indices[start] -= 1
+    return m
 
 
 def _with_index_dtype(m, index_dtype):
@@ -62,7 +97,7 @@ def _assert_pass_matches_numpy(m):
 
 
 @pytest.mark.parametrize("seed, index_dtype", [(0, np.int32), (1, np.int64)])
-def test_statistics_match_reference(seed, index_dtype):
+def test_statistics_match_reference(seed, index_dtype, small_samples):
     m = _with_index_dtype(_skewed(3000, 700, seed), index_dtype)
     _assert_pass_matches_numpy(m)
     validated = as_csr(m)
@@ -71,6 +106,53 @@ def test_statistics_match_reference(seed, index_dtype):
         assert got[name] == pytest.approx(value, rel=1e-12), name
     assert set(got) == {f.name for f in features.GATHERED}
     assert features.gathered_if_free(validated) == got
+
+
+@pytest.mark.parametrize("offsets, index_dtype", [((-1, 0, 1), np.int32), ((-40, -1, 0, 1, 40), np.int64),
+                                                  (tuple(range(-8, 9)), np.int32)])
+def test_shifted_rows_of_bands_and_stencils(offsets, index_dtype, small_samples):
+    rows = 1500
+    broken_rows = range(100, rows, 7)
+    whole = _with_index_dtype(_banded(rows, offsets, 0), index_dtype)
+    broken = _with_index_dtype(_banded(rows, offsets, 1, broken=broken_rows), index_dtype)
+    stencil = _with_index_dtype(sp.kronsum(_banded(40, (-1, 0, 1), 2), _banded(40, (-1, 0, 1), 3), format="csr"),
+                                index_dtype)
+    for m in (whole, broken, stencil):
+        _assert_pass_matches_numpy(m)
+        assert features.gathered(as_csr(m))["shifted_row_frac"] == pytest.approx(_shifted_row_frac(m), rel=1e-12)
+    # Away from the edges every row of a band shifts the one before; a broken row and the row
+    # after it do not.
+    edge_rows = 2 * max(abs(o) for o in offsets)
+    whole_frac = features.gathered(as_csr(whole))["shifted_row_frac"]
+    assert whole_frac >= 1 - (edge_rows + 2 * sparse.SHIFT_MIN_ROWS // sparse.SHIFT_SAMPLES) / rows
+    assert features.gathered(as_csr(broken))["shifted_row_frac"] < whole_frac - 0.1
+
+
+def test_rows_of_equal_length_need_not_shift(small_samples):
+    # Every row as long as the one before, columns scattered: nothing shifts.
+    rng = np.random.default_rng(4)
+    rows, cols, length = 1500, 900, 7
+    indices = np.concatenate([np.sort(rng.choice(cols, length, replace=False)) for _ in range(rows)])
+    m = sp.csr_matrix((rng.uniform(0.5, 1.5, rows * length).astype(np.float32), indices,
+                       np.arange(rows + 1) * length), shape=(rows, cols))
+    _assert_pass_matches_numpy(m)
+    got = features.gathered(as_csr(m))["shifted_row_frac"]
+    assert got == pytest.approx(_shifted_row_frac(m)) and got < 0.02
+
+
+def test_small_matrices_count_no_shifted_rows():
+    # Below SHIFT_MIN_ROWS the pass checks no row: the feature reads 0 even on a band.
+    m = _banded(3000, (-1, 0, 1), 0)
+    _assert_pass_matches_numpy(m)
+    assert features.gathered(as_csr(m))["shifted_row_frac"] == 0.0
+    assert sparse.shift_stride(sparse.SHIFT_MIN_ROWS) == sparse.SHIFT_MIN_ROWS // sparse.SHIFT_SAMPLES > 1
+
+
+def test_the_validating_product_runs_below_the_shifted_row_count():
+    # The first call's validating product counts no shifted rows: its matrices must be too small to.
+    from seer.kernels import spmv
+
+    assert spmv.VALIDATING_PRODUCT_MAX_ROWS < sparse.SHIFT_MIN_ROWS
 
 
 def test_statistics_of_real_matrices(suitesparse_dir):
@@ -103,7 +185,7 @@ def test_wide_lanes_match_narrow_ones(monkeypatch):
     _assert_pass_matches_numpy(m)
 
 
-def test_pass_counts_what_validation_refuses():
+def test_pass_counts_what_validation_refuses(small_samples):
     m = _skewed(500, 300, 4)
     bad = m.copy()
     bad.indices[[3, 50, 400]] = [-2, 300, 10_000]
@@ -165,7 +247,8 @@ def test_pass_on_gpu_matches_numpy(suitesparse_dir, monkeypatch):
     bad = _skewed(5000, 3000, 7)
     bad.indices[[1, 2]] = [-1, 3000]
     bad.indptr[[100, 200, 300]] += 10_000
-    for m in (huge, bad, *_real_matrices(suitesparse_dir, count=8)):
+    band = _banded(3_000_000, (-1000, -1, 0, 1, 1000), 5, broken=range(7, 3_000_000, 1001))
+    for m in (huge, bad, band, *_real_matrices(suitesparse_dir, count=8)):
         for index_dtype in (np.int32, np.int64):
             m = _with_index_dtype(m, index_dtype)
             host = as_csr(m, check=False)
@@ -175,7 +258,7 @@ def test_pass_on_gpu_matches_numpy(suitesparse_dir, monkeypatch):
                 assert found.sums == sparse._structure_numpy(host, check).sums
                 if check:
                     assert found == sparse._structure_numpy(host, True)
-            assert sparse._structure_triton(csr, check=True, stats=False).sums == (0, 0, 0, 0)
+            assert sparse._structure_triton(csr, check=True, stats=False).sums == (0, 0, 0, 0, 0)
     monkeypatch.setattr(sparse, "NARROW_BELOW", 0)  # the 64-bit lanes of a matrix past 2**31 nonzeros
     host = as_csr(huge, check=False)
     csr = as_csr((host.indptr.cuda(), host.indices.cuda(), host.values.cuda(), host.shape), check=False)
@@ -190,3 +273,4 @@ def test_partial_results_add_up_alike_as_ints_and_in_numpy():
     in_numpy = sparse._column_totals(found)
     assert as_ints == in_numpy and all(type(v) is int for v in in_numpy)
     assert in_numpy[3] == found[:, 3].max() and in_numpy[0] == found[:, 0].sum() and in_numpy[6:8] == [0, 12345]
+    assert in_numpy[8] == found[:, 8].sum()
