@@ -390,7 +390,7 @@ def _index_block(indices, start, nnz, cols, outside, ROW_BLOCK: tl.constexpr, IN
 
 
 @triton.jit
-def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, found, programs, blocks,
+def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blocks, found, programs, blocks,
                       CHECK: tl.constexpr, STATS: tl.constexpr, NARROW: tl.constexpr, LONG_ROW: tl.constexpr,
                       ROW_BLOCK: tl.constexpr, INDEX_BLOCK: tl.constexpr):
     # found[pid]: [decreasing rows, out-of-range columns, sum of squared lengths, longest row,
@@ -406,8 +406,13 @@ def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, found, pro
         hi = tl.load(indptr + row + 1, mask=mask, other=0)
         decreasing, sum_sq, longest, empty, long_nnz = row_statistics(
             lo, hi, mask, decreasing, sum_sq, longest, empty, long_nnz, STATS, NARROW, LONG_ROW)
-        if STATS and shift_stride > 0:
-            sampled = mask & (row > 0) & (row % shift_stride == 0)
+    if STATS:
+        # The sampled rows (stride, 2 stride, ...) in a loop of their own: no division per row.
+        for block in range(pid, sample_blocks, programs):
+            row = (block * ROW_BLOCK + tl.arange(0, ROW_BLOCK) + 1) * shift_stride
+            sampled = (row > 0) & (row < rows)  # > 0: lanes past the last sample may wrap
+            lo = tl.load(indptr + row, mask=sampled, other=0)
+            hi = tl.load(indptr + row + 1, mask=sampled, other=0)
             shifted += shifts_previous_row(indptr, indices, row, lo, hi, sampled, nnz).to(shifted.dtype)
     store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted)
 
@@ -480,9 +485,10 @@ def launch_structure(csr: CsrMatrix, check: bool, stats: bool) -> torch.Tensor:
     blocks = max(cdiv(csr.rows, _ROW_BLOCK), cdiv(csr.nnz, _INDEX_BLOCK) if check else 0, 1)
     found = found_buffer(csr.device, blocks)
     programs, narrow = len(found), csr.nnz < NARROW_BELOW
-    args = (csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, shift_stride(csr.rows), found, programs, blocks,
-            check, stats, narrow, LONG_ROW, _ROW_BLOCK, _INDEX_BLOCK)
-    key = (csr.device, specialisation(*args[:9]), check, stats, narrow)
+    stride = shift_stride(csr.rows)
+    args = (csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, stride, cdiv(shift_samples(csr.rows), _ROW_BLOCK),
+            found, programs, blocks, check, stats, narrow, LONG_ROW, _ROW_BLOCK, _INDEX_BLOCK)
+    key = (csr.device, specialisation(*args[:10]), check, stats, narrow)
     _structure_launch.launch(key, (programs,), args, num_warps=4)
     return found
 
