@@ -4,9 +4,10 @@
     python benchmarks/spmv_preparation.py datasets/profiles/spmv-<device>.csv --matrices .carry/suitesparse --gather
 
 Without ``--gather``: every variant's ``prepare_ms:<variant>``. With it: ``gather_ms``, what the
-row-statistics pass costs an unchecked matrix (``seer.profiling.gather_ms``), after the pass's
-host-side sums became one numpy reduction (benchmarks/NOTES.md, SpMV 29); nothing else changes,
-so the stage-2 trees trained on the table stay the same and only stage 1 sees the new costs.
+row-statistics pass costs an unchecked matrix (``seer.profiling.gather_ms``), and the gathered
+feature columns that pass yields (a column the table lacks is added, so a new gathered feature
+needs no new campaign: SpMV 32). First run after the pass's host-side sums became one numpy
+reduction (benchmarks/NOTES.md, SpMV 29). Kernel times stay as they were.
 
 Why the preparation was re-measured: the tables of 2026-11-24 (second campaign) first recorded ``prepare_ms:<variant>`` as the
 host wall time of ``bind`` with the device drained, which counted the host's own planning
@@ -46,7 +47,8 @@ def preparation(case, loaded) -> dict[str, float]:
 def gathering(case, loaded) -> dict[str, float]:
     op = get_op("spmv")
     source, _ = case.build(loaded)
-    return {"gather_ms": gather_ms(op, op.kernels.problem(source))}
+    problem = op.kernels.problem(source)
+    return {**op.features.gathered(problem), "gather_ms": gather_ms(op, problem)}
 
 
 def main() -> int:
@@ -72,7 +74,8 @@ def main() -> int:
             row, loaded = index[case.id], next(loads).result()
             loads.settle()  # gather_ms is host wall time: nothing may load meanwhile
             for column, value in measure(case, loaded).items():
-                if pd.notna(frame.at[row, column]):  # a variant that failed on the input keeps no preparation
+                # A variant that failed on the input keeps no preparation.
+                if not column.startswith("prepare_ms:") or pd.notna(frame.at[row, column]):
                     frame.at[row, column] = value
             frame.at[row, marker] = True
             todo.discard(case.id)

@@ -59,3 +59,14 @@ def test_a_run_past_its_deadline_keeps_the_marker_for_the_next(table, suitespars
     assert (after["gather_ms"] == STALE_MS).all() and not after["remeasured_gather"].any()
     after = _run(script, table, suitesparse_dir, monkeypatch, "--gather")
     assert (after["gather_ms"] < STALE_MS).all() and "remeasured_gather" not in after
+
+
+def test_gather_adds_a_feature_column_the_table_lacks(table, suitesparse_dir, monkeypatch):
+    # A table profiled before a gathered feature existed gets its column, as profiling writes it.
+    script = load_benchmark("spmv_preparation")
+    profiled = pd.read_csv(table, float_precision="round_trip")
+    profiled.drop(columns="row_cv").to_csv(table, index=False)
+    _run(script, table, suitesparse_dir, monkeypatch, "--gather")
+    after = pd.read_csv(table, float_precision="round_trip")
+    assert after["row_cv"].tolist() == profiled["row_cv"].tolist()
+    assert (profiled["row_cv"] > 0).any()
