@@ -44,24 +44,6 @@ TILES = ((1, 128), (4, 128), (8, 64), (16, 32), (32, 16), (64, 8), (256, 4))  # 
 
 
 @triton.jit
-def _follows_kernel(indptr, indices, pattern, length, follows, rows, ROWS: tl.constexpr, G: tl.constexpr):
-    """follows[r] = 1 where row r has exactly the columns r + pattern[k], k < length, in order."""
-    row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    ok = row < rows
-    start = tl.load(indptr + row, mask=ok, other=0)
-    end = tl.load(indptr + row + 1, mask=ok, other=0)
-    same = ok & (end - start == length)
-    for step in range(0, length, G):
-        k = step + tl.arange(0, G)
-        inside = same[:, None] & (k < length)[None, :]
-        col = tl.load(indices + start[:, None] + k[None, :], mask=inside, other=0)
-        offset = tl.load(pattern + k, mask=k < length, other=0)
-        wrong = inside & (col != row[:, None] + offset[None, :])
-        same = same & (tl.sum(wrong.to(tl.int32), axis=1) == 0)
-    tl.store(follows + row, same.to(tl.int8), mask=ok)
-
-
-@triton.jit
 def _diagonal_rows_kernel(indptr, indices, values, pattern, length, follows, x, x_stride, y, y_stride, rows,
                           ROWS: tl.constexpr, G: tl.constexpr, DENSE: tl.constexpr):
     """Row-mapped CSR in which a flagged row gathers x at row + pattern[k] without loading its
@@ -94,16 +76,11 @@ def _diagonal_rows_kernel(indptr, indices, values, pattern, length, follows, x, 
 
 def diagonal_pattern(csr) -> tuple[torch.Tensor, int, torch.Tensor]:
     """(pattern, its length, follows): the longest row's columns minus its row number, and which
-    rows follow it exactly. One read-back (the length)."""
-    lengths = csr.indptr[1:] - csr.indptr[:-1]
-    longest, row = lengths.max(0)
-    length = int(longest)
-    pattern = csr.indices[csr.indptr[row] + torch.arange(length, device=csr.device)] - row.to(csr.indices.dtype)
-    follows = torch.empty(csr.rows, dtype=torch.int8, device=csr.device)
-    group = min(triton.next_power_of_2(max(length, 1)), 64)
-    rows_per_program = max(1, 2048 // group)
-    _follows_kernel[(triton.cdiv(csr.rows, rows_per_program),)](
-        csr.indptr, csr.indices, pattern, length, follows, csr.rows, ROWS=rows_per_program, G=group, num_warps=4)
+    rows follow it exactly, from the shipped variant's own flag pass. One read-back (the length)."""
+    pattern_row, follows = spmv._rows_following_pattern(csr)
+    start = csr.indptr[pattern_row]
+    length = int(csr.indptr[pattern_row + 1] - start)
+    pattern = csr.indices[start + torch.arange(length, device=csr.device)] - pattern_row.to(csr.indices.dtype)
     return pattern, length, follows
 
 

@@ -74,9 +74,10 @@ def main() -> int:
             row, loaded = index[case.id], next(loads).result()
             loads.settle()  # gather_ms is host wall time: nothing may load meanwhile
             for column, value in measure(case, loaded).items():
-                # A variant that failed on the input keeps no preparation.
+                # A variant that failed on the input keeps no preparation. ``loc``, not ``at``: it
+                # adds a gathered feature's column the table lacks.
                 if not column.startswith("prepare_ms:") or pd.notna(frame.at[row, column]):
-                    frame.at[row, column] = value
+                    frame.loc[row, column] = value
             frame.at[row, marker] = True
             todo.discard(case.id)
             torch.cuda.empty_cache()
