@@ -408,7 +408,9 @@ def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blo
             lo, hi, mask, decreasing, sum_sq, longest, empty, long_nnz, STATS, NARROW, LONG_ROW)
     if STATS:
         # The sampled rows (stride, 2 stride, ...) in a loop of their own: no division per row.
-        for block in range(pid, sample_blocks, programs):
+        # Counted by the last programs, which the loop above gives a block fewer whenever the
+        # blocks do not divide evenly: their gathers' latency then ends no later than the others.
+        for block in range(programs - 1 - pid, sample_blocks, programs):
             row = (block * ROW_BLOCK + tl.arange(0, ROW_BLOCK) + 1) * shift_stride
             sampled = (row > 0) & (row < rows)  # > 0: lanes past the last sample may wrap
             lo = tl.load(indptr + row, mask=sampled, other=0)
