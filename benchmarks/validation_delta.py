@@ -1,0 +1,52 @@
+"""What a change to the validation pass adds to it, per input, against the pass before the change.
+
+``spmv_validation.py`` charges the row statistics what they add to the pass without them
+(``stats_us``: with minus without, in one run). A change that puts more work into the statistics
+(the shifted-row count, NOTES SpMV 33) is judged against the pass before it instead: this writes
+a copy of the new run whose ``stats_us`` is the new run's minus the old run's on the same input,
+which cancels what the two runs' hosts and devices share. ``benchmarks/selection.py --validation``
+then charges that difference to every validated first call.
+
+    python benchmarks/validation_delta.py benchmarks/results/spmv-validation-h100.json \
+        benchmarks/results/spmv-validation-h100-without-count.json --out benchmarks/results/spmv-validation-h100-count.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from spmv_validation import markdown, summary  # a sibling script: benchmarks/ is on the path when run
+
+
+def delta(new: dict, old: dict) -> dict:
+    """``new`` restricted to the inputs ``old`` measured too, ``stats_us`` minus old's."""
+    before = {row["id"]: row["stats_us"] for row in old["rows"]}
+    rows = [{**row, "stats_us": row["stats_us"] - before[row["id"]]} for row in new["rows"] if row["id"] in before]
+    if not rows:
+        raise SystemExit("the two runs share no input: compare runs of the same campaign")
+    return {**new, "summary": summary(rows), "rows": rows,
+            "command": " ".join(["python", *sys.argv]), "runs": {"new": new["command"], "old": old["command"]}}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("new", type=Path, help="spmv_validation.py result with the change")
+    parser.add_argument("old", type=Path, help="spmv_validation.py result without it, same GPU kind")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    new, old = (json.loads(path.read_text()) for path in (args.new, args.old))
+    if new["environment"]["device"]["name"] != old["environment"]["device"]["name"]:
+        raise SystemExit(f"{args.new} and {args.old} were measured on different GPUs")
+    result = delta(new, old)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    text = markdown(result).replace("stats: what the statistics add to it (with minus without)",
+                                    f"stats: this run's with-minus-without less that of {args.old.name} on the same input")
+    args.out.with_suffix(".md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

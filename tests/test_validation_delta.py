@@ -1,0 +1,41 @@
+"""benchmarks/validation_delta.py: a change's cost to the validation pass, input by input."""
+import json
+import sys
+
+import pytest
+from conftest import load_benchmark
+
+
+def _run(stats: dict, device: str = "GPU A") -> dict:
+    rows = [{"id": i, "source": "real" if i.startswith("r") else "synthetic", "nnz": nnz, "before_us": 9.0,
+             "validate_us": 5.0, "plain_us": 4.0, "gather_us": 3.0, "kernel_us": 2.0, "stats_us": s}
+            for i, (nnz, s) in stats.items()]
+    return {"benchmark": "spmv validation pass", "command": "python benchmarks/spmv_validation.py",
+            "environment": {"device": {"name": device}, "versions": {"torch": "t", "triton": "x"}, "date": "d"},
+            "summary": [], "rows": rows}
+
+
+def test_stats_become_the_difference_on_shared_inputs(tmp_path, monkeypatch):
+    script = load_benchmark("validation_delta")
+    new = _run({"r1": (10, 0.75), "g1": (2_000_000, -3.0), "g2": (3_000_000, 1.5)})
+    old = _run({"r1": (10, 0.25), "g1": (2_000_000, -5.5)})
+    paths = [tmp_path / "new.json", tmp_path / "old.json"]
+    for path, result in zip(paths, (new, old)):
+        path.write_text(json.dumps(result))
+    out = tmp_path / "delta.json"
+    monkeypatch.setattr(sys, "argv", ["validation_delta.py", *map(str, paths), "--out", str(out)])
+    assert script.main() == 0
+    written = json.loads(out.read_text())
+    assert {r["id"]: r["stats_us"] for r in written["rows"]} == {"r1": 0.5, "g1": 2.5}
+    assert written["runs"] == {"new": new["command"], "old": old["command"]}
+    assert "less that of old.json" in out.with_suffix(".md").read_text()
+
+
+def test_runs_on_different_gpus_are_refused(tmp_path, monkeypatch):
+    script = load_benchmark("validation_delta")
+    paths = [tmp_path / "new.json", tmp_path / "old.json"]
+    for path, device in zip(paths, ("GPU A", "GPU B")):
+        path.write_text(json.dumps(_run({"r1": (10, 1.0)}, device)))
+    monkeypatch.setattr(sys, "argv", ["validation_delta.py", *map(str, paths), "--out", str(tmp_path / "d.json")])
+    with pytest.raises(SystemExit, match="different GPUs"):
+        script.main()
