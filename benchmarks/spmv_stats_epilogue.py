@@ -36,19 +36,9 @@ from spmv_validation import each_loaded  # a sibling script (benchmarks/ is on s
 from seer import sparse
 from seer.datasets.cases import spmv_cases
 from seer.profiling import TIMING_ROUNDS, _least_of_rounds, device_tag, environment, write_result
-from seer.sparse import FOUND_COLUMNS, LONG_ROW, _index_block, row_statistics, store_found, as_csr
+from seer.sparse import FOUND_COLUMNS, LONG_ROW, _index_block, _row_block, store_found, as_csr
 
 CANDIDATES = {"narrow_w4": (False, 4), "narrow_w8": (False, 8), "fused_w4": (True, 4), "fused_w8": (True, 8)}
-
-
-@triton.jit
-def _row_block(indptr, start, rows, decreasing, sum_sq, longest, empty, long_nnz,
-               STATS: tl.constexpr, NARROW: tl.constexpr, LONG_ROW: tl.constexpr, ROW_BLOCK: tl.constexpr):
-    row = start + tl.arange(0, ROW_BLOCK)
-    mask = row < rows
-    lo = tl.load(indptr + row, mask=mask, other=0)
-    hi = tl.load(indptr + row + 1, mask=mask, other=0)
-    return row_statistics(lo, hi, mask, decreasing, sum_sq, longest, empty, long_nnz, STATS, NARROW, LONG_ROW)
 
 
 @triton.jit

@@ -31,8 +31,8 @@ from seer import cusparse, sparse
 from seer.errors import InputError, SeerWarning
 from seer.launch import INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, specialisation, vector_operands
 from seer.registry import Variant
-from seer.sparse import (CsrMatrix, as_csr, check_dense_vector, dense_vector_check, row_statistics,
-                         store_found, zero_counts)
+from seer.sparse import (CsrMatrix, as_csr, check_dense_vector, dense_vector_check, row_statistics, store_found,
+                         zero_counts)
 
 # ---------------------------------------------------------------- kernels and launchers
 

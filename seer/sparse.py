@@ -367,6 +367,16 @@ def row_statistics(lo, hi, mask, decreasing, sum_sq, longest, empty, long_nnz,
 
 
 @triton.jit
+def _row_block(indptr, start, rows, decreasing, sum_sq, longest, empty, long_nnz,
+               STATS: tl.constexpr, NARROW: tl.constexpr, LONG_ROW: tl.constexpr, ROW_BLOCK: tl.constexpr):
+    row = start + tl.arange(0, ROW_BLOCK)
+    mask = row < rows
+    lo = tl.load(indptr + row, mask=mask, other=0)
+    hi = tl.load(indptr + row + 1, mask=mask, other=0)
+    return row_statistics(lo, hi, mask, decreasing, sum_sq, longest, empty, long_nnz, STATS, NARROW, LONG_ROW)
+
+
+@triton.jit
 def shifts_previous_row(indptr, indices, row, lo, hi, mask, nnz):
     """Per lane (``row > 0`` where ``mask``; ``lo = indptr[row]``, ``hi = indptr[row + 1]``):
     whether the row is as long as the row before and starts one column to its right. Such rows
@@ -401,12 +411,9 @@ def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blo
     for block in range(pid, blocks, programs):
         if CHECK:
             outside = _index_block(indices, block * INDEX_BLOCK, nnz, cols, outside, ROW_BLOCK, INDEX_BLOCK)
-        row = block * ROW_BLOCK + tl.arange(0, ROW_BLOCK)
-        mask = row < rows
-        lo = tl.load(indptr + row, mask=mask, other=0)
-        hi = tl.load(indptr + row + 1, mask=mask, other=0)
-        decreasing, sum_sq, longest, empty, long_nnz = row_statistics(
-            lo, hi, mask, decreasing, sum_sq, longest, empty, long_nnz, STATS, NARROW, LONG_ROW)
+        decreasing, sum_sq, longest, empty, long_nnz = _row_block(
+            indptr, block * ROW_BLOCK, rows, decreasing, sum_sq, longest, empty, long_nnz,
+            STATS, NARROW, LONG_ROW, ROW_BLOCK)
     if STATS:
         # The sampled rows (stride, 2 stride, ...) in a loop of their own: no division per row.
         # In narrow blocks counted by the last programs, which the loop above gives a block fewer
