@@ -1,10 +1,12 @@
-"""Registers of the validation pass's kernel, compiled for Hopper (sm_90) without a GPU.
+"""Registers and loads in flight of the validation pass's kernel, compiled for Hopper (sm_90)
+without a GPU.
 
-NOTES SpMV 33: the kernel that carries the shifted-row count lost 15 µs on some large matrices
-against the one before it, with the count off. Registers are a first look at what the compiler
-made of each (more registers in a loop of loads usually means more loads in flight). Compiles
-``_structure_kernel`` of this checkout's ``seer.sparse`` and of any older ``sparse.py`` given,
-with and without statistics, and prints ptxas's count.
+NOTES SpMV 33-34: the kernel that carries the shifted-row count lost 15 µs on some large
+matrices against the one before it, with the count off. The pass is bound by the latency of its
+loads, so what matters is how many of them the main loop issues before it waits on the first.
+Compiles ``_structure_kernel`` of this checkout's ``seer.sparse`` and of any older ``sparse.py``
+given, with and without statistics, and prints ptxas's register count and, from the SASS of the
+main loop (the kernel's first loop), the most global loads issued and not yet consumed.
 
     git show 0c193dd:seer/sparse.py > /tmp/sparse_before_count.py
     python benchmarks/spmv_pass_registers.py /tmp/sparse_before_count.py
@@ -38,8 +40,11 @@ def loaded(path: Path):
     return module
 
 
-def registers(module, stats: bool) -> int:
-    """ptxas's register count for the pass with CHECK, 32-bit lanes and ``stats``."""
+def compiled(module, stats: bool, divisible: tuple[str, ...] = ()):
+    """The pass with CHECK, 32-bit lanes and ``stats``, compiled for sm_90 as a launch on the GPU
+    compiles it: pointers 16-byte aligned (as torch allocates), and the int arguments named in
+    ``divisible`` multiples of 16 (Triton specialises on it: ``nnz % 16 == 0`` lets the index loads
+    go 16 bytes at a time, and it decides which matrices the count slowed down, NOTES SpMV 34)."""
     kernel = module._structure_kernel
     names = list(inspect.signature(kernel.fn).parameters)
     constants = {"CHECK": True, "STATS": stats, "NARROW": True, "LONG_ROW": module.LONG_ROW,
@@ -48,8 +53,16 @@ def registers(module, stats: bool) -> int:
         constants["SAMPLE_BLOCK"] = module._SAMPLE_BLOCK
     signature = {n: "constexpr" if n in constants else "*i32" if n in ("indptr", "indices")
                  else "*i64" if n == "found" else "i32" for n in names}
-    source = ASTSource(fn=kernel, signature=signature, constexprs={(names.index(k),): v for k, v in constants.items()})
-    ptx = triton.compile(source, target=HOPPER, options={"num_warps": 4}).asm["ptx"]
+    aligned = [n for n in names if signature[n].startswith("*") or n in divisible]
+    source = ASTSource(fn=kernel, signature=signature, constexprs={(names.index(k),): v for k, v in constants.items()},
+                       attrs={(names.index(n),): [["tt.divisibility", 16]] for n in aligned})
+    budget = getattr(module, "_PASS_REGISTERS", None)  # the launch's maxnreg, where the module sets one
+    return triton.compile(source, target=HOPPER, options={"num_warps": 4, **({"maxnreg": budget} if budget else {})})
+
+
+def registers(kernel) -> int:
+    """ptxas's register count for the compiled kernel."""
+    ptx = kernel.asm["ptx"]
     ptxas = get_ptxas(HOPPER.arch)
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "pass.ptx").write_text(ptx)
@@ -58,11 +71,53 @@ def registers(module, stats: bool) -> int:
     return int(re.search(r"Used (\d+) registers", report).group(1))
 
 
+def sass(kernel) -> str:
+    cuobjdump = Path(getattr(get_ptxas(HOPPER.arch), "path", "")).with_name("cuobjdump")
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "pass.cubin").write_bytes(kernel.asm["cubin"])
+        return subprocess.run([str(cuobjdump), "-sass", f"{folder}/pass.cubin"], capture_output=True, text=True,
+                              check=True).stdout
+
+
+_INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+_LOAD = re.compile(r"(?:@!?P\d+\s+)?LDG\S*\s+(R\d+),")
+
+
+def first_loop(sass_text: str) -> list[str]:
+    """The instructions of the first loop in the SASS: up to the first branch backwards."""
+    code = [(int(m.group(1), 16), m.group(2)) for m in _INSTRUCTION.finditer(sass_text)]
+    for address, text in code:
+        branch = re.search(r"BRA\s+(0x[0-9a-f]+)", text)
+        if branch and int(branch.group(1), 16) < address:
+            return [t for a, t in code if int(branch.group(1), 16) <= a <= address]
+    return []
+
+
+def loads_in_flight(loop: list[str]) -> int:
+    """The most loads issued and not yet read (or overwritten) at any point of ``loop``."""
+    pending: set[str] = set()
+    most = 0
+    for text in loop:
+        load = _LOAD.match(text)
+        if load:
+            pending.add(load.group(1))
+            most = max(most, len(pending))
+            continue
+        registers_named = re.findall(r"\bR\d+\b", text)
+        pending -= set(registers_named)
+    return most
+
+
 def main() -> int:
     modules = {"this checkout": sparse, **{str(p): loaded(Path(p)) for p in sys.argv[1:]}}
     print(f"triton {triton.__version__}, sm_90, 4 warps")
     for label, module in modules.items():
-        print(f"{label}: statistics {registers(module, True)} registers, plain {registers(module, False)}")
+        for stats, divisible in ((True, ("nnz",)), (True, ()), (False, ("nnz",)), (False, ())):
+            kernel = compiled(module, stats, divisible)
+            loop = first_loop(sass(kernel))
+            print(f"{label}, {'statistics' if stats else 'plain'}, nnz {'' if divisible else 'not '}a multiple of 16: "
+                  f"{registers(kernel)} registers, main loop {loads_in_flight(loop)} loads in flight, "
+                  f"{len(loop)} instructions")
     return 0
 
 

@@ -66,8 +66,7 @@ def _candidate_kernel(indptr, indices, rows, nnz, cols, found, programs, blocks,
         for start in range(pid * INDEX_BLOCK, nnz, programs * INDEX_BLOCK):
             outside = _index_block(indices, start, nnz, cols, outside, ROW_BLOCK, INDEX_BLOCK)
     # The length statistics only: the shifted-row count, added later to seer's pass, stays 0 here.
-    store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz,
-                tl.zeros([ROW_BLOCK], dtype=tl.int32))
+    store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, 0)
 
 
 def launch_candidate(csr, stats: bool, fused: bool, warps: int) -> torch.Tensor:

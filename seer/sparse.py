@@ -339,14 +339,23 @@ _ROW_BLOCK = 1024
 _SAMPLE_BLOCK = 128  # sampled rows per block of the shifted-row count
 _INDEX_BLOCK = 4096
 _PROGRAMS_PER_SM = 2
+# A register budget for the pass. Left to itself, ptxas gives the statistics kernel 96 registers
+# whenever nnz % 16 == 0 (the index loads then go 16 bytes at a time) and keeps 14-16 loads in
+# flight in its main loop, the plain kernel 52 registers and 18 loads; told it may use 128, they
+# take ~126 and ~80 and keep 24 (sm_90, triton 3.6 and 3.9; benchmarks/spmv_pass_registers.py).
+# The pass is bound by its loads' latency: the shifted-row count had tipped the statistics kernel
+# into the small budget (+12 to +24 us on the largest stencils and bands), and with the budget the
+# plain pass takes 15-22% less on 10M+ nonzeros (NOTES SpMV 34).
+_PASS_REGISTERS = 128
 FOUND_COLUMNS = 9  # columns of a program's partial results (see _structure_kernel)
+_FOUND_COLUMNS = tl.constexpr(FOUND_COLUMNS)  # the same, for kernels
 NARROW_BELOW = 2**31  # nnz below which every row length and per-lane sum fits 32 bits
 _programs_cap: dict = {}
 
 
 @triton.jit
-def _add_max(a0, b0, c0, d0, e0, f0, g0, a1, b1, c1, d1, e1, f1, g1):
-    return a0 + a1, b0 + b1, c0 + c1, tl.maximum(d0, d1), e0 + e1, f0 + f1, g0 + g1
+def _add_max(a0, b0, c0, d0, e0, f0, a1, b1, c1, d1, e1, f1):
+    return a0 + a1, b0 + b1, c0 + c1, tl.maximum(d0, d1), e0 + e1, f0 + f1
 
 
 @triton.jit
@@ -401,13 +410,31 @@ def _index_block(indices, start, nnz, cols, outside, ROW_BLOCK: tl.constexpr, IN
 
 
 @triton.jit
+def _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks, pid, programs,
+                        SAMPLE_BLOCK: tl.constexpr):
+    """How many of the sampled rows (stride, 2 stride, ...) shift the row before them, counted
+    in blocks of SAMPLE_BLOCK rows by the last programs, which the main loop gives a block fewer
+    whenever the blocks do not divide evenly: each gathers little, and its gathers' latency ends
+    no later than the others' loops (1024-row blocks on 16 programs added 2.4 us)."""
+    sampled = tl.zeros([SAMPLE_BLOCK], dtype=tl.int32)
+    for block in range(programs - 1 - pid, sample_blocks, programs):
+        row = (block * SAMPLE_BLOCK + tl.arange(0, SAMPLE_BLOCK) + 1) * shift_stride  # no division per row
+        inside = (row > 0) & (row < rows)  # > 0: lanes past the last sample may wrap
+        lo = tl.load(indptr + row, mask=inside, other=0)
+        hi = tl.load(indptr + row + 1, mask=inside, other=0)
+        sampled += shifts_previous_row(indptr, indices, row, lo, hi, inside, nnz).to(tl.int32)
+    return tl.sum(sampled, 0)
+
+
+@triton.jit
 def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blocks, found, programs, blocks,
                       CHECK: tl.constexpr, STATS: tl.constexpr, NARROW: tl.constexpr, LONG_ROW: tl.constexpr,
                       ROW_BLOCK: tl.constexpr, INDEX_BLOCK: tl.constexpr, SAMPLE_BLOCK: tl.constexpr):
     # found[pid]: [decreasing rows, out-of-range columns, sum of squared lengths, longest row,
     #              empty rows, nnz in long rows, indptr[0], indptr[rows], shifted rows sampled]
     pid = tl.program_id(0)
-    decreasing, outside, sum_sq, longest, empty, long_nnz, shifted = zero_counts(ROW_BLOCK, NARROW)
+    decreasing, outside, sum_sq, longest, empty, long_nnz = zero_counts(ROW_BLOCK, NARROW)
+    shifted = 0
     for block in range(pid, blocks, programs):
         if CHECK:
             outside = _index_block(indices, block * INDEX_BLOCK, nnz, cols, outside, ROW_BLOCK, INDEX_BLOCK)
@@ -415,44 +442,33 @@ def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blo
             indptr, block * ROW_BLOCK, rows, decreasing, sum_sq, longest, empty, long_nnz,
             STATS, NARROW, LONG_ROW, ROW_BLOCK)
     if STATS:
-        # The sampled rows (stride, 2 stride, ...) in a loop of their own: no division per row.
-        # In narrow blocks counted by the last programs, which the loop above gives a block fewer
-        # whenever the blocks do not divide evenly: each gathers little, and its gathers' latency
-        # ends no later than the others' loops (1024-row blocks on 16 programs added 2.4 us).
-        sampled = tl.zeros([SAMPLE_BLOCK], dtype=shifted.dtype)
-        for block in range(programs - 1 - pid, sample_blocks, programs):
-            row = (block * SAMPLE_BLOCK + tl.arange(0, SAMPLE_BLOCK) + 1) * shift_stride
-            inside = (row > 0) & (row < rows)  # > 0: lanes past the last sample may wrap
-            lo = tl.load(indptr + row, mask=inside, other=0)
-            hi = tl.load(indptr + row + 1, mask=inside, other=0)
-            sampled += shifts_previous_row(indptr, indices, row, lo, hi, inside, nnz).to(shifted.dtype)
-        shifted = tl.where(tl.arange(0, ROW_BLOCK) == 0, tl.sum(sampled, 0), shifted)
+        shifted = _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks, pid, programs,
+                                      SAMPLE_BLOCK)
     store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted)
 
 
 @triton.jit
 def zero_counts(LANES: tl.constexpr, NARROW: tl.constexpr):
     """The pass's per-lane counts, zeroed: decreasing rows, out-of-range columns, sum of squared
-    lengths, longest row, empty rows, nnz in long rows, shifted rows sampled (32-bit where
-    ``NARROW``, see SpMV 16)."""
+    lengths, longest row, empty rows, nnz in long rows (32-bit where ``NARROW``, see SpMV 16)."""
     width = tl.int32 if NARROW else tl.int64
     return (tl.zeros([LANES], dtype=tl.int32), tl.zeros([LANES], dtype=tl.int32), tl.zeros([LANES], dtype=tl.int64),
-            tl.zeros([LANES], dtype=width), tl.zeros([LANES], dtype=tl.int32), tl.zeros([LANES], dtype=width),
-            tl.zeros([LANES], dtype=width))
+            tl.zeros([LANES], dtype=width), tl.zeros([LANES], dtype=tl.int32), tl.zeros([LANES], dtype=width))
 
 
 @triton.jit
 def store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted):
-    """Reduces a program's lanes and stores its row of ``found`` (columns: see _structure_kernel)."""
+    """Reduces a program's lanes and stores its row of ``found`` (columns: see _structure_kernel);
+    ``shifted``, the program's count of shifted rows sampled, is already one number."""
     # One reduction for every column (one exchange between warps, not one per column).
-    d, o, q, m, e, n, s = tl.reduce((decreasing, outside, sum_sq, longest, empty, long_nnz, shifted), 0, _add_max)
+    d, o, q, m, e, n = tl.reduce((decreasing, outside, sum_sq, longest, empty, long_nnz), 0, _add_max)
     column = tl.arange(0, 16)
     first = tl.load(indptr).to(tl.int64)
     last = tl.load(indptr + rows).to(tl.int64)
     values = tl.where(column == 0, d, tl.where(column == 1, o, tl.where(column == 2, q, tl.where(
         column == 3, m, tl.where(column == 4, e, tl.where(column == 5, n, tl.where(
-            column == 6, first, tl.where(column == 7, last, s))))))))
-    tl.store(found + pid * 9 + column, values.to(tl.int64), mask=column < 9)
+            column == 6, first, tl.where(column == 7, last, shifted))))))))
+    tl.store(found + pid * _FOUND_COLUMNS + column, values.to(tl.int64), mask=column < _FOUND_COLUMNS)
 
 
 _structure_launch = LaunchCache(_structure_kernel)
@@ -493,8 +509,8 @@ def _column_totals(parts) -> list[int]:
 
 
 def launch_structure(csr: CsrMatrix, check: bool, stats: bool) -> torch.Tensor:
-    """The pass's kernel alone, no read-back: ``[programs, 8]`` partial results on the device
-    (benchmarks time it this way, with and without ``stats``)."""
+    """The pass's kernel alone, no read-back: ``[programs, FOUND_COLUMNS]`` partial results on the
+    device (benchmarks time it this way, with and without ``stats``)."""
     blocks = max(cdiv(csr.rows, _ROW_BLOCK), cdiv(csr.nnz, _INDEX_BLOCK) if check else 0, 1)
     found = found_buffer(csr.device, blocks)
     programs, narrow = len(found), csr.nnz < NARROW_BELOW
@@ -502,7 +518,7 @@ def launch_structure(csr: CsrMatrix, check: bool, stats: bool) -> torch.Tensor:
     args = (csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, stride, cdiv(shift_samples(csr.rows), _SAMPLE_BLOCK),
             found, programs, blocks, check, stats, narrow, LONG_ROW, _ROW_BLOCK, _INDEX_BLOCK, _SAMPLE_BLOCK)
     key = (csr.device, specialisation(*args[:10]), check, stats, narrow)
-    _structure_launch.launch(key, (programs,), args, num_warps=4)
+    _structure_launch.launch(key, (programs,), args, num_warps=4, maxnreg=_PASS_REGISTERS)
     return found
 
 

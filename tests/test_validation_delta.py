@@ -39,3 +39,11 @@ def test_runs_on_different_gpus_are_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(sys, "argv", ["validation_delta.py", *map(str, paths), "--out", str(tmp_path / "d.json")])
     with pytest.raises(SystemExit, match="different GPUs"):
         script.main()
+
+
+def test_kernel_charge_is_the_difference_of_the_kernels_with_statistics():
+    script = load_benchmark("validation_delta")
+    new, old = _run({"r1": (10, 0.75), "g1": (2_000_000, 4.0)}), _run({"r1": (10, 0.25), "g1": (2_000_000, -5.5)})
+    new["rows"][0]["kernel_us"], new["rows"][1]["kernel_us"] = 2.5, 1.25  # old's kernels took 2.0
+    charged = {r["id"]: r["stats_us"] for r in script.delta(new, old, charge="kernel")["rows"]}
+    assert charged == {"r1": 0.5, "g1": -0.75}
