@@ -58,9 +58,16 @@ def _op(goes_left: bool, ascii_only: bool = True) -> str:
     return ">"
 
 
+# Regrets are rounded to this many decimals (1e-10 of a log ratio): numpy's log differs in the last
+# bits between builds and CPUs, and those bits flipped near-tied splits (rows against columns on
+# square matrices), so a model trained here differed from the same table's trained on the GPU host
+# (python 3.11, numpy 2.4.6 here; 3.12, 2.5.2 there; rounded, both give the same trees).
+REGRET_DECIMALS = 10
+
+
 def log_regret(costs: np.ndarray) -> np.ndarray:
     """log(cost / best cost) per sample and label: 0 for the best label, > 0 otherwise."""
-    return np.log(costs / costs.min(axis=1, keepdims=True))
+    return np.round(np.log(costs / costs.min(axis=1, keepdims=True)), REGRET_DECIMALS)
 
 
 def node_choices(estimator: Any, X: np.ndarray, costs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -85,9 +92,10 @@ def _node_sums(reached, costs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
 
 
 def _mean_regret(summed_ratio: np.ndarray, n_samples: np.ndarray, label: np.ndarray) -> np.ndarray:
-    """Each node's mean regret ratio for its ``label``; 0 where no sample reaches it."""
+    """Each node's mean regret ratio for its ``label``; 0 where no sample reaches it (rounded as
+    the regrets are: the model file is then the same wherever the table is trained)."""
     chosen = summed_ratio[np.arange(len(label)), label]
-    return np.divide(chosen, n_samples, out=np.zeros_like(chosen), where=n_samples > 0)
+    return np.round(np.divide(chosen, n_samples, out=np.zeros_like(chosen), where=n_samples > 0), REGRET_DECIMALS)
 
 
 class Tree:
