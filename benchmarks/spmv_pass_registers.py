@@ -1,15 +1,19 @@
 """Registers and loads in flight of the validation pass's kernel, compiled for Hopper (sm_90)
 without a GPU.
 
-NOTES SpMV 33-34: the kernel that carries the shifted-row count lost 15 µs on some large
-matrices against the one before it, with the count off. The pass is bound by the latency of its
-loads, so what matters is how many of them the main loop issues before it waits on the first.
-Compiles ``_structure_kernel`` of this checkout's ``seer.sparse`` and of any older ``sparse.py``
-given, with and without statistics, and prints ptxas's register count and, from the SASS of the
-main loop (the kernel's first loop), the most global loads issued and not yet consumed.
+NOTES SpMV 33-34: the kernel that carries the shifted-row count lost up to 25 µs on the largest
+stencils and bands against the one before it, with the count off. The pass is bound by the
+latency of its loads, so what matters is how many of them the main loop issues before it waits
+on the first: ptxas had shrunk the kernel to 96 registers where nnz % 16 == 0, and the pass's
+launch now gives it a register budget. Compiles ``_structure_kernel`` of this checkout's
+``seer.sparse`` and of any older ``sparse.py`` given, as the GPU compiles it, with and without
+statistics, and prints ptxas's register count and, from the SASS of the main loop (the kernel's
+first loop), the most global loads issued and not yet consumed. Run it under the GPU image's
+triton too (3.6: ``pip install triton==3.6.0`` in a venv): the compilers differ.
 
     git show 0c193dd:seer/sparse.py > /tmp/sparse_before_count.py
-    python benchmarks/spmv_pass_registers.py /tmp/sparse_before_count.py
+    git show 929c714:seer/sparse.py > /tmp/sparse_count_inlined.py
+    python benchmarks/spmv_pass_registers.py /tmp/sparse_before_count.py /tmp/sparse_count_inlined.py
 """
 from __future__ import annotations
 
