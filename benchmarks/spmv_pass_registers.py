@@ -75,11 +75,15 @@ def registers(kernel) -> int:
     return int(re.search(r"Used (\d+) registers", report).group(1))
 
 
+def cuobjdump() -> Path:
+    """The SASS disassembler that ships with triton's ptxas."""
+    return Path(getattr(get_ptxas(HOPPER.arch), "path", "")).with_name("cuobjdump")
+
+
 def sass(kernel) -> str:
-    cuobjdump = Path(getattr(get_ptxas(HOPPER.arch), "path", "")).with_name("cuobjdump")
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "pass.cubin").write_bytes(kernel.asm["cubin"])
-        return subprocess.run([str(cuobjdump), "-sass", f"{folder}/pass.cubin"], capture_output=True, text=True,
+        return subprocess.run([str(cuobjdump()), "-sass", f"{folder}/pass.cubin"], capture_output=True, text=True,
                               check=True).stdout
 
 
