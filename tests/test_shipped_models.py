@@ -1,0 +1,32 @@
+"""Every shipped model is what its shipped table trains to: the table it names is the committed
+one (same SHA-256), and training it again gives the same trees. A model left behind by a
+re-measured table or a change to training fails here, not in a user's `seer train`."""
+import json
+from pathlib import Path
+
+import pytest
+
+from seer.table import read_table, table_sha256
+from seer.train import TwoStageSelector
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = sorted((ROOT / "models").glob("*.json"))
+# Retrained with rounded regrets (NOTES SpMV 35) it takes other splits under two nodes of 3 training
+# shapes each (tied, regret 0 either way); kept as measured until a two-GPU run can re-measure
+# benchmarks/overlap.py with the retrained model.
+KEPT_AS_MEASURED = {"gemm_all_scatter-h200x2"}
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda path: path.stem)
+def test_a_shipped_model_is_what_its_table_trains_to(path, tmp_path):
+    if path.stem in KEPT_AS_MEASURED:
+        pytest.xfail("kept as measured on two GPUs: see KEPT_AS_MEASURED")
+    shipped = json.loads(path.read_text())
+    table_path = ROOT / shipped["training"]["table"]
+    assert table_sha256(table_path) == shipped["training"]["sha256"], f"{table_path} changed since {path.name}"
+    table = read_table(table_path)
+    TwoStageSelector().fit(table).to_model(table).save(tmp_path / path.name)
+    fresh = json.loads((tmp_path / path.name).read_text())
+    for stage in ("stage1", "stage2"):
+        assert fresh[stage] == shipped[stage], f"{path.name}: {stage} differs from a fresh training"
+
