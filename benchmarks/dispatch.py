@@ -39,7 +39,7 @@ from seer.datasets.cases import spmv_cases
 from seer.errors import SeerError
 from seer.kernels import spmv as kernels
 from seer.profiling import (alternated_host_us, device_tag, environment, host_call_us, measured_within_budget,
-                            synchronised_us, write_result)
+                            provenance, synchronised_us, write_result)
 
 dispatch_module = sys.modules["seer.dispatch"]
 
@@ -191,9 +191,9 @@ def render(result: dict) -> str:
              + (f"{cell(r, 'hit_out')} | " if has_out else "") +
              f"{cell(r, 'hit')} | {cell(r, 'bookkeeping')} | {cell(r, 'cold')} | {cell(r, 'torch')} | "
              f"{r['hit_minus_raw_us']:+.1f} |" for r in result["rows"]]
-    return (f"# Dispatch host cost per call (us), {result['device']['name']}\n\n{result['date']}; torch "
-            f"{result['versions']['torch']}, triton {result['versions']['triton']}; `{result['command']}`; "
-            f"median of {result['repeats']} loops of {result['calls_per_loop']} calls (± half the spread)\n\n"
+    return (f"# Dispatch host cost per call (us), {result['device']['name']}\n\n"
+            + provenance(result, result['command'])
+            + f"; median of {result['repeats']} loops of {result['calls_per_loop']} calls (± half the spread)\n\n"
             + header + "\n".join(lines) + "\n\nbookkeeping: what a cache hit adds to the call its decision keeps "
             "(split, cache key, LRU lookup; the call checks the operands), timed alone. hit - raw: "
             + ("with out=, the same work as the raw launch.\n" if has_out else "the hit allocates y, raw does not.\n")

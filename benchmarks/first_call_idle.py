@@ -24,7 +24,7 @@ import torch
 from seer import sparse
 from seer.datasets.generators import banded
 from seer.kernels import spmv
-from seer.profiling import device_tag, environment, write_result
+from seer.profiling import device_tag, environment, provenance, write_result
 
 IDLE_MS = (0, 0.5, 5, 50)
 TRIES = 30
@@ -79,8 +79,8 @@ def main() -> int:
     env = environment(torch.device("cuda"))
     result = {**env, "command": " ".join(["python", *sys.argv]), "nnz": int(matrix.nnz), "tries": TRIES, "rows": rows}
     lines = [f"# A first call after idle time, {env['device']['name']}", "",
-             f"{env['date']}; torch {env['versions']['torch']}, triton {env['versions']['triton']}; "
-             f"`{result['command']}`; a {matrix.nnz:,}-nonzero band matrix; medians of {TRIES} tries, each after "
+             provenance(env, result['command']) +
+             f"; a {matrix.nnz:,}-nonzero band matrix; medians of {TRIES} tries, each after "
              "the idle time with the device drained.", "",
              "| idle before (ms) | pass launch, host µs | pass read-back, host µs | pass kernel, events µs | "
              "read-back copy, events µs | torch CSR call, host µs |", "|---|---|---|---|---|---|"]

@@ -39,7 +39,7 @@ import seer
 from seer.datasets.cases import launch_bound_case
 from seer.kernels import spmv
 from seer.launch import direct_launch, vector_operands
-from seer.profiling import alternated_host_us, device_tag, environment, synchronised_us, write_result
+from seer.profiling import alternated_host_us, device_tag, environment, provenance, synchronised_us, write_result
 
 CALLS = 2000
 ROUNDS = 5
@@ -127,8 +127,8 @@ def main() -> int:
               "first_call_us": first, "first_call_tries": FIRST_TRIES}
     env = result["environment"]
     lines = [f"# Host time of a cached seer.dispatch SpMV call, layer by layer, on {env['device']['name']}",
-             "", f"{env['date']}; torch {env['versions']['torch']}, triton {env['versions']['triton']}; "
-             f"`{result['command']}`; matrix {case.id} ({result['nnz']} nnz) as a torch sparse CSR tensor, "
+             "", provenance(env, result['command']) +
+                 f"; matrix {case.id} ({result['nnz']} nnz) as a torch sparse CSR tensor, "
              f"variant {VARIANT}.", "",
              f"Host µs per call, least of {ROUNDS} alternated loops of {CALLS}.", "",
              "| layer | µs |", "|---|---|", *[f"| {n} | {v:.2f} |" for n, v in least.items()], "",

@@ -24,7 +24,7 @@ import torch
 
 from seer.datasets.cases import launch_bound_case
 from seer.kernels import spmv
-from seer.profiling import alternated_host_us, device_tag, environment, write_result
+from seer.profiling import alternated_host_us, device_tag, environment, provenance, write_result
 from seer.sparse import as_csr
 
 CALLS = 2000
@@ -67,8 +67,8 @@ def main() -> int:
               "calls": CALLS, "rounds": ROUNDS, "host_us": least, "all_us": times}
     env = result["environment"]
     lines = [f"# Direct launch of a compiled SpMV kernel, pointers as tensors or ints, on {env['device']['name']}",
-             "", f"{env['date']}; torch {env['versions']['torch']}, triton {env['versions']['triton']}; "
-             f"`{result['command']}`; matrix {case.id} ({csr.nnz} nnz), vector kernel 32 x 16, 4 warps.", "",
+             "", provenance(env, result['command']) +
+                 f"; matrix {case.id} ({csr.nnz} nnz), vector kernel 32 x 16, 4 warps.", "",
              f"Host µs per launch, least of {ROUNDS} alternated loops of {CALLS}.", "",
              "| pointers | µs |", "|---|---|", *[f"| {n} | {v:.2f} |" for n, v in least.items()]]
     write_result(args.out, f"launch-pointers-{device_tag(torch.cuda.get_device_name())}", result,

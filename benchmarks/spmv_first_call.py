@@ -32,7 +32,8 @@ import seer
 from seer import sparse
 from seer.datasets.cases import spmv_cases
 from seer.kernels import spmv
-from seer.profiling import TIMING_ROUNDS, _least_of_rounds, device_tag, environment, relative_error, write_result
+from seer.profiling import (TIMING_ROUNDS, _least_of_rounds, device_tag, environment, provenance, relative_error,
+                             write_result)
 from spmv_validation import each_loaded
 
 BANDS = ((0, 1_000), (1_000, 10_000), (10_000, 100_000), (100_000, 1 << 17), (1 << 17, 10**9))
@@ -94,8 +95,8 @@ def threshold_text(threshold) -> str:
 def markdown(result: dict) -> str:
     env = result["environment"]
     lines = [f"# The first SpMV call's device time, validating product against pass + variant, {env['device']['name']}",
-             "", f"{env['date']}; torch {env['versions']['torch']}, triton {env['versions']['triton']}; "
-             f"`{result['command']}`; {len(result['rows'])} real matrices; the validating product's y within "
+             "", provenance(env, result['command']) +
+                 f"; {len(result['rows'])} real matrices; the validating product's y within "
              f"{TOLERANCE:g} of float64 on {result['correct']} of them. {threshold_text(result['threshold'])}", "",
              "Medians per nnz band, µs of device time (do_bench, L2 flushed, least of three medians). fused: the "
              "validating product; pass: the validation pass; variant: the shipped model's one-call choice; both: "

@@ -24,7 +24,7 @@ from spmv_validation import each_loaded, kernel_us  # a sibling script: benchmar
 
 from seer import sparse
 from seer.datasets.cases import spmv_cases
-from seer.profiling import device_tag, environment, write_result
+from seer.profiling import device_tag, environment, provenance, write_result
 from seer.sparse import as_csr
 
 SAMPLES = (0, 1024, 4096, 16384)
@@ -61,8 +61,7 @@ def _added_us(csr) -> float:
 def markdown(result: dict) -> str:
     env = result["environment"]
     lines = [f"# Shifted-row count: cost by rows sampled, {env['device']['name']}", "",
-             f"{env['date']}; torch {env['versions']['torch']}, triton {env['versions']['triton']}; "
-             f"`{result['command']}`.", "",
+             provenance(env, result['command']) + ".", "",
              "What the statistics add to the validation pass's kernel (µs, with minus without), by rows the "
              "count samples (0: count off).", "",
              "| input | kind | rows | nnz | " + " | ".join(f"{s:,}" for s in SAMPLES) + " |",

@@ -35,7 +35,7 @@ from spmv_validation import each_loaded  # a sibling script (benchmarks/ is on s
 
 from seer import sparse
 from seer.datasets.cases import spmv_cases
-from seer.profiling import TIMING_ROUNDS, _least_of_rounds, device_tag, environment, write_result
+from seer.profiling import TIMING_ROUNDS, _least_of_rounds, device_tag, environment, provenance, write_result
 from seer.sparse import FOUND_COLUMNS, LONG_ROW, _index_block, _row_block, store_found, as_csr
 
 CANDIDATES = {"narrow_w4": (False, 4), "narrow_w8": (False, 8), "fused_w4": (True, 4), "fused_w8": (True, 8)}
@@ -129,8 +129,8 @@ def summary(rows: list[dict]) -> list[dict]:
 def markdown(result: dict) -> str:
     env = result["environment"]
     lines = [f"# Row statistics in the validation pass, candidate kernels, on {env['device']['name']}", "",
-             f"{env['date']}; torch {env['versions']['torch']}, triton {env['versions']['triton']}; "
-             f"`{result['command']}`; {len(result['rows'])} real matrices, every candidate's sums checked against "
+             provenance(env, result['command']) +
+             f"; {len(result['rows'])} real matrices, every candidate's sums checked against "
              "the shipped pass.", "",
              "Device time of the pass, µs: with statistics (kernel), without (plain), their difference (stats, "
              "median) and the mean of what `selection.py` would charge (differences below 0 count as 0).", "",

@@ -35,7 +35,7 @@ from seer.datasets.cases import NNZ_BANDS, nnz_band_label, spmv_cases
 from seer.errors import SeerError
 from seer.features import spmv as features
 from seer.profiling import (TIMING_ROUNDS, _least_of_rounds, _Prefetched, _median_wall_ms, device_tag,
-                            environment, write_result)
+                            environment, provenance, write_result)
 from seer.sparse import as_csr
 
 
@@ -90,8 +90,7 @@ def summary(rows: list[dict]) -> list[dict]:
 def markdown(result: dict) -> str:
     env = result["environment"]
     lines = [f"# SpMV validation pass on {env['device']['name']}", "",
-             f"{env['date']}; torch {env['versions']['torch']}, triton {env['versions']['triton']}; "
-             f"`{result['command']}`; {len(result['rows'])} inputs.", "",
+             provenance(env, result['command']) + f"; {len(result['rows'])} inputs.", "",
              "Medians, µs. before: seer's validation until this change (torch reductions, one read-back, no "
              "statistics); validate: `as_csr` with the fused pass (statistics included); plain: the fused pass "
              "without statistics; gather: statistics from a fresh pass (matrix passed unchecked): host wall times. "

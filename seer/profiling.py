@@ -72,6 +72,12 @@ def environment(device: torch.device) -> dict:
     }
 
 
+def provenance(env: dict, command: str) -> str:
+    """``date; torch ..., triton ...; `command` ``: the line under every result's Markdown title
+    (``env`` as :func:`environment` returns it)."""
+    return f"{env['date']}; torch {env['versions']['torch']}, triton {env['versions']['triton']}; `{command}`"
+
+
 def device_tag(name: str) -> str:
     """Short name of a GPU for file names: "NVIDIA H100 80GB HBM3" -> "h100"."""
     words = name.split()
