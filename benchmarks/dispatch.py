@@ -15,7 +15,10 @@ tensor): one cached ``seer.dispatch`` call (the shipped model's choice, a new y)
 ``A @ x`` on the same tensor, each the least of five alternated loops' per-call times, after
 checking that the two results agree; and each one's *first* call on a new tensor of that matrix
 (seer: validation pass, row statistics, tree, the variant's preparation and launch; torch: its one
-call), synchronised, the least of five. With ``--large-budget-s``, the same on the generated large
+call), synchronised, the least of five. Beside them two like-for-like pairs: seer on the matrix
+passed unchecked (``as_csr(A, check=False)``: no validation, stage 1 on shape and nnz), as torch
+takes it; and torch validating as seer does (the tensor built with ``check_invariants=True``, its
+construction timed, since that is where torch checks). With ``--large-budget-s``, the same on the generated large
 suite (1M-50M nnz; its matrices built as the profile campaign builds them) for that many seconds.
 Writes benchmarks/results/dispatch-<device>.json and .md.
 
@@ -38,6 +41,7 @@ import seer.dispatch
 from seer.datasets.cases import spmv_cases
 from seer.errors import SeerError
 from seer.kernels import spmv as kernels
+from seer.sparse import as_csr
 from seer.profiling import (alternated_host_us, device_tag, environment, host_call_us, measured_within_budget,
                             provenance, synchronised_us, write_result)
 
@@ -146,7 +150,12 @@ def matrix_calls(case, loaded, calls: int, rounds: int) -> dict:
         raise AssertionError(f"seer and torch CSR disagree on {case.id}: relative difference {error:.1e}")
     paths = {"seer": lambda: seer.dispatch("spmv", (A, x)), "torch": lambda: A @ x}
     samples = alternated_host_us(paths, calls, rounds)  # least kept: a stalled host only ever adds time
-    firsts = first_calls({"seer": lambda B: seer.dispatch("spmv", (B, x)), "torch": lambda B: B @ x},
+    def torch_checked(_):
+        return torch.sparse_csr_tensor(*parts[:3], parts[3], check_invariants=True) @ x
+
+    firsts = first_calls({"seer": lambda B: seer.dispatch("spmv", (B, x)), "torch": lambda B: B @ x,
+                          "seer_unchecked": lambda B: seer.dispatch("spmv", (as_csr(B, check=False), x)),
+                          "torch_checked": torch_checked},
                          lambda: torch.sparse_csr_tensor(*parts[:3], parts[3]), rounds)
     return {"id": case.id, "rows": A.shape[0], "nnz": A.values().numel(),
             "seer_choice": seer.explain("spmv", (A, x)).variant,
@@ -177,6 +186,12 @@ def real_summary(rows: list[dict]) -> dict:
                        median_seer_first_us=float(np.median(seer_first)),
                        median_torch_first_us=float(np.median(torch_first)),
                        seer_first_faster_on=int((seer_first < torch_first).sum()))
+    if all("seer_unchecked_first_us" in r for r in rows):
+        for seer_path, torch_path in (("seer_unchecked", "torch"), ("seer", "torch_checked")):
+            mine, theirs = (np.array([r[f"{k}_first_us"] for r in rows]) for k in (seer_path, torch_path))
+            summary[f"first_call_{seer_path}_vs_{torch_path}"] = {
+                "speedup": float(np.exp(np.log(theirs / mine).mean())), "seer_faster_on": int((mine < theirs).sum()),
+                "median_seer_us": float(np.median(mine)), "median_torch_us": float(np.median(theirs))}
     return summary
 
 
@@ -223,7 +238,23 @@ def render_first_calls(s: dict) -> str:
             "| matrices | speed-up over torch CSR (geomean) | seer faster on | median seer first call | "
             "median torch first call |\n|---|---|---|---|---|\n"
             f"| {s['matrices']} | {s['first_call_speedup_vs_torch']:.2f}x | {s['seer_first_faster_on']} | "
-            f"{s['median_seer_first_us']:.1f} µs | {s['median_torch_first_us']:.1f} µs |\n")
+            f"{s['median_seer_first_us']:.1f} µs | {s['median_torch_first_us']:.1f} µs |\n" + render_like_for_like(s))
+
+
+LIKE_FOR_LIKE = {"first_call_seer_unchecked_vs_torch": "neither validates: seer on `as_csr(A, check=False)` "
+                                                       "(stage 1, no read-back), torch's `A @ x`",
+                 "first_call_seer_vs_torch_checked": "both validate: seer as above, torch building the tensor "
+                                                     "with `check_invariants=True` (construction timed), then `A @ x`"}
+
+
+def render_like_for_like(s: dict) -> str:
+    pairs = [(key, s[key]) for key in LIKE_FOR_LIKE if key in s]
+    if not pairs:
+        return ""
+    return ("\nLike for like, on the same matrices and rounds:\n\n| first call | speed-up over torch (geomean) | "
+            "seer faster on | median seer | median torch |\n|---|---|---|---|---|\n"
+            + "".join(f"| {LIKE_FOR_LIKE[key]} | {v['speedup']:.2f}x | {v['seer_faster_on']} | "
+                      f"{v['median_seer_us']:.1f} µs | {v['median_torch_us']:.1f} µs |\n" for key, v in pairs))
 
 
 def main() -> int:

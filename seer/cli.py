@@ -1,4 +1,4 @@
-"""The ``seer`` command: profile, train, report, explain."""
+"""The ``seer`` command: profile, merge, train, report, explain."""
 from __future__ import annotations
 
 import argparse
@@ -49,6 +49,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=_profile)
 
+    p = sub.add_parser("merge", help="average several profiling campaigns of one op on one GPU into one table",
+                       description="Rows measured in several campaigns get the mean of each measured column "
+                                   "(times, baselines, host calls, preparations, gather_ms); features must agree.")
+    p.add_argument("tables", type=Path, nargs="+", help="the campaigns' profile tables (CSV, .meta.json beside)")
+    p.add_argument("--out", type=Path, required=True, help="merged table to write (a new file)")
+    p.set_defaults(run=_merge)
+
     p = sub.add_parser("train", help="train a two-stage selector on a profile table; print rules and held-out scores",
                        description="Cross-validate (grouped by family), fit, and write the model JSON with its "
                                    "rules (.txt, .md, .py) beside it.")
@@ -90,6 +97,15 @@ def _profile(args, command: str) -> int:
         cases = cases[: args.limit]
     profile("spmv", cases, args.out, command=command, call_overhead_below=1_000_000, deadline_s=args.deadline)
     print(f"wrote {args.out}")
+    return 0
+
+
+def _merge(args, command: str) -> int:
+    from seer.table import merge_tables, read_table
+
+    path = merge_tables(args.tables, args.out, command=command)
+    counts = read_table(path).frame["campaigns"].value_counts().sort_index()
+    print(f"wrote {path}: " + ", ".join(f"{n} rows from {k} campaign{'s' if k > 1 else ''}" for k, n in counts.items()))
     return 0
 
 

@@ -41,6 +41,16 @@ Metadata, ``<stem>.meta.json`` next to ``<stem>.csv``::
 
 ``op`` is required unless passed to :func:`read_table`. An op that seer has no feature module
 for may list its features instead: ``"features": {"known": [...], "gathered": [...]}``.
+
+Campaigns
+---------
+:func:`merge_tables` (``seer merge``) makes one table of several profiling campaigns of one op on
+one GPU: a row measured in several holds the mean of each measured column (``time_ms``,
+``baseline_ms``, ``call_us``, ``prepare_ms``, ``gather_ms``) over the campaigns that measured it,
+a ``campaigns`` column says how many did, and the metadata lists each campaign (file, sha256,
+date, rows, versions). Why: a ~5 µs kernel's median moves by ~3 % between campaigns (the tail of
+the timer and the machine instance), as much as the gaps between the fastest variants of a small
+matrix; the mean of two halves that noise in the table's labels and in its oracle.
 """
 from __future__ import annotations
 
@@ -62,6 +72,7 @@ BASELINE = "baseline_ms:"
 CALL = "call_us:"
 PREPARE = "prepare_ms:"
 GATHER_MS = "gather_ms"
+CAMPAIGNS = "campaigns"
 
 
 @dataclass(frozen=True)
@@ -188,6 +199,65 @@ def write_table(frame: pd.DataFrame, path: str | Path, meta: Mapping) -> Path:
     frame.to_csv(path, index=False)
     meta_path(path).write_text(json.dumps(dict(meta), indent=2, sort_keys=True) + "\n")
     return path
+
+
+def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | None = None) -> Path:
+    """Write to ``out`` one table of the campaigns ``paths`` (see the module doc, Campaigns).
+
+    Rows keep the first campaign's order, then rows only later campaigns measured. Every
+    campaign must be of one op and one GPU, and a row's features must agree in every campaign
+    that measured it (else it is not the same input): a ProfileTableError names what differs."""
+    paths, out = [Path(p) for p in paths], Path(out)
+    if len(paths) < 2:
+        raise ProfileTableError(f"merging needs at least two campaigns, got {len(paths)}")
+    if any(out.resolve() == p.resolve() for p in paths):
+        raise ProfileTableError(f"{out} is one of the campaigns: write the merged table to a new file")
+    tables = [read_table(p) for p in paths]
+    _check_same_op_and_device(tables)
+    frames = [t.frame.set_index("id") for t in tables]
+    ids = list(dict.fromkeys(i for f in frames for i in f.index))
+    merged = pd.concat(frames, keys=range(len(frames)), names=["campaign", "id"])
+    first = merged.groupby(level="id", sort=False).first().loc[ids]
+    features = [*tables[0].known_features, *tables[0].gathered_features]
+    _check_features_agree(merged, features, first)
+    measured = [c for c in merged.columns if str(c).startswith((TIME, BASELINE, CALL, PREPARE)) or c == GATHER_MS]
+    result = first.copy()
+    result[measured] = merged[measured].groupby(level="id", sort=False).mean().loc[ids]
+    result[CAMPAIGNS] = merged.groupby(level="id", sort=False).size().loc[ids]
+    meta = dict(tables[0].meta)
+    meta.update(
+        date=max(str(t.meta.get("date", "")) for t in tables),
+        command=command or f"seer merge {' '.join(map(str, paths))} --out {out}",
+        campaigns=[{"table": str(p), "sha256": table_sha256(p), "date": t.meta.get("date"), "rows": len(t),
+                    "versions": t.meta.get("versions"), "commands": t.meta.get("commands", [t.meta.get("command")])}
+                   for p, t in zip(paths, tables)],
+    )
+    meta.pop("commands", None)
+    ProfileTable.from_frame(result.reset_index(), tables[0].op, meta)  # the merged table must read back
+    return write_table(result.reset_index(), out, meta)
+
+
+def _check_same_op_and_device(tables: Sequence[ProfileTable]) -> None:
+    for table in tables[1:]:
+        if table.op != tables[0].op:
+            raise ProfileTableError(f"{table.path} profiles op {table.op!r}, {tables[0].path} op {tables[0].op!r}")
+        names = [(t.meta.get("device") or {}).get("name") for t in (tables[0], table)]
+        if names[0] != names[1]:
+            raise ProfileTableError(f"{tables[0].path} was measured on {names[0]!r}, {table.path} on {names[1]!r}: "
+                                    "only campaigns on one GPU can be averaged")
+
+
+def _check_features_agree(merged: pd.DataFrame, features: Sequence[str], first: pd.DataFrame) -> None:
+    for name in features:
+        if name not in merged.columns:
+            continue
+        values = merged[name].to_numpy(dtype=float)
+        reference = first[name].reindex(merged.index.get_level_values("id")).to_numpy(dtype=float)
+        differs = ~np.isclose(values, reference, rtol=1e-9, atol=0.0, equal_nan=True)
+        if differs.any():
+            campaign, row = merged.index[np.flatnonzero(differs)[0]]
+            raise ProfileTableError(f"input {row!r} has {name} = {values[differs][0]!r} in campaign {campaign + 1} "
+                                    f"but {reference[differs][0]!r} in an earlier one: not the same input")
 
 
 def meta_path(path: str | Path) -> Path:

@@ -30,3 +30,19 @@ def test_a_shipped_model_is_what_its_table_trains_to(path, tmp_path):
     for stage in ("stage1", "stage2"):
         assert fresh[stage] == shipped[stage], f"{path.name}: {stage} differs from a fresh training"
 
+
+
+MERGED = sorted(path for path in (ROOT / "datasets" / "profiles").glob("*.meta.json")
+                if "campaigns" in json.loads(path.read_text()))
+
+
+@pytest.mark.parametrize("meta", MERGED, ids=lambda path: path.name.removesuffix(".meta.json"))
+def test_a_merged_table_is_the_merge_of_its_campaigns(meta, tmp_path):
+    """The committed campaigns, merged again, give the committed table byte for byte."""
+    from seer.table import merge_tables
+
+    recorded = json.loads(meta.read_text())["campaigns"]
+    campaigns = [ROOT / c["table"] for c in recorded]
+    assert [table_sha256(p) for p in campaigns] == [c["sha256"] for c in recorded]
+    merged = merge_tables(campaigns, tmp_path / "merged.csv")
+    assert merged.read_bytes() == meta.with_name(meta.name.replace(".meta.json", ".csv")).read_bytes()

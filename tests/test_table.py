@@ -1,12 +1,14 @@
 """Profile tables: the documented CSV + meta format, its errors and its dropped-row warning."""
+import json
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from synthetic_profiles import planted_frame, planted_meta, toy_op, write_planted  # noqa: F401 (toy_op is a fixture)
 
 from seer.errors import ProfileTableError, SeerWarning
-from seer.table import ProfileTable, meta_path, read_table, table_sha256, write_table
+from seer.table import ProfileTable, merge_tables, meta_path, read_table, table_sha256, write_table
 
 pytestmark = pytest.mark.usefixtures("toy_op")
 
@@ -170,3 +172,74 @@ def test_a_row_dropped_for_a_failed_time_may_lack_its_preparation(tmp_path):
     with pytest.warns(SeerWarning, match="dropped 1 of 6 rows"):
         table = read_table(write(tmp_path, frame))
     assert len(table) == 5 and (table.prepare_ms[:, 1] == 0.5).all()
+
+
+def _campaign(tmp_path, name, frame, **meta):
+    return write_table(frame, tmp_path / f"{name}.csv", {**planted_meta(), **meta})
+
+
+def test_merge_averages_measured_columns_of_shared_rows(tmp_path):
+    first = planted_frame(groups=6, per_group=2)
+    second = first.iloc[2:].copy()  # the first two inputs measured once only
+    second[[c for c in second.columns if c.startswith(("time_ms:", "baseline_ms:", "call_us:"))]] *= 1.5
+    second["gather_ms"] *= 3.0
+    extra = planted_frame(groups=1, per_group=1, seed=7).assign(id="only_in_second")
+    second = pd.concat([second, extra], ignore_index=True)
+    a = _campaign(tmp_path, "a", first, date="2025-01-01T00:00:00+00:00")
+    b = _campaign(tmp_path, "b", second, date="2025-02-01T00:00:00+00:00", command="seer profile again")
+    merged = read_table(merge_tables([a, b], tmp_path / "merged.csv")).frame.set_index("id")
+    assert list(merged.index) == [*first["id"], "only_in_second"]
+    ids = first["id"]
+    once, twice = ids.iloc[:2], ids.iloc[2:]
+    original = first.set_index("id")
+    np.testing.assert_allclose(merged.loc[once, "time_ms:a"], original.loc[once, "time_ms:a"])
+    np.testing.assert_allclose(merged.loc[twice, "time_ms:b"], 1.25 * original.loc[twice, "time_ms:b"])
+    np.testing.assert_allclose(merged.loc[twice, "call_us:a"], 1.25 * original.loc[twice, "call_us:a"])
+    np.testing.assert_allclose(merged.loc[twice, "gather_ms"], 2.0 * original.loc[twice, "gather_ms"])
+    np.testing.assert_allclose(merged.loc[twice, "row_cv"], original.loc[twice, "row_cv"])  # features as measured
+    assert merged.loc["only_in_second", "time_ms:c"] == extra["time_ms:c"].iloc[0]
+    assert merged["campaigns"].to_dict() == {**dict.fromkeys(once, 1), **dict.fromkeys(twice, 2), "only_in_second": 1}
+    meta = json.loads((tmp_path / "merged.meta.json").read_text())
+    assert meta["date"] == "2025-02-01T00:00:00+00:00" and meta["command"].startswith("seer merge")
+    assert [c["sha256"] for c in meta["campaigns"]] == [table_sha256(a), table_sha256(b)]
+    assert [c["rows"] for c in meta["campaigns"]] == [12, 11]
+    assert meta["campaigns"][1]["commands"] == ["seer profile again"]
+
+
+def _other_gpu(frame, meta):
+    meta["device"] = {"name": "Other GPU", "capability": [9, 0]}
+
+
+def _other_matrix(frame, meta):
+    frame.loc[3, "nnz"] += 1
+
+
+@pytest.mark.parametrize("change, message", [(_other_gpu, "measured on 'Synthetic GPU', .* on 'Other GPU'"),
+                                             (_other_matrix, "has nnz = .* in campaign 2 .* not the same input")])
+def test_merge_refuses_campaigns_of_other_inputs_or_gpus(tmp_path, change, message):
+    frame, meta = planted_frame(groups=4, per_group=2), planted_meta()
+    a = write_table(frame, tmp_path / "a.csv", meta)
+    change(frame, meta)
+    b = write_table(frame, tmp_path / "b.csv", meta)
+    with pytest.raises(ProfileTableError, match=message):
+        merge_tables([a, b], tmp_path / "merged.csv")
+    assert not (tmp_path / "merged.csv").exists()
+
+
+def test_merge_never_overwrites_a_campaign_and_needs_two(tmp_path):
+    a = write_planted(tmp_path / "a.csv", groups=4, per_group=2)
+    b = write_planted(tmp_path / "b.csv", groups=4, per_group=2)
+    with pytest.raises(ProfileTableError, match="is one of the campaigns"):
+        merge_tables([a, b], a)
+    with pytest.raises(ProfileTableError, match="at least two campaigns"):
+        merge_tables([a], tmp_path / "merged.csv")
+
+
+def test_merge_command_line(tmp_path, capsys):
+    from seer.cli import main
+
+    a = write_planted(tmp_path / "a.csv", groups=4, per_group=2)
+    b = write_planted(tmp_path / "b.csv", groups=4, per_group=2)
+    assert main(["merge", str(a), str(b), "--out", str(tmp_path / "m.csv")]) == 0
+    assert "8 rows from 2 campaigns" in capsys.readouterr().out
+    assert main(["merge", str(a), "--out", str(tmp_path / "m2.csv")]) == 2  # the error, said, not raised
