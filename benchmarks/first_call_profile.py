@@ -9,8 +9,8 @@ and prints each profile's functions by own time and by cumulative time:
   unchecked   ``seer.dispatch("spmv", (as_csr(A, check=False), x))``: stage 1 on shape and nnz,
               binding, the chosen variant's launch; no read-back
 On the small matrix, the validated path's pieces are also timed one after another without the
-profiler (median host µs; ``readback`` waits for the kernel; the read-back as torch's pageable
-``cpu()``, and, for comparison, as a copy into pinned memory and a stream synchronisation).
+profiler (median host µs; ``wait_kernel`` is the stream synchronisation after which the kernel's
+totals lie in pinned host memory, ``read_totals`` reads them).
 Before profiling, the same paths without the profiler (median host µs, each synchronised at both
 ends), with torch's first call beside them: ``A @ x`` on a tensor built unchecked, and on one built
 with ``check_invariants=True`` (construction timed too: that is where torch checks).
@@ -85,14 +85,13 @@ def profiled(fn, new_matrix, tries: int) -> str:
 def pieces(parts: tuple, x: torch.Tensor, tries: int) -> dict[str, float]:
     """Median host µs of the validated first call's pieces on a small matrix, in order."""
     entry, samples = get_op("spmv"), {}
-    pinned = {}
 
     def clock(name, start):
         now = time.perf_counter()
         samples.setdefault(name, []).append((now - start) * 1e6)
         return now
 
-    for attempt in range(2 * tries):
+    for _ in range(tries):
         A = torch.sparse_csr_tensor(*parts[:3], parts[3])
         torch.cuda.synchronize()
         t = time.perf_counter()
@@ -101,32 +100,18 @@ def pieces(parts: tuple, x: torch.Tensor, tries: int) -> dict[str, float]:
         sparse.check_dense_vector(csr, x)
         y = spmv._output(csr, x, None)
         t = clock("x_check_and_y", t)
-        found = spmv._launch_validating_product(csr, x, y)
+        totals = spmv._launch_validating_product(csr, x, y)
         t = clock("launch", t)
-        if attempt % 2:  # pinned host memory, filled by an asynchronous copy
-            host = pinned.get(found.shape)
-            if host is None:
-                host = pinned[found.shape] = torch.empty(found.shape, dtype=found.dtype, pin_memory=True)
-            torch.cuda.current_stream().synchronize()
-            t = clock("pinned_wait_kernel", t)
-            host.copy_(found, non_blocking=True)
-            torch.cuda.current_stream().synchronize()
-            t = clock("pinned_copy", t)
-            parts_read = host.numpy()
-            continue
         torch.cuda.current_stream().synchronize()
         t = clock("wait_kernel", t)
-        parts_read = found.cpu().numpy()
-        t = clock("pageable_copy", t)
-        totals = sparse._column_totals(parts_read)
-        t = clock("sums", t)
-        sparse.accept_structure(csr, sparse.read_found(found))
-        t = clock("accept (second read)", t)
+        found = sparse._structure_of(totals.tolist())  # the totals the kernel wrote to pinned memory
+        t = clock("read_totals", t)
+        sparse.accept_structure(csr, found)
+        t = clock("accept", t)
         decision = _decide(entry, A, (x,), calls=None, model=None, variant=None, problem=csr)
         t = clock("decide", t)
         entry.variants[decision.variant].bind(csr)
         clock("bind", t)
-        del totals
     return {name: statistics.median(values) for name, values in samples.items()}
 
 

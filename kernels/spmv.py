@@ -31,8 +31,8 @@ from seer import cusparse, sparse
 from seer.errors import InputError, SeerWarning
 from seer.launch import INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, specialisation, vector_operands
 from seer.registry import Variant
-from seer.sparse import (CsrMatrix, as_csr, check_dense_vector, dense_vector_check, row_statistics, store_found,
-                         zero_counts)
+from seer.sparse import (CsrMatrix, add_up_found, as_csr, check_dense_vector, dense_vector_check, row_statistics,
+                         store_found, zero_counts)
 
 # ---------------------------------------------------------------- kernels and launchers
 
@@ -248,14 +248,15 @@ def _combine_pieces_kernel(partials, piece_ptr, long_rows, y, y_stride, BLOCK: t
 
 @triton.jit
 def _validating_product_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows, nnz, cols, found,
-                               programs, blocks, NARROW: tl.constexpr, LONG_ROW: tl.constexpr,
-                               ROWS: tl.constexpr, BLOCK: tl.constexpr):
+                               totals, arrived, programs, blocks, NARROW: tl.constexpr, LONG_ROW: tl.constexpr,
+                               ROWS: tl.constexpr, BLOCK: tl.constexpr, ROWS_AT_ONCE: tl.constexpr):
     """The validation pass of :mod:`seer.sparse` and y = A x in one launch, for a first call on
     a small matrix. Program p takes blocks of ROWS rows p, p + programs, ...; each block streams
     its rows' nonzeros BLOCK at a time (coalesced, so a long row costs its length over BLOCK
     steps, not over a few lanes) and adds every product into its row's sum through a
     [ROWS, BLOCK] ownership mask. The matrix is not trusted yet: row ranges are clamped into
-    [0, nnz] and out-of-range columns counted, not read, so a bad matrix is only reported."""
+    [0, nnz] and out-of-range columns counted, not read, so a bad matrix is only reported. The
+    last program to finish adds every program's counts up into ``totals`` (add_up_found)."""
     pid = tl.program_id(0)
     decreasing, outside, sum_sq, longest, empty, long_nnz = zero_counts(ROWS, NARROW)
     for block in range(pid, blocks, programs):
@@ -284,6 +285,7 @@ def _validating_product_kernel(indptr, indices, values, x, x_stride, y, y_stride
         tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=ok)
     # No shifted rows counted: the pass samples them only on matrices far above these bounds.
     store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, 0)
+    add_up_found(found, programs, totals, arrived, ROWS_AT_ONCE)
 
 
 # ------------------------------------------------------------------ host side
@@ -709,7 +711,7 @@ def first_call(matrix, operands, out: torch.Tensor | None = None) -> tuple[CsrMa
     (x,) = operands
     check_dense_vector(csr, x)
     y = _output(csr, x, out)
-    sparse.accept_structure(csr, sparse.read_found(_launch_validating_product(csr, x, y)))
+    sparse.accept_structure(csr, sparse.read_totals(_launch_validating_product(csr, x, y), csr.device))
     return csr, y
 
 
@@ -719,18 +721,20 @@ def _runs_here(device: torch.device) -> bool:
 
 def _launch_validating_product(csr: CsrMatrix, x: torch.Tensor, y: torch.Tensor, tile: dict = VALIDATING_TILE
                                ) -> torch.Tensor:
-    """Launches :func:`_validating_product_kernel` into ``y``; returns its partial results
-    (``[programs, FOUND_COLUMNS]`` on the device, as :func:`seer.sparse.launch_structure`).
-    ``tile``: rows per block, nonzeros per step and warps (benchmarks/spmv_first_call.py)."""
+    """Launches :func:`_validating_product_kernel` into ``y``; returns where its totals will be
+    (this thread's ``FOUND_COLUMNS`` totals buffer, :func:`seer.sparse.totals_buffers`: read it
+    with :func:`seer.sparse.read_totals`). ``tile``: rows per block, nonzeros per step and warps
+    (benchmarks/spmv_first_call.py)."""
     blocks = max(cdiv(csr.rows, tile["rows"]), 1)
-    found = sparse.found_buffer(csr.device, blocks)
-    programs, narrow = len(found), csr.nnz < sparse.NARROW_BELOW
+    found, arrived, totals = sparse.totals_buffers(csr.device)
+    programs, narrow = min(blocks, len(found)), csr.nnz < sparse.NARROW_BELOW
     vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
     args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, csr.rows, csr.nnz, csr.cols, found,
-            programs, blocks, narrow, sparse.LONG_ROW, tile["rows"], tile["block"])
-    key = (csr.device, specialisation(*args[:3], *args[7:13]), vectors, *tile.values())
-    _validating_launch.launch(key, (programs,), args, num_warps=tile["num_warps"])
-    return found
+            totals, arrived, programs, blocks, narrow, sparse.LONG_ROW, tile["rows"], tile["block"],
+            sparse.ADDED_UP_AT_ONCE)
+    key = (csr.device, specialisation(*args[:3], *args[7:15]), vectors, *tile.values())
+    _validating_launch.launch(key, (programs,), args, addresses(args), num_warps=tile["num_warps"])
+    return totals
 
 
 def check_operands(csr: CsrMatrix, operands) -> None:

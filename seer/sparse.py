@@ -9,6 +9,7 @@ follow: a validated matrix carries its row statistics at no extra synchronisatio
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable, NamedTuple
@@ -329,7 +330,9 @@ def _shifted_rows_numpy(indptr: np.ndarray, indices: np.ndarray, stride: int) ->
 
 # Each program loops over its share of the rows and of the indices and stores one row of partial
 # results; the host adds them up. No atomics and no zeroed buffer: atomics with their barriers made
-# the statistics cost a few us per program (benchmarks/NOTES.md, SpMV 14). Programs are capped so
+# the statistics cost a few us per program (benchmarks/NOTES.md, SpMV 14). (The validating product
+# of a small matrix's first call, where host time counts most, adds its rows up on the device with
+# one atomic per program instead: add_up_found, SpMV 37.) Programs are capped so
 # that the read-back stays a few KB; wide index blocks keep enough bytes in flight per program.
 # One loop step loads a block of indptr and a block of indices together, so on a small matrix (a
 # step or two per program) their latencies overlap, and the statistics use 32-bit lanes where
@@ -471,6 +474,34 @@ def store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, 
     tl.store(found + pid * _FOUND_COLUMNS + column, values.to(tl.int64), mask=column < _FOUND_COLUMNS)
 
 
+@triton.jit
+def add_up_found(found, programs, totals, arrived, ROWS_AT_ONCE: tl.constexpr):
+    """Called by every program after :func:`store_found`: the last program to arrive adds up the
+    ``programs`` rows of ``found`` into ``totals`` (one row of the same columns) and sets
+    ``arrived`` back to 0 for the next launch. ``totals`` may be mapped host memory: the host then
+    reads the totals once the kernel is done, with no copy and no sums of its own."""
+    # This program's row was stored by several lanes; the barrier puts every store before the
+    # arrival, whose release makes them visible to the last program, whose acquire sees them.
+    tl.debug_barrier()
+    if tl.atomic_add(arrived, 1, sem="acq_rel") == programs - 1:
+        column = tl.arange(0, 16)
+        used = column < _FOUND_COLUMNS
+        # The longest row is a maximum; indptr's ends are the same in every row (any garbage
+        # included), so a maximum keeps them too. The rest are counts: sums.
+        by_max = (column == 3) | (column == 6) | (column == 7)
+        first = tl.load(found + column, mask=used, other=0, cache_modifier=".cg")
+        total, most = tl.zeros([16], dtype=tl.int64), first
+        for start in range(0, programs, ROWS_AT_ONCE):
+            row = start + tl.arange(0, ROWS_AT_ONCE)
+            inside = (row < programs)[:, None]
+            part = tl.load(found + row[:, None] * _FOUND_COLUMNS + column[None, :], mask=inside & used[None, :],
+                           other=0, cache_modifier=".cg")
+            total += tl.sum(part, axis=0)
+            most = tl.maximum(most, tl.max(tl.where(inside, part, first[None, :]), axis=0))
+        tl.store(totals + column, tl.where(by_max, most, total), mask=used)
+        tl.store(arrived, 0)
+
+
 _structure_launch = LaunchCache(_structure_kernel)
 
 
@@ -482,7 +513,11 @@ def read_found(found: torch.Tensor) -> Structure:
     """A pass's ``[programs, FOUND_COLUMNS]`` partial results read back (the one synchronisation)
     and added up."""
     parts = found.tolist() if len(found) <= _SUMMED_AS_INTS else found.cpu().numpy()
-    totals = _column_totals(parts)
+    return _structure_of(_column_totals(parts))
+
+
+def _structure_of(totals: list[int]) -> Structure:
+    """A :class:`Structure` from ``found``'s columns added up over programs."""
     return Structure(totals[6], totals[7], totals[0], totals[1],
                      RowLengthSums(totals[2], totals[3], totals[4], totals[5], totals[8]))
 
@@ -520,6 +555,48 @@ def launch_structure(csr: CsrMatrix, check: bool, stats: bool) -> torch.Tensor:
     key = (csr.device, specialisation(*args[:10]), check, stats, narrow)
     _structure_launch.launch(key, (programs,), args, num_warps=4, maxnreg=_PASS_REGISTERS)
     return found
+
+
+ADDED_UP_AT_ONCE = 64  # rows of found the last program adds per step (add_up_found's ROWS_AT_ONCE)
+
+
+class _TotalsBuffers(threading.local):
+    """Per thread and device, what a pass that adds up its own partial results needs: ``found``
+    (``[max_programs, FOUND_COLUMNS]`` on the device), ``arrived`` (a zeroed int32 on the device,
+    which every launch leaves at 0) and ``totals`` (``FOUND_COLUMNS`` int64, pinned host memory
+    on a GPU). Kept rather than allocated per call; per thread, because a call reads its totals
+    after the launch, and another thread's launch on the same stream would overwrite them."""
+
+    def __init__(self):
+        self.by_device: dict = {}
+
+
+_totals_buffers = _TotalsBuffers()
+
+
+def totals_buffers(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(found, arrived, totals)`` of this thread on ``device`` (see :class:`_TotalsBuffers`)."""
+    buffers = _totals_buffers.by_device.get(device)
+    if buffers is None:
+        found = torch.empty(max_programs(device), FOUND_COLUMNS, dtype=torch.int64, device=device)
+        arrived = torch.zeros(1, dtype=torch.int32, device=device)
+        # Pinned host memory is mapped into the device's address space (unified addressing): the
+        # kernel's last program writes the totals straight into it, so reading them back costs a
+        # wait for the kernel and no copy (copying 210 programs' rows back took 29-35 us of an H100
+        # host's first call and adding them up in numpy 24-30 more; NOTES SpMV 37).
+        totals = torch.empty(FOUND_COLUMNS, dtype=torch.int64, pin_memory=device.type == "cuda")
+        buffers = _totals_buffers.by_device[device] = (found, arrived, totals)
+    return buffers
+
+
+def read_totals(totals: torch.Tensor, device: torch.device) -> Structure:
+    """The totals a pass added up on the device (:func:`add_up_found`), once its kernel is done."""
+    if device.type == "cuda":
+        # The current device's current stream, where seer.launch sends kernels; named by index,
+        # since current_stream() without one checks CUDA's availability first (through NVML:
+        # ~10 us on an H100 host under cProfile, NOTES SpMV 37).
+        torch.cuda.current_stream(torch._C._cuda_getDevice()).synchronize()
+    return _structure_of(totals.tolist())
 
 
 def found_buffer(device: torch.device, blocks: int) -> torch.Tensor:

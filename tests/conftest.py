@@ -12,7 +12,18 @@ if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITESPARSE = Path(os.environ.get("SEER_SUITESPARSE", Path(__file__).resolve().parents[2] / "shared" / "suitesparse"))
+
+
+def _suitesparse() -> Path:
+    """``$SEER_SUITESPARSE``; else ``../shared/suitesparse`` beside the checkout; else the copy that
+    device runs carry, ``.carry/suitesparse`` (so GPU tests there need no variable to find it)."""
+    if "SEER_SUITESPARSE" in os.environ:
+        return Path(os.environ["SEER_SUITESPARSE"])
+    shared = ROOT.parent / "shared" / "suitesparse"
+    return shared if shared.is_dir() else ROOT / ".carry" / "suitesparse"
+
+
+SUITESPARSE = _suitesparse()
 
 
 def pytest_collection_modifyitems(config, items):

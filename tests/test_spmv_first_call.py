@@ -7,6 +7,8 @@ variant on later calls.
 """
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
 import warnings
 
 import numpy as np
@@ -68,6 +70,41 @@ def test_wide_lanes_match_narrow_ones(monkeypatch):
     monkeypatch.setattr(sparse, "NARROW_BELOW", 0)  # the 64-bit lanes of a matrix past 2**31 nonzeros
     rng = np.random.default_rng(14)
     first_call_and_check(random_csr(rng, 200, 300, skewed_lengths(rng, 200, 300, 30.0)), rng, index_dtype=torch.int64)
+
+
+def in_a_new_thread(fn):
+    """``fn()`` on a thread of its own, which gets its own totals buffers (sparse.totals_buffers)."""
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(value=fn()))
+    thread.start()
+    thread.join()
+    assert "value" in result, "the thread raised"
+    return result["value"]
+
+
+def test_the_last_program_adds_up_more_programs_than_one_step(monkeypatch):
+    rng = np.random.default_rng(16)
+    programs = 2 * sparse.ADDED_UP_AT_ONCE + 3  # the add-up takes three steps, the last one partial
+    monkeypatch.setattr(sparse, "_programs_cap", {torch.device("cpu"): programs})
+    rows = programs * spmv.VALIDATING_TILE["rows"] + 1  # a block more than the programs: one takes two
+    matrix = random_csr(rng, rows, 300, skewed_lengths(rng, rows, 300, 6.0))
+
+    def check():
+        first_call_and_check(matrix, rng)
+        found, arrived, totals = sparse.totals_buffers(torch.device("cpu"))
+        assert len(found) == programs and arrived.tolist() == [0]  # back to 0 for the next launch
+        totals.fill_(-1)  # poisoned: the next call's totals must all be written again
+        first_call_and_check(matrix, rng)
+        return True
+
+    in_a_new_thread(check)
+
+
+def test_threads_keep_totals_of_their_own():
+    rng = np.random.default_rng(20)
+    buffers = in_a_new_thread(lambda: sparse.totals_buffers(torch.device("cpu")))
+    assert buffers[2] is not sparse.totals_buffers(torch.device("cpu"))[2]
+    first_call_and_check(small_matrix(rng), rng)
 
 
 def test_strided_x_and_out():
@@ -216,3 +253,24 @@ def test_gpu_refuses_malformed_matrices(indptr, indices, message):
     with pytest.raises(InputError, match=message):
         spmv.first_call(parts, (torch.randn(5, device="cuda"),))
     torch.cuda.synchronize()  # no fault was left behind on the device
+
+
+@pytest.mark.gpu
+def test_gpu_first_calls_from_threads_on_one_stream():
+    """Threads launching first calls on the same stream each read their own totals back, right,
+    however their launches interleave."""
+    matrices = [small_matrix(np.random.default_rng(seed), (500 + 37 * seed, 300)) for seed in range(6)]
+
+    def first_calls(seed: int) -> bool:
+        rng = np.random.default_rng(100 + seed)
+        for round_ in range(20):
+            matrix = matrices[(seed + round_) % len(matrices)]
+            parts = as_parts(matrix)
+            x = random_vector(rng, matrix.shape[1], torch.float32)
+            csr, y = spmv.first_call(on_gpu(parts), (x.cuda(),))
+            assert_spmv_close(y.cpu(), matrix, x, torch.float32)
+            assert sparse.validated_rows(csr) == sparse._structure_numpy(sparse.as_csr(parts, check=False), True).sums
+        return True
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(first_calls, range(4)))
