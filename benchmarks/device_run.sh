@@ -2,7 +2,7 @@
 # One call on a lent GPU machine: install seer over the image's torch/triton, then run the named
 # stages in order; everything worth keeping lands under $OUT. Usage (from the repo root):
 #   bash benchmarks/device_run.sh env tests spmv-real spmv-large gemm dispatch    (one GPU)
-#   NPROC=2 bash benchmarks/device_run.sh overlap spmv-real spmv-large            (nvidia-h200-x2)
+#   NPROC=2 bash benchmarks/device_run.sh tests-gpus overlap spmv-real spmv-large  (nvidia-h200-x2)
 # Real matrices are read from .carry/suitesparse (a git-ignored copy of ../shared/suitesparse).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -19,6 +19,8 @@ run_stage() {
     env) nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
          python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())" ;;
     tests) python3 -m pytest -q -rfE -m "gpu and not multigpu" ${TESTS:-tests} ;;
+    # Inputs on a GPU that is not the current one (two GPUs, one process: no torchrun).
+    tests-gpus) python3 -m pytest -q -rfE -m multigpu tests/test_dispatch_gpu.py ;;
     smoke) seer profile spmv --matrices .carry/suitesparse --limit 40 --out "$OUT/smoke.csv" ;;
     spmv-real) $profile spmv --matrices .carry/suitesparse --out "$table" --deadline "$budget" ;;
     spmv-large) $profile spmv --matrices .carry/suitesparse --synthetic large --out "$table" --deadline "$budget" ;;

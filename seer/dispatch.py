@@ -10,6 +10,7 @@ go straight to the launch.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import os
@@ -142,10 +143,12 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
         decision = _cache.get(key)
         if decision is not None:
             return decision.call(*operands) if out is None else decision.call(*operands, out=out)
-    problem, result = _first_call(entry, source, operands, out, variant)
-    decision = _bound(entry, _decide(entry, source, operands, calls=calls, model=model, variant=variant, problem=problem))
-    if result is None:
-        result = decision.call(*operands) if out is None else decision.call(*operands, out=out)
+    with _on_device_of(operands):
+        problem, result = _first_call(entry, source, operands, out, variant)
+        decision = _bound(entry, _decide(entry, source, operands, calls=calls, model=model, variant=variant,
+                                         problem=problem))
+        if result is None:
+            result = decision.call(*operands) if out is None else decision.call(*operands, out=out)
     if key is not None:
         _cache.put(key, decision)
     return result
@@ -185,8 +188,11 @@ def _bound(entry: Op, decision: Decision) -> Decision:
         def call(*operands, **out):
             check(problem, operands)
             return run(problem, *operands, **out)
-    if _device_of(decision.problem).type == "cpu":
+    device = _device_of(decision.problem)
+    if device.type == "cpu":
         call = _serialised(call)
+    elif _several_gpus():
+        call = _on_device(call, device.index)
     decision.call = call
     return decision
 
@@ -210,7 +216,8 @@ def explain(op: str, inputs, *, calls: int | None = None, model=None, **op_kwarg
     """
     entry = get_op(op)
     source, operands = entry.kernels.split(inputs, **op_kwargs)
-    return _decide(entry, source, operands, calls=calls, model=model, variant=None, will_run=False)
+    with _on_device_of(operands):  # gathering features may launch a pass
+        return _decide(entry, source, operands, calls=calls, model=model, variant=None, will_run=False)
 
 
 def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True, problem=None) -> Decision:
@@ -358,6 +365,37 @@ def _warn_once(message: str) -> None:
 def _device_of(problem) -> torch.device:
     device = getattr(problem, "device", None)
     return torch.device(device) if device is not None else torch.device("cpu")
+
+
+# Triton launches, and seer's direct launches, go to the current CUDA device, which torch's own ops
+# do not assume: an input on another GPU would be read across the link or fault. Where the process
+# sees several GPUs, seer makes the input's GPU current around its launches, as torch's device
+# guards do; with one GPU there is nothing to check and the calls stay as they are.
+def _several_gpus() -> bool:
+    return torch.cuda.is_initialized() and torch.cuda.device_count() > 1
+
+
+def _on_device_of(operands):
+    """A context in which the first CUDA operand's GPU is the current device (a no-op where it
+    already is, or where the process sees one GPU at most)."""
+    if _several_gpus():
+        for operand in operands:
+            if isinstance(operand, torch.Tensor) and operand.is_cuda:
+                if operand.device.index != torch._C._cuda_getDevice():
+                    return torch.cuda.device(operand.device.index)
+                break
+    return contextlib.nullcontext()
+
+
+def _on_device(call: Callable, index: int) -> Callable:
+    """``call`` made with GPU ``index`` current (switching only when another one is)."""
+    def on_device(*operands, **out):
+        if torch._C._cuda_getDevice() == index:
+            return call(*operands, **out)
+        with torch.cuda.device(index):
+            return call(*operands, **out)
+
+    return on_device
 
 
 def _check_runnable(device: torch.device) -> None:

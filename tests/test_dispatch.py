@@ -276,3 +276,29 @@ def test_empty_matrix():
         warnings.simplefilter("ignore", SeerWarning)
         y = seer.dispatch("spmv", (parts, torch.randn(5)))
     assert torch.equal(y, torch.zeros(3))
+
+
+def test_bound_calls_make_their_gpu_current_only_when_another_is(monkeypatch):
+    """The switch around a multi-GPU process's calls (the real one: test_dispatch_gpu.py, multigpu)."""
+    import sys
+
+    dispatch_module = sys.modules["seer.dispatch"]
+    current, switched = [1], []
+
+    class Switch:  # stands for torch.cuda.device: records the switch, makes the GPU current inside
+        def __init__(self, index):
+            self.index = index
+
+        def __enter__(self):
+            switched.append(self.index)
+            self.before, current[0] = current[0], self.index
+
+        def __exit__(self, *exc):
+            current[0] = self.before
+
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: current[0], raising=False)
+    monkeypatch.setattr(torch.cuda, "device", Switch)
+    call = dispatch_module._on_device(lambda x, out=None: (x, current[0], out), 1)
+    assert call(5) == (5, 1, None) and switched == []  # already current: no switch
+    current[0] = 0
+    assert call(6, out=7) == (6, 1, 7) and switched == [1] and current == [0]  # switched, then back

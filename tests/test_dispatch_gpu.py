@@ -74,3 +74,34 @@ def test_threads_share_the_cache_on_gpu():
         t.join()
     assert not errors, errors[0]
     assert seer.cache_info()["size"] == 4
+
+
+@pytest.mark.multigpu
+@pytest.mark.parametrize("variant", [None, "vector_g32", "merge_c1024", "cusparse_prepared"])
+@pytest.mark.parametrize("rows", [500, 5000])  # under and over the validating product's bounds
+def test_inputs_on_a_gpu_that_is_not_the_current_one(variant, rows):
+    """seer makes the inputs' GPU current around its launches, as torch's ops do. Needs two GPUs:
+    ``python -m pytest -m multigpu tests/test_dispatch_gpu.py`` (no torchrun)."""
+    seer.clear_cache()
+    m, parts = _matrix(rows, 4000, 0.002, 2)
+    on_second = tuple(t.to("cuda:1") for t in parts[:3]) + (parts[3],)
+    with torch.cuda.device(0):
+        for _ in range(2):  # the first call, then the cached decision's
+            x = torch.randn(m.shape[1], device="cuda:1")
+            y = seer.dispatch("spmv", (on_second, x), variant=variant)
+            assert y.device == x.device and torch.cuda.current_device() == 0
+            torch.cuda.synchronize(1)
+            assert _rel_error(y, m, x) < 1e-5
+
+
+@pytest.mark.multigpu
+def test_gemm_on_a_gpu_that_is_not_the_current_one():
+    seer.clear_cache()
+    a = torch.randn(256, 512, device="cuda:1", dtype=torch.bfloat16)
+    b = torch.randn(512, 384, device="cuda:1", dtype=torch.bfloat16)
+    with torch.cuda.device(0):
+        for _ in range(2):
+            c = seer.dispatch("gemm", (a, b))
+            assert c.device == a.device
+            error = ((c.double() - a.double() @ b.double()).norm() / (a.double() @ b.double()).norm()).item()
+            assert error < 1e-2
