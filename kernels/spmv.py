@@ -689,9 +689,10 @@ def problem(matrix) -> CsrMatrix:
 
 # A first call on a matrix of at most this many rows and nonzeros validates it and computes y in
 # one launch (_validating_product_kernel): there the host work and the launches are most of the
-# call. Its programs are capped as the pass's are (their partial results are read back), so on
-# more rows each program takes more blocks in turn; past these bounds the pass followed by the
-# chosen variant is faster on the device (benchmarks/results/spmv-first-call-*.md; NOTES SpMV 30).
+# call. Its programs are capped as the pass's are (its last program adds up one row of partial
+# results per program, in a buffer sized for the cap: seer.sparse.totals_buffers), so on more rows
+# each program takes more blocks in turn; past these bounds the pass followed by the chosen variant
+# is faster on the device (benchmarks/results/spmv-first-call-*.md; NOTES SpMV 30 and 37).
 VALIDATING_PRODUCT_MAX_ROWS = 4096
 VALIDATING_PRODUCT_MAX_NNZ = 1 << 15
 VALIDATING_TILE = {"rows": 4, "block": 128, "num_warps": 4}

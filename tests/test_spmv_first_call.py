@@ -8,8 +8,8 @@ variant on later calls.
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
