@@ -1,8 +1,9 @@
 """Selection quality on held-out inputs, from a GPU profile table of any op.
 
 Every number is out-of-fold: the table's rows are split by family (grouped K-fold: for SpMV a
-matrix, its replicas and its SuiteSparse group never sit on both sides; for GEMM a model's layer
-family) and each row is scored with a model trained without its family. Kernel times come from
+matrix, its replicas and the matrices of its SuiteSparse group and problem kind never sit on both
+sides; for GEMM a model's layer family) and each row is scored with a model trained without its
+family. Kernel times come from
 the table (CUDA events through ``do_bench``, median, L2 flushed). Host time of a whole call against
 torch CSR is measured directly, side by side, by ``benchmarks/dispatch.py --matrices``; given its
 result (``--dispatch``), this file quotes it beside the kernel times.
@@ -28,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from seer.datasets.cases import NNZ_BANDS, nnz_band_label
+from seer.dispatch import SHIPPED_MODELS
 from seer.profiling import device_tag, write_result
 from seer.table import read_table
 from seer.train import TwoStageSelector, subset_masks
@@ -38,14 +40,19 @@ COLUMN_TITLES = {"1": "1 call", "100": "100 calls", "1 validated": "1 call, vali
                  "100 validated": "100 calls, validated matrix"}
 
 
-def end_to_end(path: Path) -> dict:
+def end_to_end(path: Path, model: Path) -> dict:
     """The real-matrix summary of a ``benchmarks/dispatch.py --matrices`` result: one cached
-    seer.dispatch call against one torch CSR call, host time included, measured side by side."""
+    seer.dispatch call against one torch CSR call, host time included, measured side by side.
+    ``model_date``: the training date of the model seer.dispatch ships for this table (``model``)
+    when the result was measured before it, so a reader sees which model those calls ran."""
     result = json.loads(path.read_text())
     real, large = result.get("real_matrices"), result.get("large_matrices")
     if not real:
         raise SystemExit(f"{path} has no real-matrix section: run benchmarks/dispatch.py with --matrices")
-    return {**real["summary"], "source": str(path), **({"large": large["summary"]} if large else {})}
+    trained = json.loads(model.read_text())["training"]["date"] if model.is_file() else None
+    earlier = trained is not None and str(result.get("date", "")) < trained
+    return {**real["summary"], "source": str(path), "measured": result.get("date"),
+            "model_date": trained if earlier else None, **({"large": large["summary"]} if large else {})}
 
 
 SPREAD_METRICS = ("fraction_of_oracle_with_gather", "speedup_vs_best_single", "speedup_vs_cusparse")
@@ -114,11 +121,17 @@ def single_variants(table) -> dict:
     return result
 
 
-def end_to_end_lines(summary: dict, source: str, columns: int) -> list[str]:
+def _minute(iso: str) -> str:
+    return iso[:16].replace("T", " ") + " UTC"
+
+
+def end_to_end_lines(summary: dict, e2e: dict, columns: int) -> list[str]:
     """Table rows quoting a dispatch.py summary: the cached call, and the first call if measured."""
     pad = " |" * (columns - 1)
-    lines = [f"| speedup_vs_cusparse, end-to-end call ({summary['matrices']} matrices, `{source}`; the shipped "
-             f"model's choice) | {summary['speedup_vs_torch_call']:.3f} |" + pad]
+    model = ("the shipped model's choice" if not e2e.get("model_date") else
+             f"measured {_minute(e2e['measured'])} with the model shipped before the one trained {_minute(e2e['model_date'])}")
+    lines = [f"| speedup_vs_cusparse, end-to-end call ({summary['matrices']} matrices, `{e2e['source']}`; {model}) "
+             f"| {summary['speedup_vs_torch_call']:.3f} |" + pad]
     if "first_call_speedup_vs_torch" in summary:
         lines.append("| speedup_vs_cusparse, first call on a new matrix (validation, decision and launch against "
                      f"torch's one call) | {summary['first_call_speedup_vs_torch']:.3f} |" + pad)
@@ -140,7 +153,7 @@ def markdown(result: dict) -> str:
         e2e = result.get("end_to_end") or {}
         measured = e2e if subset == "real" else e2e.get("large") if subset == "other" else None
         if measured:
-            lines += end_to_end_lines(measured, e2e["source"], len(names))
+            lines += end_to_end_lines(measured, e2e, len(names))
         lines.append("")
     lines += [f"Best single variant (chosen on training folds): {result['best_single']}.", "",
               "## Each variant alone (every input, no model)", "",
@@ -211,7 +224,8 @@ def main() -> int:
         "validation": None if args.validation is None else str(args.validation),
         "columns": columns(report),
         "fold_spread": fold_spread([columns(report), *repeats]),
-        "end_to_end": end_to_end(args.dispatch) if args.dispatch else None,
+        "end_to_end": end_to_end(args.dispatch, SHIPPED_MODELS / f"{table.op}-{device_tag(device)}.json")
+        if args.dispatch else None,
     }
     write_result(args.out, f"{table.op}-{device_tag(device)}", result, markdown(result))
     return 0

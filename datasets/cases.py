@@ -1,10 +1,14 @@
 """Profiling inputs for SpMV: real matrices from folders and the generated suites, as Cases."""
 from __future__ import annotations
 
+import argparse
 import itertools
+import json
+import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 
 from seer.profiling import Case
@@ -12,28 +16,67 @@ from seer.profiling import Case
 
 def spmv_cases(folders: list[Path], *, synthetic: str = "none", max_nnz: int | None = None,
                dtype: torch.dtype = torch.float32, seed: int = 0, device: str = "cuda") -> list[Case]:
-    """Real matrices of ``folders`` (source "real", group = SuiteSparse group) then, if asked,
-    the generated suite (source "derived" for block-replicated real matrices, else "synthetic")."""
+    """Real matrices of ``folders`` (source "real", group = the matrix's family: its SuiteSparse
+    group and problem kind) then, if asked, the generated suite (source "derived" for
+    block-replicated real matrices, in their original's family, else "synthetic")."""
     from seer.datasets.generators import build, synthetic_suite
     from seer.datasets.suitesparse import list_matrices, read_matrix
 
     cases = []
     for folder in folders:
         for info in list_matrices(folder, max_nnz=max_nnz):
-            cases.append(_case(info.id, info.group, "real", info.nnz,
+            cases.append(_case(info.id, info.family, "real", info.nnz,
                                lambda p=info.path: read_matrix(p), dtype, seed, device))
     if synthetic != "none":
         real_folder = folders[0] if folders else None
         specs = synthetic_suite(synthetic, seed=seed, real_folder=real_folder)
         # Seeded shuffle: a campaign cut short by its deadline still covers every family.
         specs = [specs[i] for i in np.random.default_rng(seed).permutation(len(specs))]
+        originals = spmv_families([real_folder]) if real_folder is not None else {}
         for spec in specs:
             derived = spec.family.startswith("derived/")
             # A replica shares its original's family, so CV never splits the two.
-            group = spec.family.removeprefix("derived/") if derived else structure_family(spec.id)
+            group = originals[spec.kwargs["matrix"]] if derived else structure_family(spec.id)
             cases.append(_case(spec.id, group, "derived" if derived else "synthetic", spec.expected_nnz,
                                lambda s=spec: build(s, real_folder=real_folder), dtype, seed, device))
     return cases
+
+
+def spmv_families(folders: list[Path]) -> dict[str, str]:
+    """Real matrix id -> its cross-validation family, for the matrices of ``folders``."""
+    from seer.datasets.suitesparse import list_matrices
+
+    return {info.id: info.family for folder in folders for info in list_matrices(folder)}
+
+
+# What the group column of an SpMV table means (written into a regrouped table's metadata).
+GROUPS = ("real: SuiteSparse group/problem kind, a sequence and its duplicates with its first matrix "
+          "(seer.datasets.suitesparse.problem_family); derived: their original's; "
+          "synthetic: synthetic/<generator>/<structure parameters>")
+
+
+def regroup_spmv_table(path: Path, folders: list[Path], command: str) -> list[str]:
+    """Rewrite the ``group`` column of the SpMV profile table ``path`` with the families
+    :func:`spmv_cases` gives its inputs today, leaving every measured column as it is, and say so
+    in the metadata (``command``: how it was run). Returns the groups that changed, as
+    "old -> new" lines. Raises InputError if an input of the table is not among those cases."""
+    from seer.errors import InputError
+    from seer.table import meta_path, read_table, write_table
+
+    table = read_table(path, "spmv")
+    group_of = {case.id: case.group for case in spmv_cases(folders, synthetic="large")}
+    unknown = [i for i in table.ids if i not in group_of]
+    if unknown:
+        raise InputError(f"{path}: {len(unknown)} inputs are not among the cases of {folders} "
+                         f"(first: {unknown[:3]}); point --matrices at the folder the table was profiled from")
+    frame = pd.read_csv(path, dtype={"id": str, "group": str, "source": str}, keep_default_na=False)
+    new = frame["id"].map(group_of)
+    changes = sorted({f"{old} -> {to}" for old, to in zip(frame["group"], new) if old != to})
+    frame["group"] = new
+    meta = json.loads(meta_path(path).read_text())
+    meta["groups"] = {"definition": GROUPS, "rewritten_by": command}
+    write_table(frame, path, meta)
+    return changes
 
 
 # nnz bands over which the SpMV benchmarks summarise per-input measurements
@@ -113,3 +156,20 @@ def _cusparse(csr, x):
     from seer.kernels.spmv import torch_csr_tensor
 
     return torch_csr_tensor(csr) @ x
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m seer.datasets.cases regroup TABLE... --matrices DIR``: see :func:`regroup_spmv_table`."""
+    parser = argparse.ArgumentParser(prog="python -m seer.datasets.cases")
+    parser.add_argument("action", choices=["regroup"])
+    parser.add_argument("tables", nargs="+", type=Path, help="SpMV profile tables (CSV) to rewrite in place")
+    parser.add_argument("--matrices", type=Path, required=True, help="the real matrices the tables were profiled from")
+    args = parser.parse_args(argv)
+    command = " ".join(["python -m seer.datasets.cases", *(sys.argv[1:] if argv is None else argv)])
+    for table in args.tables:
+        changes = regroup_spmv_table(table, [args.matrices], command)
+        print(f"{table}: {len(changes)} groups renamed" + "".join(f"\n  {c}" for c in changes))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,4 +1,5 @@
 """Reading real SuiteSparse matrices, listing folders and the collection index."""
+import collections
 import gzip
 import io
 import shutil
@@ -13,6 +14,7 @@ from seer.datasets.suitesparse import (
     MatrixInfo,
     attach_ssstats,
     list_matrices,
+    problem_family,
     read_header,
     read_matrix,
     read_ssstats,
@@ -238,9 +240,35 @@ def test_list_real_folder(suitesparse_dir, manifest):
     for info in infos:
         row = manifest.loc[info.id]
         assert (info.rows, info.cols, info.nnz, info.kind) == (row.rows, row.cols, row.nnz_file, row.kind)
-        assert info.family == info.group == row.group and info.path.is_file()
+        assert info.family == problem_family(row.group, row.kind) and info.group == row.group and info.path.is_file()
         assert info.stats is not None and info.stats["nnz"] == row.nnz_ss
     assert infos[-1].id == "HB/bcsstk33"
+
+
+@pytest.mark.parametrize("kind, family", [
+    ("structural problem", "HB/structural problem"),
+    ("optimization problem sequence", "HB/optimization problem"),
+    ("subsequent optimization problem", "HB/optimization problem"),
+    ("duplicate structural problem", "HB/structural problem"),
+    ("subsequent 2D/3D problem", "HB/2D/3D problem"),
+    ("", "HB"),
+])
+def test_problem_family(kind, family):
+    assert problem_family("HB", kind) == family
+
+
+def test_families_of_the_real_folder(suitesparse_dir):
+    """A sequence sits in one family, the big HB collection splits by problem, no family spans two
+    groups, and every matrix of the set has a kind (so no family falls back to a whole group)."""
+    infos = {info.id: info for info in list_matrices(suitesparse_dir)}
+    assert {infos[f"HB/bp_{n}"].family for n in (0, 200, 1600)} == {"HB/optimization problem"}
+    assert infos["HB/fs_183_1"].family == infos["HB/fs_183_3"].family == "HB/2D/3D problem"
+    assert {infos[i].family for i in ("DIMACS10/vt2010", "DIMACS10/nh2010", "DIMACS10/ct2010")} == {
+        "DIMACS10/undirected weighted graph"}
+    hb = [info for info in infos.values() if info.group == "HB"]
+    sizes = collections.Counter(info.family for info in hb)
+    assert len(hb) == 108 and len(sizes) == 13 and sizes.most_common(1) == [("HB/structural problem", 56)]
+    assert all(info.family.startswith(info.group + "/") for info in infos.values())
 
 
 def test_list_filters(suitesparse_dir):

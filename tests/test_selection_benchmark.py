@@ -44,12 +44,23 @@ def test_validation_costs_charge_band_means_and_whole_gathers_for_the_rest(selec
 
 
 def test_end_to_end_quotes_the_dispatch_benchmark(selection, tmp_path):
-    path = tmp_path / "dispatch.json"
-    path.write_text(json.dumps({"rows": [], "real_matrices": {"summary": {"matrices": 3, "speedup_vs_torch_call": 0.9}}}))
-    assert selection.end_to_end(path) == {"matrices": 3, "speedup_vs_torch_call": 0.9, "source": str(path)}
+    path, model = tmp_path / "dispatch.json", tmp_path / "spmv-h100.json"
+    summary = {"matrices": 3, "speedup_vs_torch_call": 0.9}
+    path.write_text(json.dumps({"date": "2026-11-25T19:17:27+00:00", "real_matrices": {"summary": summary}}))
+    model.write_text(json.dumps({"training": {"date": "2026-11-25T19:15:08+00:00"}}))
+    quoted = selection.end_to_end(path, model)
+    assert quoted == {**summary, "source": str(path), "measured": "2026-11-25T19:17:27+00:00", "model_date": None}
+    assert "the shipped model's choice" in selection.end_to_end_lines(summary, quoted, 4)[0]
+    # Measured before the shipped model was trained: the row says which model the calls ran.
+    model.write_text(json.dumps({"training": {"date": "2026-11-25T20:00:00+00:00"}}))
+    quoted = selection.end_to_end(path, model)
+    assert quoted["model_date"] == "2026-11-25T20:00:00+00:00"
+    line = selection.end_to_end_lines(summary, quoted, 4)[0]
+    assert "measured 2026-11-25 19:17 UTC with the model shipped before the one trained 2026-11-25 20:00 UTC" in line
+    assert "shipped model's choice" not in line and line.endswith("| 0.900 | | | |")
     path.write_text(json.dumps({"rows": []}))  # a result from before --matrices
     with pytest.raises(SystemExit, match="no real-matrix section"):
-        selection.end_to_end(path)
+        selection.end_to_end(path, model)
 
 
 def test_each_variant_alone_reports_its_median_preparation(selection):

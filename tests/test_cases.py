@@ -1,0 +1,85 @@
+"""SpMV profiling inputs: their cross-validation groups, and rewriting a table's groups."""
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from seer.datasets import cases
+from seer.datasets.suitesparse import list_matrices
+from seer.errors import InputError
+from seer.table import meta_path, read_table
+
+SHIPPED = cases.Path(cases.__file__).parent / "profiles" / "spmv-h100.csv"
+
+
+@pytest.fixture(scope="module")
+def families(suitesparse_dir):
+    return {info.id: info.family for info in list_matrices(suitesparse_dir)}
+
+
+def test_each_input_is_grouped_with_its_family(suitesparse_dir, families):
+    """Real matrices by group and problem kind, a replica with the matrix it copies, a generated
+    matrix by its generator's structure parameters."""
+    made = cases.spmv_cases([suitesparse_dir], synthetic="large", device="cpu")
+    sources = {case.source for case in made}
+    assert sources == {"real", "derived", "synthetic"}
+    for case in made:
+        if case.source == "real":
+            assert case.group == families[case.id]
+        elif case.source == "derived":
+            original = "/".join(case.id.split("/")[1:3])
+            assert case.group == families[original] != original.split("/")[0]
+        else:
+            assert case.group == cases.structure_family(case.id) and case.group.startswith("synthetic/")
+
+
+def _old_style_table(tmp_path, rows):
+    """A few rows of the shipped H100 table with the groups it had before families had kinds."""
+    frame = pd.read_csv(SHIPPED, dtype=str, keep_default_na=False)
+    frame = frame[frame["id"].isin(rows)].copy()
+    frame.loc[frame["source"] != "synthetic", "group"] = frame["id"].str.removeprefix("derived/").str.split("/").str[0]
+    path = tmp_path / "spmv-old.csv"
+    frame.to_csv(path, index=False)
+    shutil.copy(meta_path(SHIPPED), meta_path(path))
+    return path, frame
+
+
+ROWS = ["HB/bp_0", "HB/bp_200", "HB/bcsstk04", "derived/HB/bcsstk08/copies120-permute0-coupling0/seed0",
+        "synthetic/stencil_3d/n59-points27/seed0"]
+
+
+def test_regroup_rewrites_the_groups_alone(tmp_path, suitesparse_dir):
+    path, before = _old_style_table(tmp_path, ROWS)
+    assert set(before["group"]) == {"HB", "synthetic/stencil_3d/points27"}
+    changes = cases.regroup_spmv_table(path, [suitesparse_dir], "the command")
+    after = pd.read_csv(path, dtype=str, keep_default_na=False)
+    assert after.drop(columns="group").equals(before.drop(columns="group").reset_index(drop=True))
+    assert dict(zip(after["id"], after["group"])) == {
+        "HB/bp_0": "HB/optimization problem", "HB/bp_200": "HB/optimization problem",
+        "HB/bcsstk04": "HB/structural problem", ROWS[3]: "HB/structural problem",
+        ROWS[4]: "synthetic/stencil_3d/points27"}
+    assert changes == ["HB -> HB/optimization problem", "HB -> HB/structural problem"]
+    meta = json.loads(meta_path(path).read_text())
+    assert meta["groups"]["rewritten_by"] == "the command" and "problem kind" in meta["groups"]["definition"]
+    assert read_table(path).groups.tolist() == after["group"].tolist()
+    assert cases.regroup_spmv_table(path, [suitesparse_dir], "again") == []
+
+
+def test_regroup_refuses_inputs_it_cannot_place(tmp_path, suitesparse_dir):
+    path, _ = _old_style_table(tmp_path, ROWS)
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame.loc[0, "id"] = "Elsewhere/unknown"
+    frame.to_csv(path, index=False)
+    before = path.read_bytes()
+    with pytest.raises(InputError, match="Elsewhere/unknown.*--matrices"):
+        cases.regroup_spmv_table(path, [suitesparse_dir], "cmd")
+    assert path.read_bytes() == before
+
+
+def test_regroup_command_line(tmp_path, suitesparse_dir, capsys):
+    path, _ = _old_style_table(tmp_path, ROWS)
+    cases.main(["regroup", str(path), "--matrices", str(suitesparse_dir)])
+    assert "2 groups renamed" in capsys.readouterr().out
+    assert json.loads(meta_path(path).read_text())["groups"]["rewritten_by"].startswith(
+        f"python -m seer.datasets.cases regroup {path}")
