@@ -13,6 +13,9 @@ the new run's kernel with statistics minus the old run's, the time a validated f
 
     python benchmarks/validation_delta.py benchmarks/results/spmv-validation-h100.json \
         benchmarks/results/spmv-validation-h100-without-count.json --out benchmarks/results/spmv-validation-h100-count.json
+
+``--paired`` writes instead, for a change to how the pass is read back (NOTES SpMV 39), each
+column's median over the shared inputs in either run and the median of their differences.
 """
 from __future__ import annotations
 
@@ -21,10 +24,34 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from spmv_validation import markdown, summary  # a sibling script: benchmarks/ is on the path when run
 
 
 CHARGES = {"stats": "stats_us", "kernel": "kernel_us"}
+PAIRED_COLUMNS = ("before_us", "validate_us", "plain_us", "gather_us", "kernel_us", "plain_kernel_us", "stats_us")
+
+
+def paired(new: dict, old: dict) -> dict:
+    """Per column: the median over the inputs both runs measured in ``old`` and in ``new``, and the
+    median of the differences input by input (new minus old)."""
+    before = {row["id"]: row for row in old["rows"]}
+    shared = [(row, before[row["id"]]) for row in new["rows"] if row["id"] in before]
+    if not shared:
+        raise SystemExit("the two runs share no input: compare runs of the same campaign")
+    columns = {c: {"old": float(np.median([o[c] for _, o in shared])), "new": float(np.median([n[c] for n, _ in shared])),
+                   "difference": float(np.median([n[c] - o[c] for n, o in shared]))} for c in PAIRED_COLUMNS}
+    return {"inputs": len(shared), "columns": columns, "command": " ".join(["python", *sys.argv]),
+            "runs": {"new": new["command"], "old": old["command"]}}
+
+
+def paired_markdown(result: dict, new: Path, old: Path) -> str:
+    lines = [f"# The validation pass, {new.name} against {old.name}", "", f"`{result['command']}`; "
+             f"{result['inputs']} inputs measured by both runs; medians, µs (columns: spmv_validation.py).", "",
+             "| column | old | new | median difference |", "|---|---|---|---|"]
+    lines += [f"| {c} | {v['old']:.2f} | {v['new']:.2f} | {v['difference']:+.2f} |" for c, v in result["columns"].items()]
+    return "\n".join(lines) + "\n"
 
 
 def delta(new: dict, old: dict, charge: str = "stats") -> dict:
@@ -45,11 +72,18 @@ def main() -> int:
     parser.add_argument("old", type=Path, help="spmv_validation.py result without it, same GPU kind")
     parser.add_argument("--charge", choices=sorted(CHARGES), default="stats",
                         help="stats: difference of with-minus-without; kernel: of the kernel with statistics")
+    parser.add_argument("--paired", action="store_true", help="medians of every column and of their differences")
     parser.add_argument("--out", type=Path, required=True, help="the result's .json (a .md goes beside it)")
     args = parser.parse_args()
     new, old = (json.loads(path.read_text()) for path in (args.new, args.old))
     if new["environment"]["device"]["name"] != old["environment"]["device"]["name"]:
         raise SystemExit(f"{args.new} and {args.old} were measured on different GPUs")
+    if args.paired:
+        result = paired(new, old)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        args.out.with_suffix(".md").write_text(text := paired_markdown(result, args.new, args.old))
+        print(text)
+        return 0
     result = delta(new, old, args.charge)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     charged = {"stats": "this run's with-minus-without less that of",

@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 import torch
 
 from seer.errors import InputError, ModelError, SeerWarning
-from seer.launch import INTERPRETING
+from seer.launch import INTERPRETING, on_device, several_gpus
 from seer.registry import Op, get_op
 
 DEFAULT_CACHE_SIZE = 128
@@ -191,7 +191,7 @@ def _bound(entry: Op, decision: Decision) -> Decision:
     device = _device_of(decision.problem)
     if device.type == "cpu":
         call = _serialised(call)
-    elif _several_gpus():
+    elif several_gpus():
         call = _on_device(call, device.index)
     decision.call = call
     return decision
@@ -367,23 +367,12 @@ def _device_of(problem) -> torch.device:
     return torch.device(device) if device is not None else torch.device("cpu")
 
 
-# Triton launches, and seer's direct launches, go to the current CUDA device, which torch's own ops
-# do not assume: an input on another GPU would be read across the link or fault. Where the process
-# sees several GPUs, seer makes the input's GPU current around its launches, as torch's device
-# guards do; with one GPU there is nothing to check and the calls stay as they are.
-def _several_gpus() -> bool:
-    return torch.cuda.is_initialized() and torch.cuda.device_count() > 1
-
-
 def _on_device_of(operands):
-    """A context in which the first CUDA operand's GPU is the current device (a no-op where it
-    already is, or where the process sees one GPU at most)."""
-    if _several_gpus():
-        for operand in operands:
-            if isinstance(operand, torch.Tensor) and operand.is_cuda:
-                if operand.device.index != torch._C._cuda_getDevice():
-                    return torch.cuda.device(operand.device.index)
-                break
+    """A context in which the first CUDA operand's GPU is the current device (see
+    :func:`seer.launch.on_device`)."""
+    for operand in operands:
+        if isinstance(operand, torch.Tensor) and operand.is_cuda:
+            return on_device(operand.device)
     return contextlib.nullcontext()
 
 

@@ -12,6 +12,7 @@ the interpreter, goes through Triton's normal path.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Callable
 
@@ -25,6 +26,22 @@ INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 # entry for every kernel, taking them as a tuple after the kernel's signature. None: unknown.
 LAUNCHER_LAYOUT = {"3.6": "arguments spread", "3.7": "arguments in a tuple", "3.8": "arguments in a tuple",
                    "3.9": "arguments in a tuple"}.get(".".join(triton.__version__.split(".")[:2]))
+
+
+# Triton launches, and seer's direct launches, go to the current CUDA device, which torch's own ops
+# do not assume: an input on another GPU would be read across the link or fault. Where the process
+# sees several GPUs, seer makes the input's GPU current around its launches, as torch's device
+# guards do; with one GPU there is nothing to check and the calls stay as they are.
+def several_gpus() -> bool:
+    return torch.cuda.is_initialized() and torch.cuda.device_count() > 1
+
+
+def on_device(device: torch.device):
+    """A context in which ``device`` is the current CUDA device: a no-op where it already is, where
+    it is not a GPU, or where the process sees one GPU at most."""
+    if device.type == "cuda" and several_gpus() and device.index != torch._C._cuda_getDevice():
+        return torch.cuda.device(device.index)
+    return contextlib.nullcontext()
 
 
 def specialisation(*values) -> tuple:

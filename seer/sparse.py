@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from seer.errors import InputError
-from seer.launch import LaunchCache, cdiv, specialisation
+from seer.launch import LaunchCache, cdiv, on_device, specialisation
 
 VALUE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INDEX_DTYPES = (torch.int32, torch.int64)
@@ -430,11 +430,13 @@ def _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks,
 
 
 @triton.jit
-def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blocks, found, programs, blocks,
-                      CHECK: tl.constexpr, STATS: tl.constexpr, NARROW: tl.constexpr, LONG_ROW: tl.constexpr,
-                      ROW_BLOCK: tl.constexpr, INDEX_BLOCK: tl.constexpr, SAMPLE_BLOCK: tl.constexpr):
+def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blocks, found, totals, arrived, programs,
+                      blocks, CHECK: tl.constexpr, STATS: tl.constexpr, NARROW: tl.constexpr, LONG_ROW: tl.constexpr,
+                      ROW_BLOCK: tl.constexpr, INDEX_BLOCK: tl.constexpr, SAMPLE_BLOCK: tl.constexpr,
+                      ROWS_AT_ONCE: tl.constexpr):
     # found[pid]: [decreasing rows, out-of-range columns, sum of squared lengths, longest row,
-    #              empty rows, nnz in long rows, indptr[0], indptr[rows], shifted rows sampled]
+    #              empty rows, nnz in long rows, indptr[0], indptr[rows], shifted rows sampled];
+    # the last program to finish adds them up into totals (add_up_found).
     pid = tl.program_id(0)
     decreasing, outside, sum_sq, longest, empty, long_nnz = zero_counts(ROW_BLOCK, NARROW)
     shifted = 0
@@ -448,6 +450,7 @@ def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blo
         shifted = _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks, pid, programs,
                                       SAMPLE_BLOCK)
     store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted)
+    add_up_found(found, programs, totals, arrived, ROWS_AT_ONCE)
 
 
 @triton.jit
@@ -506,14 +509,8 @@ _structure_launch = LaunchCache(_structure_kernel)
 
 
 def _structure_triton(csr: CsrMatrix, check: bool, stats: bool) -> Structure:
-    return read_found(launch_structure(csr, check, stats))
-
-
-def read_found(found: torch.Tensor) -> Structure:
-    """A pass's ``[programs, FOUND_COLUMNS]`` partial results read back (the one synchronisation)
-    and added up."""
-    parts = found.tolist() if len(found) <= _SUMMED_AS_INTS else found.cpu().numpy()
-    return _structure_of(_column_totals(parts))
+    with on_device(csr.device):
+        return read_totals(launch_structure(csr, check, stats), csr.device)
 
 
 def _structure_of(totals: list[int]) -> Structure:
@@ -522,39 +519,20 @@ def _structure_of(totals: list[int]) -> Structure:
                      RowLengthSums(totals[2], totals[3], totals[4], totals[5], totals[8]))
 
 
-# Up to this many programs their partial results are added as Python ints, above it in one numpy
-# reduction: on an H200's host, ints took 3.3 us for 3 programs (numpy 5.5) but ~150 us at the
-# cap of 264 (numpy 11) (benchmarks/NOTES.md, SpMV 29).
-_SUMMED_AS_INTS = 16
-
-
-def _column_totals(parts) -> list[int]:
-    """``found``'s columns added up over programs (see _structure_kernel): sums, the longest row's
-    maximum, and indptr's first and last entries, which every program stores alike."""
-    if isinstance(parts, list):
-        columns = list(zip(*parts))
-        totals = [sum(column) for column in columns]
-        totals[3] = max(columns[3])
-        totals[6:8] = parts[0][6:8]
-        return totals
-    totals = parts.sum(axis=0).tolist()
-    totals[3] = int(parts[:, 3].max())
-    totals[6:8] = parts[0, 6:8].tolist()
-    return totals
-
-
 def launch_structure(csr: CsrMatrix, check: bool, stats: bool) -> torch.Tensor:
-    """The pass's kernel alone, no read-back: ``[programs, FOUND_COLUMNS]`` partial results on the
-    device (benchmarks time it this way, with and without ``stats``)."""
+    """The pass's kernel alone, no wait; returns where its totals will be (this thread's totals
+    buffer: read it with :func:`read_totals`). Benchmarks time it this way, with and without
+    ``stats``."""
     blocks = max(cdiv(csr.rows, _ROW_BLOCK), cdiv(csr.nnz, _INDEX_BLOCK) if check else 0, 1)
-    found = found_buffer(csr.device, blocks)
-    programs, narrow = len(found), csr.nnz < NARROW_BELOW
+    found, arrived, totals = totals_buffers(csr.device)
+    programs, narrow = min(blocks, len(found)), csr.nnz < NARROW_BELOW
     stride = shift_stride(csr.rows)
     args = (csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, stride, cdiv(shift_samples(csr.rows), _SAMPLE_BLOCK),
-            found, programs, blocks, check, stats, narrow, LONG_ROW, _ROW_BLOCK, _INDEX_BLOCK, _SAMPLE_BLOCK)
-    key = (csr.device, specialisation(*args[:10]), check, stats, narrow)
+            found, totals, arrived, programs, blocks, check, stats, narrow, LONG_ROW, _ROW_BLOCK, _INDEX_BLOCK,
+            _SAMPLE_BLOCK, ADDED_UP_AT_ONCE)
+    key = (csr.device, specialisation(*args[:7], *args[10:12]), check, stats, narrow)
     _structure_launch.launch(key, (programs,), args, num_warps=4, maxnreg=_PASS_REGISTERS)
-    return found
+    return totals
 
 
 ADDED_UP_AT_ONCE = 64  # rows of found the last program adds per step (add_up_found's ROWS_AT_ONCE)
@@ -597,14 +575,6 @@ def read_totals(totals: torch.Tensor, device: torch.device) -> Structure:
         # ~10 us on an H100 host under cProfile, NOTES SpMV 37).
         torch.cuda.current_stream(torch._C._cuda_getDevice()).synchronize()
     return _structure_of(totals.tolist())
-
-
-def found_buffer(device: torch.device, blocks: int) -> torch.Tensor:
-    """The ``[programs, FOUND_COLUMNS]`` partial results of a pass over ``blocks`` blocks, one row
-    per program (uninitialised: every program stores its row), programs capped by
-    :func:`max_programs` so that the read-back stays a few KB."""
-    programs = min(blocks, max_programs(device))
-    return torch.empty(programs, FOUND_COLUMNS, dtype=torch.int64, device=device)
 
 
 def max_programs(device: torch.device) -> int:

@@ -95,6 +95,28 @@ def test_inputs_on_a_gpu_that_is_not_the_current_one(variant, rows):
 
 
 @pytest.mark.multigpu
+@pytest.mark.parametrize("rows", [500, 50_000])
+def test_validating_a_matrix_on_a_gpu_that_is_not_the_current_one(rows):
+    """seer.sparse.as_csr, called by itself, runs its pass on the matrix's GPU: right totals, a bad
+    index refused (not a fault on the other GPU), the current device as it was."""
+    from seer.errors import InputError
+    from seer.sparse import as_csr, validated_rows
+
+    m, parts = _matrix(rows, 4000, 0.002, 3)
+    on_second = tuple(t.to("cuda:1") for t in parts[:3]) + (parts[3],)
+    with torch.cuda.device(0):
+        csr = as_csr(on_second)
+        lengths = np.diff(m.indptr)
+        assert validated_rows(csr)[:2] == (int((lengths ** 2).sum()), int(lengths.max()))
+        bad = on_second[1].clone()
+        bad[rows // 2] = 4000
+        with pytest.raises(InputError, match="out of range|outside"):
+            as_csr((on_second[0], bad, on_second[2], m.shape))
+        assert torch.cuda.current_device() == 0
+    torch.cuda.synchronize(1)
+
+
+@pytest.mark.multigpu
 def test_gemm_on_a_gpu_that_is_not_the_current_one():
     seer.clear_cache()
     a = torch.randn(256, 512, device="cuda:1", dtype=torch.bfloat16)

@@ -81,3 +81,26 @@ def test_input_launches_keep_launch_options_apart(monkeypatch):
     for warps in (4, 8, 4, 8):  # the first two compile, the last two launch directly
         launches[warps].launch(("x",), 1, (), ())
     assert len(cache._ready) == 2 and ran == [4, 8]
+
+
+def test_on_device_switches_only_to_another_gpu_of_several(monkeypatch):
+    import contextlib
+
+    from seer import launch
+
+    current, gpus = [0], [2]
+
+    class Switch:  # stands for torch.cuda.device
+        def __init__(self, index):
+            self.index = index
+
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: current[0], raising=False)
+    monkeypatch.setattr(torch.cuda, "device", Switch)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus[0])
+    switch = launch.on_device(torch.device("cuda", 1))
+    assert isinstance(switch, Switch) and switch.index == 1
+    for device in (torch.device("cuda", 0), torch.device("cpu")):
+        assert isinstance(launch.on_device(device), contextlib.nullcontext)
+    gpus[0] = 1
+    assert isinstance(launch.on_device(torch.device("cuda", 1)), contextlib.nullcontext)

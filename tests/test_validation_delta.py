@@ -47,3 +47,25 @@ def test_kernel_charge_is_the_difference_of_the_kernels_with_statistics():
     new["rows"][0]["kernel_us"], new["rows"][1]["kernel_us"] = 2.5, 1.25  # old's kernels took 2.0
     charged = {r["id"]: r["stats_us"] for r in script.delta(new, old, charge="kernel")["rows"]}
     assert charged == {"r1": 0.5, "g1": -0.75}
+
+
+def test_paired_medians_of_a_read_back_change(tmp_path, monkeypatch):
+    script = load_benchmark("validation_delta")
+    new, old = _run({"g1": (2_000_000, 1.0), "g2": (3_000_000, 1.0), "g3": (4_000_000, 1.0)}), \
+        _run({"g1": (2_000_000, 0.5), "g2": (3_000_000, 0.7), "g9": (5_000_000, 9.0)})
+    for row, plain in zip(new["rows"], (7.0, 8.0, 9.0)):
+        row.update(validate_us=row["validate_us"] - 3.0, plain_kernel_us=plain)
+    for row, plain in zip(old["rows"], (5.0, 6.0, 1.0)):
+        row["plain_kernel_us"] = plain
+    paths = [tmp_path / "new.json", tmp_path / "old.json"]
+    for path, result in zip(paths, (new, old)):
+        path.write_text(json.dumps(result))
+    out = tmp_path / "paired.json"
+    monkeypatch.setattr(sys, "argv", ["validation_delta.py", *map(str, paths), "--paired", "--out", str(out)])
+    assert script.main() == 0
+    written = json.loads(out.read_text())
+    assert written["inputs"] == 2  # g1 and g2: g3 and g9 are in one run only
+    assert written["columns"]["validate_us"] == {"old": 5.0, "new": 2.0, "difference": -3.0}
+    assert written["columns"]["plain_kernel_us"] == {"old": 5.5, "new": 7.5, "difference": 2.0}
+    assert written["columns"]["stats_us"]["difference"] == pytest.approx(0.4)
+    assert "| validate_us | 5.00 | 2.00 | -3.00 |" in out.with_suffix(".md").read_text()
