@@ -55,8 +55,10 @@ def compiled(module, stats: bool, divisible: tuple[str, ...] = ()):
                  "ROW_BLOCK": module._ROW_BLOCK, "INDEX_BLOCK": module._INDEX_BLOCK}
     if "SAMPLE_BLOCK" in names:
         constants["SAMPLE_BLOCK"] = module._SAMPLE_BLOCK
-    signature = {n: "constexpr" if n in constants else "*i32" if n in ("indptr", "indices")
-                 else "*i64" if n == "found" else "i32" for n in names}
+    if "ROWS_AT_ONCE" in names:  # the pass adds up its own totals (NOTES SpMV 39)
+        constants["ROWS_AT_ONCE"] = module.ADDED_UP_AT_ONCE
+    pointers = {"indptr": "*i32", "indices": "*i32", "found": "*i64", "totals": "*i64", "arrived": "*i32"}
+    signature = {n: "constexpr" if n in constants else pointers.get(n, "i32") for n in names}
     aligned = [n for n in names if signature[n].startswith("*") or n in divisible]
     source = ASTSource(fn=kernel, signature=signature, constexprs={(names.index(k),): v for k, v in constants.items()},
                        attrs={(names.index(n),): [["tt.divisibility", 16]] for n in aligned})

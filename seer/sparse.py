@@ -3,7 +3,7 @@
 `as_csr` accepts a torch sparse CSR tensor, a scipy CSR matrix or an
 ``(indptr, indices, values, shape)`` tuple and checks it once; kernels then trust it.
 
-The check is one pass over the index arrays with one read-back to the host, and the same pass
+The check is one pass over the index arrays whose totals the host reads once, and the same pass
 sums the row lengths (:class:`RowLengthSums`), from which the sparse ops' gathered features
 follow: a validated matrix carries its row statistics at no extra synchronisation.
 """
@@ -329,11 +329,12 @@ def _shifted_rows_numpy(indptr: np.ndarray, indices: np.ndarray, stride: int) ->
 
 
 # Each program loops over its share of the rows and of the indices and stores one row of partial
-# results; the host adds them up. No atomics and no zeroed buffer: atomics with their barriers made
-# the statistics cost a few us per program (benchmarks/NOTES.md, SpMV 14). (The validating product
-# of a small matrix's first call, where host time counts most, adds its rows up on the device with
-# one atomic per program instead: add_up_found, SpMV 37.) Programs are capped so
-# that the read-back stays a few KB; wide index blocks keep enough bytes in flight per program.
+# results; the last to finish, found by one atomic per program, adds them up into host memory
+# (add_up_found). Atomics per count, with their barriers, made the statistics cost a few us per
+# program (benchmarks/NOTES.md, SpMV 14); the one arrival per program costs the pass ~7 us of
+# device time and saves the host ~40 us of copying and adding, which a first call waits for
+# (SpMV 37, 39). Programs are capped so that the add-up stays short; wide index blocks keep enough
+# bytes in flight per program.
 # One loop step loads a block of indptr and a block of indices together, so on a small matrix (a
 # step or two per program) their latencies overlap, and the statistics use 32-bit lanes where
 # nnz allows: both took what the statistics add to the pass from +0.18 to -0.06 us (median, real
