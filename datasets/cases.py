@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import sys
 from pathlib import Path
 
@@ -58,10 +57,10 @@ GROUPS = ("real: SuiteSparse group/problem kind, a sequence and its duplicates w
 def regroup_spmv_table(path: Path, folders: list[Path], command: str) -> list[str]:
     """Rewrite the ``group`` column of the SpMV profile table ``path`` with the families
     :func:`spmv_cases` gives its inputs today, leaving every measured column as it is, and say so
-    in the metadata (``command``: how it was run). Returns the groups that changed, as
-    "old -> new" lines. Raises InputError if an input of the table is not among those cases."""
+    in the metadata (``command``: how it was run); a table already grouped so is left alone.
+    Returns the groups that changed, as "old -> new" lines. Raises InputError if an input of the table is not among those cases."""
     from seer.errors import InputError
-    from seer.table import meta_path, read_table, write_table
+    from seer.table import read_table, write_table
 
     table = read_table(path, "spmv")
     group_of = {case.id: case.group for case in spmv_cases(folders, synthetic="large")}
@@ -72,9 +71,10 @@ def regroup_spmv_table(path: Path, folders: list[Path], command: str) -> list[st
     frame = pd.read_csv(path, dtype={"id": str, "group": str, "source": str}, keep_default_na=False)
     new = frame["id"].map(group_of)
     changes = sorted({f"{old} -> {to}" for old, to in zip(frame["group"], new) if old != to})
+    if not changes and table.meta.get("groups", {}).get("definition") == GROUPS:
+        return []  # already grouped so: the file, and the command that grouped it, stay
     frame["group"] = new
-    meta = json.loads(meta_path(path).read_text())
-    meta["groups"] = {"definition": GROUPS, "rewritten_by": command}
+    meta = {**table.meta, "groups": {"definition": GROUPS, "rewritten_by": command}}
     write_table(frame, path, meta)
     return changes
 

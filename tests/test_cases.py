@@ -63,7 +63,9 @@ def test_regroup_rewrites_the_groups_alone(tmp_path, suitesparse_dir):
     meta = json.loads(meta_path(path).read_text())
     assert meta["groups"]["rewritten_by"] == "the command" and "problem kind" in meta["groups"]["definition"]
     assert read_table(path).groups.tolist() == after["group"].tolist()
+    written = path.read_bytes()
     assert cases.regroup_spmv_table(path, [suitesparse_dir], "again") == []
+    assert path.read_bytes() == written and json.loads(meta_path(path).read_text()) == meta
 
 
 def test_regroup_refuses_inputs_it_cannot_place(tmp_path, suitesparse_dir):
