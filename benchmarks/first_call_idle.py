@@ -7,8 +7,8 @@ Why: a first ``seer.dispatch`` on a new matrix is timed alone, synchronised at b
 validation pass it runs took 245-344 µs of host time on large matrices where do_bench, which
 runs a kernel back to back, reads 12-55 µs. Here, after sleeping 0, 0.5, 5 and 50 ms with the
 device drained: the validation pass's launch and read-back (host clock: the wait for its totals,
-which its last program writes into host memory) and its kernel (CUDA events), and torch CSR's ``A @ x`` (host clock, synchronised), on one 4M-nonzero band
-matrix; medians of 30 tries. Writes ``first-call-idle-<device>.json`` / ``.md``.
+which its last program writes into host memory) and its kernel (CUDA events), and torch CSR's
+``A @ x`` (host clock, synchronised), on one 4M-nonzero band matrix; medians of 30 tries. Writes ``first-call-idle-<device>.json`` / ``.md``.
 """
 from __future__ import annotations
 

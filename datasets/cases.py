@@ -58,7 +58,8 @@ def regroup_spmv_table(path: Path, folders: list[Path], command: str) -> list[st
     """Rewrite the ``group`` column of the SpMV profile table ``path`` with the families
     :func:`spmv_cases` gives its inputs today, leaving every measured column as it is, and say so
     in the metadata (``command``: how it was run); a table already grouped so is left alone.
-    Returns the groups that changed, as "old -> new" lines. Raises InputError if an input of the table is not among those cases."""
+    Returns the groups that changed, as "old -> new" lines. Raises InputError if an input of the
+    table is not among those cases."""
     from seer.errors import InputError
     from seer.table import read_table, write_table
 

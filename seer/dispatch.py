@@ -378,13 +378,13 @@ def _on_device_of(operands):
 
 def _on_device(call: Callable, index: int) -> Callable:
     """``call`` made with GPU ``index`` current (switching only when another one is)."""
-    def on_device(*operands, **out):
+    def on_its_device(*operands, **out):
         if torch._C._cuda_getDevice() == index:
             return call(*operands, **out)
         with torch.cuda.device(index):
             return call(*operands, **out)
 
-    return on_device
+    return on_its_device
 
 
 def _check_runnable(device: torch.device) -> None:
