@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import time
+import warnings
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from seer.errors import SeerError
+from seer.errors import ProfileTableError, SeerError, SeerWarning
 from seer.registry import get_op
 from seer.table import PREPARE, meta_path
 
@@ -275,6 +276,8 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     """
     out = Path(out)
     rank, world = _rank_and_world()
+    device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    earlier = _resumed_meta(out, environment(device))
     shard = out if world == 1 else out.with_name(f"{out.stem}.rank{rank}{out.suffix}")
     # Resuming: inputs already in the merged table or in this rank's shard of an interrupted run.
     done = {str(i) for table in {out, shard} if table.exists() for i in pd.read_csv(table, usecols=["id"])["id"]}
@@ -299,13 +302,34 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
         if rank == 0:
             _merge_shards(out, world)
     if rank == 0:
-        device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
-        meta_file = meta_path(out)
-        earlier = json.loads(meta_file.read_text()).get("commands", []) if meta_file.exists() else []
-        meta = {"op": op_name, **environment(device), "command": command, "commands": [*earlier, command],
-                "world_size": world}
-        meta_file.write_text(json.dumps(meta, indent=2) + "\n")
+        # What else the table's metadata says (notes, how its groups were defined) stays with it.
+        meta = {**earlier, "op": op_name, **environment(device), "command": command,
+                "commands": [*earlier.get("commands", []), command], "world_size": world}
+        meta_path(out).write_text(json.dumps(meta, indent=2) + "\n")
     return out
+
+
+def _resumed_meta(out: Path, env: dict) -> dict:
+    """The metadata of the table ``out`` that a campaign resumes ({} for a new table). A table
+    measured on another GPU is refused: its rows and the new ones would not be comparable. Other
+    versions of torch, Triton or seer are allowed with a warning that names them."""
+    meta_file = meta_path(out)
+    if not out.exists() or not meta_file.exists():
+        return {}
+    try:
+        earlier = json.loads(meta_file.read_text())
+    except json.JSONDecodeError as error:
+        raise ProfileTableError(f"{meta_file} is not valid JSON ({error}); fix or remove it before resuming {out}")
+    measured_on = (earlier.get("device") or {}).get("name")
+    if measured_on != env["device"]["name"]:
+        raise ProfileTableError(f"{out} was measured on {measured_on!r}, this run is on {env['device']['name']!r}: "
+                                "profile into another table (seer merge averages campaigns of one GPU only)")
+    changed = {name: (then, env["versions"].get(name)) for name, then in (earlier.get("versions") or {}).items()
+               if name in ("torch", "triton", "seer") and then != env["versions"].get(name)}
+    if changed:
+        warnings.warn(f"resuming {out}, measured with " + ", ".join(f"{n} {a} (now {b})" for n, (a, b) in changed.items())
+                      + ": its rows and the new ones may not be comparable", SeerWarning, stacklevel=3)
+    return earlier
 
 
 class _Prefetched:

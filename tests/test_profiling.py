@@ -10,6 +10,7 @@ import torch
 
 from seer import profiling
 from seer.datasets.cases import spmv_cases
+from seer.errors import ProfileTableError, SeerWarning
 from seer.registry import Variant, get_op
 from seer.table import read_table
 
@@ -48,6 +49,47 @@ def test_profile_writes_resumable_table(tmp_path, suitesparse_dir, host_timer, f
     # Every variant's one-time preparation on a fresh matrix: merge's brackets take work, and
     # the profiled rows' own plans (kept in their problems' caches) were not what was timed.
     assert (table.prepare_ms > 0).all()
+
+
+def _edit_meta(path, **changes):
+    meta_file = path.with_name(path.stem + ".meta.json")
+    meta = json.loads(meta_file.read_text())
+    for key, value in changes.items():
+        if isinstance(value, dict):
+            meta[key] = {**meta.get(key, {}), **value}
+        else:
+            meta[key] = value
+    meta_file.write_text(json.dumps(meta))
+    return meta_file
+
+
+def test_resuming_keeps_the_tables_other_metadata(tmp_path, suitesparse_dir, host_timer, few_variants):
+    out = tmp_path / "spmv-test.csv"
+    profiling.profile("spmv", _cases(suitesparse_dir, 1), out, command="first", progress=False)
+    meta_file = _edit_meta(out, notes="regrouped by hand", groups={"definition": "by kind"})
+    profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="resumed", progress=False)
+    meta = json.loads(meta_file.read_text())
+    assert meta["notes"] == "regrouped by hand" and meta["groups"] == {"definition": "by kind"}
+    assert meta["commands"] == ["first", "resumed"] and meta["command"] == "resumed"
+    assert len(pd.read_csv(out)) == 2
+
+
+def test_resuming_a_table_of_another_gpu_is_refused(tmp_path, suitesparse_dir, host_timer, few_variants):
+    out = tmp_path / "spmv-test.csv"
+    profiling.profile("spmv", _cases(suitesparse_dir, 1), out, command="first", progress=False)
+    _edit_meta(out, device={"name": "NVIDIA H200"})
+    with pytest.raises(ProfileTableError, match="measured on 'NVIDIA H200', this run is on 'cpu'"):
+        profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="resumed", progress=False)
+    assert len(pd.read_csv(out)) == 1
+
+
+def test_resuming_with_other_versions_warns(tmp_path, suitesparse_dir, host_timer, few_variants):
+    out = tmp_path / "spmv-test.csv"
+    profiling.profile("spmv", _cases(suitesparse_dir, 1), out, command="first", progress=False)
+    _edit_meta(out, versions={"triton": "0.0.1"})
+    with pytest.warns(SeerWarning, match=r"triton 0\.0\.1 \(now "):
+        profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="resumed", progress=False)
+    assert len(pd.read_csv(out)) == 2
 
 
 def test_preparation_is_timed_on_problems_that_have_not_seen_the_variant(suitesparse_dir, host_timer, few_variants,
