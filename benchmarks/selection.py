@@ -63,7 +63,9 @@ def validation_costs(table, path: Path) -> tuple[np.ndarray, list[str]]:
     differences over the inputs of its nnz band, or 0 where that mean is negative. Each input's
     own difference (with statistics minus without, ~5 us kernels at small sizes) is mostly timer
     noise of either sign: charging its positive part alone (this file's earlier rule) charged the
-    noise, not the statistics. An input the file lacks is charged the table's whole gather_ms."""
+    noise, not the statistics. An input the file lacks (profiled after it) is charged its band's
+    mean all the same, from the table's nnz; one whose band the file has not measured, the table's
+    whole gather_ms."""
     rows = json.loads(path.read_text())["rows"]
     nnz = np.array([r["nnz"] for r in rows], dtype=float)
     added_us = np.array([r["stats_us"] for r in rows])
@@ -71,13 +73,20 @@ def validation_costs(table, path: Path) -> tuple[np.ndarray, list[str]]:
     band_us = {b: max(float(added_us[band_of == b].mean()), 0.0) for b in set(band_of.tolist())}
     charged = {r["id"]: band_us[b] for r, b in zip(rows, band_of.tolist())}
     costs = np.array([charged.get(i, np.nan) for i in table.ids]) / 1e3
-    missing = np.isnan(costs)
-    costs[missing] = table.gather_ms[missing]
+    absent = np.isnan(costs)
+    table_bands = np.digitize(table.frame["nnz"].to_numpy(dtype=float), [lo for lo, _ in NNZ_BANDS[1:]])
+    costs[absent] = [band_us.get(b, np.nan) / 1e3 for b in table_bands[absent]]
+    unmeasured = np.isnan(costs)
+    costs[unmeasured] = table.gather_ms[unmeasured]
     labels = [nnz_band_label(lo, hi) for lo, hi in NNZ_BANDS]
     notes = ["validated path: the statistics are charged their nnz band's mean added time (a negative mean as 0), "
              f"from {path}: " + ", ".join(f"{labels[b]}: {band_us[b]:.3f} us" for b in sorted(band_us))]
-    if missing.any():
-        notes.append(f"validated path: {int(missing.sum())} inputs absent from {path} are charged their whole gather_ms")
+    if (absent & ~unmeasured).any():
+        notes.append(f"validated path: {int((absent & ~unmeasured).sum())} inputs absent from {path} are charged "
+                     "their band's mean too")
+    if unmeasured.any():
+        notes.append(f"validated path: {int(unmeasured.sum())} inputs absent from {path}, in bands it has not "
+                     "measured, are charged their whole gather_ms")
     return costs, notes
 
 

@@ -144,12 +144,24 @@ def _box_pattern(n, dims):
     return total
 
 
+def _box_without_corners_pattern(n, dims):
+    """The box's neighbours less those moving along every axis (the 3-D 19-point stencil)."""
+    step = sp.diags([1.0, 1.0], [-1, 1], shape=(n, n), format="csr")
+    corners = sp.csr_matrix(np.ones((1, 1)))
+    for _ in range(dims):
+        corners = sp.kron(corners, step, format="csr")
+    pattern = (_box_pattern(n, dims) - corners).tocsr()
+    pattern.eliminate_zeros()
+    return pattern
+
+
 @pytest.mark.parametrize(
     "make, dims, points, reference",
     [
         (stencil_2d, 2, 5, _star_pattern),
         (stencil_2d, 2, 9, _box_pattern),
         (stencil_3d, 3, 7, _star_pattern),
+        (stencil_3d, 3, 19, _box_without_corners_pattern),
         (stencil_3d, 3, 27, _box_pattern),
     ],
 )
@@ -167,7 +179,8 @@ def test_stencil_pattern_matches_kronecker_reference(make, dims, points, referen
 
 
 @pytest.mark.parametrize(
-    "make, points, dims", [(stencil_2d, 5, 2), (stencil_2d, 9, 2), (stencil_3d, 7, 3), (stencil_3d, 27, 3)]
+    "make, points, dims",
+    [(stencil_2d, 5, 2), (stencil_2d, 9, 2), (stencil_3d, 7, 3), (stencil_3d, 19, 3), (stencil_3d, 27, 3)],
 )
 def test_stencil_interior_rows_are_uniform(make, points, dims):
     n = 12
@@ -269,7 +282,7 @@ def test_block_replicate_rectangular(suitesparse_dir):
         (lambda: rmat(0, 4), "scale"),
         (lambda: rmat(8, 4, 0.6, 0.3, 0.2), "a \\+ b \\+ c < 1"),
         (lambda: stencil_2d(10, 7), "5 or 9"),
-        (lambda: stencil_3d(10, 9), "7 or 27"),
+        (lambda: stencil_3d(10, 9), "7, 19 or 27"),
         (lambda: banded(10, 2, fill=0), "fill"),
         (lambda: lognormal_rows(10, 10, -1, 1), "mean_row"),
         (lambda: block_replicate(sp.eye(3), 2, coupling=3), "coupling"),
@@ -297,7 +310,7 @@ def test_large_suite_without_real_matrices():
     sigmas = {s.kwargs["sigma"] for s in specs if s.generator == "lognormal_rows"}
     assert min(sigmas) == 0.3 and max(sigmas) == 2.0
     assert len({s.kwargs["a"] for s in specs if s.generator == "rmat"}) >= 3
-    assert {s.kwargs["points"] for s in specs if s.generator.startswith("stencil")} == {5, 9, 7, 27}
+    assert {s.kwargs["points"] for s in specs if s.generator.startswith("stencil")} == {5, 9, 7, 19, 27}
     assert len({s.kwargs["bandwidth"] for s in specs if s.generator == "banded"}) >= 5
     # per family the sizes span the range (no family stuck at one size)
     for family, sizes in _by_family(specs).items():

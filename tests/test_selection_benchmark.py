@@ -18,9 +18,12 @@ def selection():
 
 
 def test_validation_costs_charge_band_means_and_whole_gathers_for_the_rest(selection, tmp_path):
-    """Each measured input is charged its nnz band's mean difference, negative means as 0 (the
-    per-input differences are timer noise of either sign); the others their whole gather."""
-    table = ProfileTable.from_frame(planted_frame(gather_cost=20.0, seed=1), "toy", planted_meta())
+    """Each input is charged its nnz band's mean difference, negative means as 0 (the per-input
+    differences are timer noise of either sign), whether the file measured it or not; an input
+    of a band the file has not measured, its whole gather."""
+    frame = planted_frame(gather_cost=20.0, seed=1)
+    frame.loc[0, "nnz"], frame.loc[1, "nnz"] = 5_000_000, 500_000_000  # absent from the file
+    table = ProfileTable.from_frame(frame, "toy", planted_meta())
     ids = list(table.ids)
     small, large = ids[2:6], ids[6:]
     rows = ([{"id": i, "nnz": 1_000, "stats_us": s} for i, s in zip(small, (0.3, -0.5, 0.4, -0.6))]
@@ -28,11 +31,14 @@ def test_validation_costs_charge_band_means_and_whole_gathers_for_the_rest(selec
     path = tmp_path / "validation.json"
     path.write_text(json.dumps({"rows": rows}))
     costs, notes = selection.validation_costs(table, path)
-    np.testing.assert_array_equal(costs[:2], table.gather_ms[:2])
     assert np.all(costs[2:6] == 0.0)
     large_mean_ms = np.mean([r["stats_us"] for r in rows[4:]]) / 1e3
     np.testing.assert_allclose(costs[6:], large_mean_ms)
-    assert notes[-1] == f"validated path: 2 inputs absent from {path} are charged their whole gather_ms"
+    np.testing.assert_allclose(costs[0], large_mean_ms)
+    assert costs[1] == table.gather_ms[1]
+    assert notes[-2:] == [f"validated path: 1 inputs absent from {path} are charged their band's mean too",
+                          f"validated path: 1 inputs absent from {path}, in bands it has not measured, are charged "
+                          "their whole gather_ms"]
 
     report = TwoStageSelector().evaluate(table, calls=(1, 100), free_gather_ms=costs)
     columns = selection.columns(report)
