@@ -8,14 +8,19 @@ and prints each profile's functions by own time and by cumulative time:
               matrix), its read-back, stage 2 on the row statistics, binding
   unchecked   ``seer.dispatch("spmv", (as_csr(A, check=False), x))``: stage 1 on shape and nnz,
               binding, the chosen variant's launch; no read-back
-On the small matrix, the validated path's pieces are also timed one after another without the
-profiler (median host µs; ``wait_kernel`` is the stream synchronisation after which the kernel's
-totals lie in pinned host memory, ``read_totals`` reads them).
+The validated path's pieces are also timed one after another without the profiler (median host
+µs). On the small matrix: ``wait_kernel`` is the stream synchronisation after which the validating
+product's totals lie in pinned host memory, ``read_totals`` reads them. Past the validating
+product's bounds the pass and the chosen variant are separate: ``wait_pass`` waits for the pass,
+``wait_preparation`` for the device work of the variant's preparation (its plan), ``wait_variant``
+for its kernel; the waits show the device's share, the rest is the host's. ``--large N`` adds N
+matrices of the generated large suite (1M-50M nnz, one per generator), where the device's share
+is largest.
 Before profiling, the same paths without the profiler (median host µs, each synchronised at both
 ends), with torch's first call beside them: ``A @ x`` on a tensor built unchecked, and on one built
 with ``check_invariants=True`` (construction timed too: that is where torch checks).
 
-    python benchmarks/first_call_profile.py --matrices .carry/suitesparse [--out benchmarks/results]
+    python benchmarks/first_call_profile.py --matrices .carry/suitesparse [--large 4] [--out benchmarks/results]
 """
 from __future__ import annotations
 
@@ -83,13 +88,19 @@ def profiled(fn, new_matrix, tries: int) -> str:
 
 
 def pieces(parts: tuple, x: torch.Tensor, tries: int) -> dict[str, float]:
-    """Median host µs of the validated first call's pieces on a small matrix, in order."""
+    """Median host µs of the validated first call's pieces, in order (synchronised where named
+    ``wait_``): the validating product on a small matrix, else the pass then the variant."""
     entry, samples = get_op("spmv"), {}
+    fused = parts[1].numel() <= spmv.VALIDATING_PRODUCT_MAX_NNZ and parts[3][0] <= spmv.VALIDATING_PRODUCT_MAX_ROWS
 
     def clock(name, start):
         now = time.perf_counter()
         samples.setdefault(name, []).append((now - start) * 1e6)
         return now
+
+    def wait(name, start):
+        torch.cuda.current_stream().synchronize()
+        return clock(name, start)
 
     for _ in range(tries):
         A = torch.sparse_csr_tensor(*parts[:3], parts[3])
@@ -98,20 +109,27 @@ def pieces(parts: tuple, x: torch.Tensor, tries: int) -> dict[str, float]:
         csr = as_csr(A, check=False)
         t = clock("unpack_and_metadata", t)
         sparse.check_dense_vector(csr, x)
-        y = spmv._output(csr, x, None)
-        t = clock("x_check_and_y", t)
-        totals = spmv._launch_validating_product(csr, x, y)
-        t = clock("launch", t)
-        torch.cuda.current_stream().synchronize()
-        t = clock("wait_kernel", t)
+        if fused:
+            y = spmv._output(csr, x, None)
+            t = clock("x_check_and_y", t)
+            totals = spmv._launch_validating_product(csr, x, y)
+            t = wait("wait_kernel", clock("launch", t))
+        else:
+            t = clock("x_check", t)
+            totals = sparse.launch_structure(csr, True, True)
+            t = wait("wait_pass", clock("launch_pass", t))
         found = sparse._structure_of(totals.tolist())  # the totals the kernel wrote to pinned memory
         t = clock("read_totals", t)
         sparse.accept_structure(csr, found)
         t = clock("accept", t)
         decision = _decide(entry, A, (x,), calls=None, model=None, variant=None, problem=csr)
         t = clock("decide", t)
-        entry.variants[decision.variant].bind(csr)
-        clock("bind", t)
+        call = entry.variants[decision.variant].bind(csr)
+        t = clock("bind", t)
+        if not fused:
+            t = wait("wait_preparation", t)
+            call(x)
+            wait("wait_variant", clock("launch_variant", t))
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
@@ -135,12 +153,22 @@ def matrix_report(case, tries: int) -> list[str]:
              f"validated {chosen['validated']}, unchecked {chosen['unchecked']}", "",
              f"Median host µs of a first call, synchronised at both ends ({tries} tries, paths alternated):"]
     lines += [f"  {name:22s} {us:8.1f}" for name, us in medians.items()]
-    if parts[1].numel() <= spmv.VALIDATING_PRODUCT_MAX_NNZ:
-        lines += ["", "Validated first call, piece by piece (median host µs):"]
-        lines += [f"  {name:22s} {us:8.1f}" for name, us in pieces(parts, x, tries).items()]
+    lines += ["", "Validated first call, piece by piece (median host µs):"]
+    lines += [f"  {name:22s} {us:8.1f}" for name, us in pieces(parts, x, tries).items()]
     for name in ("validated", "unchecked"):
         lines += ["", f"===== cProfile, {name}, {tries} first calls", profiled(fns[name], new_matrix, tries)]
     return lines
+
+
+def large_cases(folder: Path, count: int) -> list:
+    """``count`` generated large matrices of 2M-20M nnz, each from another generator."""
+    chosen, generators = [], set()
+    for case in spmv_cases([folder], synthetic="large"):
+        generator = case.id.split("/")[1]
+        if case.source == "synthetic" and 2e6 <= case.extra["size"] <= 2e7 and generator not in generators:
+            chosen.append(case)
+            generators.add(generator)
+    return chosen[:count]
 
 
 def main() -> int:
@@ -148,13 +176,14 @@ def main() -> int:
     parser.add_argument("--matrices", type=Path, required=True)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--tries", type=int, default=TRIES)
+    parser.add_argument("--large", type=int, default=0, help="also this many generated large matrices")
     args = parser.parse_args()
     small = launch_bound_case(args.matrices)
     larger = next(c for c in spmv_cases([args.matrices]) if c.extra["size"] > 4 * VALIDATING_PRODUCT_MAX_NNZ)
     env = environment(torch.device("cuda"))
     lines = [f"First seer.dispatch SpMV calls, profiled, on {env['device']['name']}",
              provenance(env, " ".join(["python", *sys.argv]))]
-    for case in (small, larger):
+    for case in (small, larger, *large_cases(args.matrices, args.large)):
         lines += matrix_report(case, args.tries)
     text = "\n".join(lines) + "\n"
     args.out.mkdir(parents=True, exist_ok=True)
