@@ -33,7 +33,7 @@ from seer.kernels import spmv
 from seer.profiling import _least_of_rounds, relative_error
 from seer.sparse import as_csr
 
-VARIANTS = ("scalar_r128", "vector_g16", "vector_g64", "merge_c256", "merge_c512", "merge_c1024", "adaptive",
+VARIANTS = ("scalar_r128", "vector_g16", "vector_g64", "merge_c256", "merge_c512", "adaptive",
             "torch_csr")
 HOT = 65536  # columns packed by ``hot_first``: 256 KB of x, about one SM's L1
 # Each layout: (title, suffix of its timed columns); "kernel" layouts leave out the per-call x preparation

@@ -49,7 +49,7 @@ def gathered_if_free(csr: CsrMatrix) -> dict[str, float] | None:
 
 def hand_rule(features: dict) -> str:
     """The rule a person would write: tiny matrices by rows, big ones balanced by nnz."""
-    return "scalar_r128" if features["nnz"] < 10_000 else "merge_c1024"
+    return "scalar_r128" if features["nnz"] < 10_000 else "merge_c512"
 
 
 def _statistics(csr: CsrMatrix, sums: RowLengthSums) -> dict[str, float]:

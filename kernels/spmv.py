@@ -641,9 +641,11 @@ _register("diagonal_r128", _diagonal_variant(128, 4), {"kind": "diagonal", "rows
                                                        "num_warps": 4},
           "one lane per row, 128 rows per program; rows whose columns are the row plus the longest row's "
           "offsets (a stencil's or a band's diagonals) read no column indices")
-# Smaller chunks use fewer registers (ptxas, sm_90a: 32, 44 and 70 per thread for 256, 512 and
-# 1024 nonzeros on 4 warps), so more programs share an SM; 4096 on 8 warps won nowhere.
-for _chunk, _warps in ((256, 4), (512, 4), (1024, 4)):
+# Smaller chunks use fewer registers (ptxas, sm_90a: 32 and 44 per thread for 256 and 512
+# nonzeros on 4 warps, 70 for 1024), so more programs share an SM. 1024 (fastest on none of
+# either GPU's 437-453 inputs at any call count) and 4096 on 8 warps won nowhere and were dropped
+# (benchmarks/NOTES.md, SpMV 10 and 41).
+for _chunk, _warps in ((256, 4), (512, 4)):
     _register(f"merge_c{_chunk}", _merge_variant(_chunk, 32, _warps),
               {"kind": "merge", "chunk": _chunk, "bracket": 32, "num_warps": _warps},
               f"{_chunk} nonzeros per program whatever the rows; segmented scan, atomics at chunk edges")

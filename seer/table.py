@@ -237,6 +237,26 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
     return write_table(result.reset_index(), out, meta)
 
 
+def retire_variants(path: str | Path, variants: Sequence[str], command: str) -> list[str]:
+    """Remove the columns of ``variants`` (``time_ms``, ``call_us``, ``prepare_ms``) from the table
+    ``path`` in place, every other cell kept as written, and record it in the metadata under
+    ``retired_variants`` (``command``: how it was run). For a variant dropped from the op: a table
+    that still names it trains a model that names it, which dispatch would refuse. Returns the
+    columns removed; raises ProfileTableError, leaving the file alone, if a variant is not in it."""
+    path = Path(path)
+    table = read_table(path)
+    missing = [v for v in variants if v not in table.variants]
+    if missing:
+        raise ProfileTableError(f"{path} has no variant(s) {missing}; its variants: {list(table.variants)}")
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)  # cells as written: nothing re-formatted
+    columns = [c for v in variants for c in (TIME + v, CALL + v, PREPARE + v) if c in frame.columns]
+    kept = frame.drop(columns=columns)
+    ProfileTable.from_frame(pd.read_csv(path).drop(columns=columns), table.op, table.meta)  # must still read
+    retired = [*table.meta.get("retired_variants", []), {"variants": list(variants), "by": command}]
+    write_table(kept, path, {**table.meta, "retired_variants": retired})
+    return columns
+
+
 def _check_same_op_and_device(tables: Sequence[ProfileTable]) -> None:
     for table in tables[1:]:
         if table.op != tables[0].op:
@@ -380,3 +400,22 @@ def _groups(frame: pd.DataFrame) -> pd.Series:
     groups = frame["group"].astype(object)
     empty = groups.isna() | (groups.astype(str).str.strip() == "")
     return groups.where(~empty, ids).astype(str)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m seer.table retire TABLE... --variant NAME...``: see :func:`retire_variants`."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m seer.table")
+    parser.add_argument("action", choices=["retire"])
+    parser.add_argument("tables", nargs="+", type=Path, help="profile tables (CSV) to rewrite in place")
+    parser.add_argument("--variant", action="append", required=True, help="a variant to remove (repeatable)")
+    args = parser.parse_args(argv)
+    command = " ".join(["python -m seer.table", *(sys.argv[1:] if argv is None else argv)])
+    for table in args.tables:
+        print(f"{table}: removed {', '.join(retire_variants(table, args.variant, command))}")
+
+
+if __name__ == "__main__":
+    main()

@@ -254,7 +254,7 @@ def test_model_naming_unknown_variants_falls_back(spmv_model):
 def test_forced_variant_and_bad_requests():
     m = _matrix()
     x = torch.randn(m.shape[1])
-    _check(seer.dispatch("spmv", (_parts(m), x), variant="merge_c1024"), m, x)
+    _check(seer.dispatch("spmv", (_parts(m), x), variant="merge_c512"), m, x)
     with pytest.raises(InputError, match="no variant 'nope'"):
         seer.dispatch("spmv", (_parts(m), x), variant="nope")
     with pytest.raises(InputError, match="unknown op 'spmm'"):

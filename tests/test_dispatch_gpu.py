@@ -23,7 +23,7 @@ def _rel_error(y, m, x):
     return np.linalg.norm(y.double().cpu().numpy() - ref) / np.linalg.norm(ref)
 
 
-@pytest.mark.parametrize("variant", [None, "scalar_r128", "vector_g32", "merge_c1024", "adaptive"])
+@pytest.mark.parametrize("variant", [None, "scalar_r128", "vector_g32", "merge_c512", "adaptive"])
 def test_dispatch_replays_in_a_cuda_graph(variant):
     seer.clear_cache()
     m, parts = _matrix(5000, 4000, 0.002, 0)
@@ -77,7 +77,7 @@ def test_threads_share_the_cache_on_gpu():
 
 
 @pytest.mark.multigpu
-@pytest.mark.parametrize("variant", [None, "vector_g32", "merge_c1024", "cusparse_prepared"])
+@pytest.mark.parametrize("variant", [None, "vector_g32", "merge_c512", "cusparse_prepared"])
 @pytest.mark.parametrize("rows", [500, 5000])  # under and over the validating product's bounds
 def test_inputs_on_a_gpu_that_is_not_the_current_one(variant, rows):
     """seer makes the inputs' GPU current around its launches, as torch's ops do. Needs two GPUs:

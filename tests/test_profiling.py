@@ -24,7 +24,7 @@ def host_timer(monkeypatch):
 @pytest.fixture
 def few_variants(monkeypatch):
     variants = get_op("spmv").kernels.VARIANTS
-    keep = {name: variants[name] for name in ("scalar_r128", "vector_g8", "merge_c1024")}
+    keep = {name: variants[name] for name in ("scalar_r128", "vector_g8", "merge_c512")}
     monkeypatch.setattr(get_op("spmv").kernels, "VARIANTS", keep)
     return keep
 
@@ -95,11 +95,11 @@ def test_resuming_with_other_versions_warns(tmp_path, suitesparse_dir, host_time
 def test_preparation_is_timed_on_problems_that_have_not_seen_the_variant(suitesparse_dir, host_timer, few_variants,
                                                                        monkeypatch):
     bound = []
-    variant = few_variants["merge_c1024"]
-    monkeypatch.setitem(few_variants, "merge_c1024",
-                        Variant("merge_c1024", variant.run, bind=lambda csr: bound.append(csr) or variant.bind(csr)))
+    variant = few_variants["merge_c512"]
+    monkeypatch.setitem(few_variants, "merge_c512",
+                        Variant("merge_c512", variant.run, bind=lambda csr: bound.append(csr) or variant.bind(csr)))
     row = profiling.profile_case("spmv", _cases(suitesparse_dir, 1)[0], call_overhead=False)
-    assert row["prepare_ms:merge_c1024"] > 0
+    assert row["prepare_ms:merge_c512"] > 0
     assert len(bound) == profiling.PREPARE_TRIES and len({id(csr) for csr in bound}) == profiling.PREPARE_TRIES
 
 
@@ -111,12 +111,12 @@ def test_wrong_and_failing_variants_are_recorded_not_timed(tmp_path, suitesparse
         raise RuntimeError("launch failed")
 
     monkeypatch.setitem(few_variants, "vector_g8", Variant("vector_g8", wrong))
-    monkeypatch.setitem(few_variants, "merge_c1024", Variant("merge_c1024", broken))
+    monkeypatch.setitem(few_variants, "merge_c512", Variant("merge_c512", broken))
     logged = []
     row = profiling.profile_case("spmv", _cases(suitesparse_dir, 1)[0], call_overhead=False, log=logged.append)
     assert row["time_ms:scalar_r128"] > 0
-    assert pd.isna(row["time_ms:vector_g8"]) and pd.isna(row["time_ms:merge_c1024"])
-    assert any("WRONG vector_g8" in m for m in logged) and any("FAILED merge_c1024" in m for m in logged)
+    assert pd.isna(row["time_ms:vector_g8"]) and pd.isna(row["time_ms:merge_c512"])
+    assert any("WRONG vector_g8" in m for m in logged) and any("FAILED merge_c512" in m for m in logged)
 
 
 def test_relative_error_flags_nan():

@@ -16,7 +16,7 @@ STALE_MS = 1e6  # no pass over a small matrix takes a thousand seconds
 @pytest.fixture
 def table(tmp_path, suitesparse_dir, monkeypatch):
     variants = get_op("spmv").kernels.VARIANTS
-    monkeypatch.setattr(get_op("spmv").kernels, "VARIANTS", {n: variants[n] for n in ("scalar_r128", "merge_c1024")})
+    monkeypatch.setattr(get_op("spmv").kernels, "VARIANTS", {n: variants[n] for n in ("scalar_r128", "merge_c512")})
     monkeypatch.setattr(profiling, "time_ms", lambda fn, **_: profiling._median_wall_ms(fn, repeats=2))
     out = tmp_path / "spmv-test.csv"
     cases = spmv_cases([suitesparse_dir], max_nnz=2000, device="cpu")[:3]

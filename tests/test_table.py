@@ -8,7 +8,7 @@ import pytest
 from synthetic_profiles import planted_frame, planted_meta, toy_op, write_planted  # noqa: F401 (toy_op is a fixture)
 
 from seer.errors import ProfileTableError, SeerWarning
-from seer.table import ProfileTable, merge_tables, meta_path, read_table, table_sha256, write_table
+from seer.table import ProfileTable, merge_tables, meta_path, read_table, retire_variants, table_sha256, write_table
 
 pytestmark = pytest.mark.usefixtures("toy_op")
 
@@ -243,3 +243,33 @@ def test_merge_command_line(tmp_path, capsys):
     assert main(["merge", str(a), str(b), "--out", str(tmp_path / "m.csv")]) == 0
     assert "8 rows from 2 campaigns" in capsys.readouterr().out
     assert main(["merge", str(a), "--out", str(tmp_path / "m2.csv")]) == 2  # the error, said, not raised
+
+
+def test_retiring_a_variant_removes_its_columns_alone(tmp_path):
+    path = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    before = pd.read_csv(path, dtype=str, keep_default_na=False)
+    assert retire_variants(path, ["a"], "the command") == ["time_ms:a", "call_us:a"]
+    after = pd.read_csv(path, dtype=str, keep_default_na=False)
+    assert after.equals(before.drop(columns=["time_ms:a", "call_us:a"]))  # every other cell as written
+    table = read_table(path)
+    assert table.variants == ("b", "c")
+    assert table.meta["retired_variants"] == [{"variants": ["a"], "by": "the command"}]
+
+
+@pytest.mark.parametrize("variants, message", [(["z"], r"has no variant\(s\) \['z'\]"),
+                                               (["a", "b"], "at least two")])
+def test_retiring_refuses_unknown_variants_and_the_last_two(tmp_path, variants, message):
+    path = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    written = path.read_bytes(), meta_path(path).read_bytes()
+    with pytest.raises(ProfileTableError, match=message):
+        retire_variants(path, variants, "cmd")
+    assert (path.read_bytes(), meta_path(path).read_bytes()) == written
+
+
+def test_retire_command_line(tmp_path, capsys):
+    from seer.table import main
+
+    path = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    main(["retire", str(path), "--variant", "c"])
+    assert "removed time_ms:c" in capsys.readouterr().out
+    assert read_table(path).meta["retired_variants"][0]["by"] == f"python -m seer.table retire {path} --variant c"
