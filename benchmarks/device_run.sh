@@ -24,6 +24,11 @@ run_stage() {
     smoke) seer profile spmv --matrices .carry/suitesparse --limit 40 --out "$OUT/smoke.csv" ;;
     spmv-real) $profile spmv --matrices .carry/suitesparse --out "$table" --deadline "$budget" ;;
     spmv-large) $profile spmv --matrices .carry/suitesparse --synthetic large --out "$table" --deadline "$budget" ;;
+    # Inputs the suite gained since the device's campaign (NOTES SpMV 40): profiled into its first
+    # campaign table (which resumes), merged with the repeat of the real matrices, model retrained.
+    spmv-resume) first=datasets/profiles/spmv-$device-first.csv
+                 $profile spmv --matrices .carry/suitesparse --synthetic large --out "$first" --deadline "$budget" &&
+                 seer merge "$first" "datasets/profiles/spmv-$device-repeat.csv" --out "$table" && seer train "$table" ;;
     gemm) python3 benchmarks/gemm_profile.py --out "benchmarks/results/gemm-$device" --budget-s "$budget"
           cp "benchmarks/results/gemm-$device/gemm.csv" "datasets/profiles/gemm-$device.csv"
           cp "benchmarks/results/gemm-$device/gemm.meta.json" "datasets/profiles/gemm-$device.meta.json" ;;
@@ -72,5 +77,5 @@ for stage in "$@"; do
   tr '\r' '\n' <"$OUT/$stage.log" | grep -v '^\s*$' | grep -v '%|' | tail -n "${TAIL:-30}"
 done
 # One archive: $OUT returns at most 8 files. Unpack it over the repo here to keep the results.
-tar czf "$OUT/results.tgz" datasets/profiles benchmarks/results
+tar czf "$OUT/results.tgz" datasets/profiles models benchmarks/results
 ls -la "$OUT"

@@ -281,6 +281,7 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     shard = out if world == 1 else out.with_name(f"{out.stem}.rank{rank}{out.suffix}")
     # Resuming: inputs already in the merged table or in this rank's shard of an interrupted run.
     done = {str(i) for table in {out, shard} if table.exists() for i in pd.read_csv(table, usecols=["id"])["id"]}
+    rows_before = _row_count(out)
     todo = [c for i, c in enumerate(cases) if i % world == rank and c.id not in done]
     started = time.monotonic()
     log = _logger(progress)
@@ -301,12 +302,17 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
         torch.distributed.barrier()
         if rank == 0:
             _merge_shards(out, world)
-    if rank == 0:
+    # A run that added no row leaves the metadata alone: its date and commands say what was measured.
+    if rank == 0 and (_row_count(out) > rows_before or not meta_path(out).exists()):
         # What else the table's metadata says (notes, how its groups were defined) stays with it.
         meta = {**earlier, "op": op_name, **environment(device), "command": command,
                 "commands": [*earlier.get("commands", []), command], "world_size": world}
         meta_path(out).write_text(json.dumps(meta, indent=2) + "\n")
     return out
+
+
+def _row_count(table: Path) -> int:
+    return len(pd.read_csv(table, usecols=["id"])) if table.exists() else 0
 
 
 def _resumed_meta(out: Path, env: dict) -> dict:

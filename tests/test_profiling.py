@@ -74,6 +74,15 @@ def test_resuming_keeps_the_tables_other_metadata(tmp_path, suitesparse_dir, hos
     assert len(pd.read_csv(out)) == 2
 
 
+def test_a_run_that_adds_no_row_leaves_the_metadata_alone(tmp_path, suitesparse_dir, host_timer, few_variants):
+    out = tmp_path / "spmv-test.csv"
+    profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="first", progress=False)
+    meta_file = out.with_name("spmv-test.meta.json")
+    written = meta_file.read_bytes(), out.read_bytes()
+    profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="nothing left", progress=False)
+    assert (meta_file.read_bytes(), out.read_bytes()) == written
+
+
 def test_resuming_a_table_of_another_gpu_is_refused(tmp_path, suitesparse_dir, host_timer, few_variants):
     out = tmp_path / "spmv-test.csv"
     profiling.profile("spmv", _cases(suitesparse_dir, 1), out, command="first", progress=False)
