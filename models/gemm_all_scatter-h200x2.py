@@ -21,46 +21,46 @@ def choose_stage1_calls_1(f: dict) -> str:
                         return 'fused_sequential'  # 7 training inputs, mean regret 0.0%
                     else:
                         if f['rank_gflop'] <= 14.562623500823975:  # GEMM work per rank <= 14.6 GFLOP
-                            return 'bulk_torch'  # 1 training inputs, mean regret 0.0%
+                            return 'bulk_torch'  # 1 training input, mean regret 0.0%
                         else:
                             return 'fused_sequential'  # 3 training inputs, mean regret 0.0%
                 else:
                     if f['rank_gflop'] <= 26.977763175964355:  # GEMM work per rank <= 27 GFLOP
                         if f['m'] <= 512.0:  # M (rows of C) <= 512
-                            return 'fused_sequential'  # 1 training inputs, mean regret 0.0%
+                            return 'fused_sequential'  # 1 training input, mean regret 0.0%
                         else:
                             return 'bulk_torch'  # 2 training inputs, mean regret 0.0%
                     else:
-                        return 'fused_sequential'  # 1 training inputs, mean regret 0.0%
+                        return 'fused_sequential'  # 1 training input, mean regret 0.0%
             else:
                 if f['send_mb'] <= 4.587519884109497:  # data each rank sends <= 4.59 MB
-                    return 'fused_sequential'  # 1 training inputs, mean regret 0.0%
+                    return 'fused_sequential'  # 1 training input, mean regret 0.0%
                 else:
-                    return 'bulk_torch'  # 1 training inputs, mean regret 0.0%
+                    return 'bulk_torch'  # 1 training input, mean regret 0.0%
         else:
             if f['n'] <= 43008.0:  # N (columns of C) <= 43,008
                 return 'bulk_torch'  # 3 training inputs, mean regret 0.0%
             else:
-                return 'fused_sequential'  # 1 training inputs, mean regret 0.0%
+                return 'fused_sequential'  # 1 training input, mean regret 0.0%
     else:
         if f['rank_gflop'] <= 249.10810089111328:  # GEMM work per rank <= 249.1 GFLOP
             if f['compute_comm_ratio'] <= 2.8647152185440063:  # GEMM time / transfer time <= 2.86
                 if f['send_mb'] <= 13.369344234466553:  # data each rank sends <= 13.4 MB
                     if f['rank_gflop'] <= 41.87593078613281:  # GEMM work per rank <= 41.9 GFLOP
-                        return 'bulk_torch'  # 1 training inputs, mean regret 0.0%
+                        return 'bulk_torch'  # 1 training input, mean regret 0.0%
                     else:
                         if f['m'] <= 1792.0:  # M (rows of C) <= 1,792
                             if f['send_mb'] <= 10.813439846038818:  # data each rank sends <= 10.8 MB
-                                return 'bulk_torch'  # 1 training inputs, mean regret 0.0%
+                                return 'bulk_torch'  # 1 training input, mean regret 0.0%
                             else:
                                 return 'pipelined_torch'  # 2 training inputs, mean regret 0.0%
                         else:
-                            return 'fused_sequential'  # 1 training inputs, mean regret 0.0%
+                            return 'fused_sequential'  # 1 training input, mean regret 0.0%
                 else:
                     return 'pipelined_torch'  # 17 training inputs, mean regret 0.0%
             else:
                 if f['send_mb'] <= 9.175039768218994:  # data each rank sends <= 9.18 MB
-                    return 'bulk_torch'  # 1 training inputs, mean regret 0.0%
+                    return 'bulk_torch'  # 1 training input, mean regret 0.0%
                 else:
                     return 'pipelined_torch'  # 6 training inputs, mean regret 0.0%
         else:

@@ -51,17 +51,17 @@ def choose_stage1_calls_100(f: dict) -> str:
         else:
             if f['nnz'] <= 6024435.0:  # nnz <= 6,024,435
                 if f['mean_row'] <= 28.39747142791748:  # mean row length <= 28.4 nnz/row
-                    return 'gather'  # 0 training inputs, mean regret 0.0%
+                    return 'gather'  # no training input below the gate reaches it; its choice is the ungated tree's
                 else:
                     if f['mean_row'] <= 113.21887969970703:  # mean row length <= 113.2 nnz/row
-                        return 'cusparse_prepared'  # 0 training inputs, mean regret 0.0%
+                        return 'cusparse_prepared'  # no training input below the gate reaches it; its choice is the ungated tree's
                     else:
-                        return 'gather'  # 1 training inputs, mean regret 29.0%
+                        return 'gather'  # 1 training input, mean regret 29.0%
             else:
                 if f['mean_row'] <= 31.59184741973877:  # mean row length <= 31.6 nnz/row
-                    return 'gather'  # 0 training inputs, mean regret 0.0%
+                    return 'gather'  # no training input below the gate reaches it; its choice is the ungated tree's
                 else:
-                    return 'cusparse_prepared'  # 0 training inputs, mean regret 0.0%
+                    return 'cusparse_prepared'  # no training input below the gate reaches it; its choice is the ungated tree's
     else:
         return 'gather'  # 272 training inputs, mean regret 6.0%
 

@@ -50,11 +50,11 @@ def choose_stage2_calls_1(f: dict) -> str:
                 if f['row_max'] <= 8.5:  # longest row <= 8 nnz
                     if f['mean_row'] <= 1.5378788113594055:  # mean row length <= 1.54 nnz/row
                         if f['nnz'] <= 10.5:  # nnz <= 10
-                            return 'vector_g64'  # 1 training inputs, mean regret 0.0%
+                            return 'vector_g64'  # 1 training input, mean regret 0.0%
                         else:
                             if f['mean_row'] <= 0.8214285671710968:  # mean row length <= 0.821 nnz/row
                                 if f['rows'] <= 80.0:  # rows <= 80
-                                    return 'vector_g16'  # 1 training inputs, mean regret 0.0%
+                                    return 'vector_g16'  # 1 training input, mean regret 0.0%
                                 else:
                                     return 'scalar_r128'  # 2 training inputs, mean regret 0.0%
                             else:
@@ -83,7 +83,7 @@ def choose_stage2_calls_1(f: dict) -> str:
                                     return 'vector_g64'  # 2 training inputs, mean regret 0.0%
                             else:
                                 if f['row_std'] <= 1.4079712629318237:  # row-length std <= 1.41 nnz
-                                    return 'vector_g256'  # 1 training inputs, mean regret 0.0%
+                                    return 'vector_g256'  # 1 training input, mean regret 0.0%
                                 else:
                                     return 'vector_g64'  # 15 training inputs, mean regret 0.7%
                         else:
@@ -100,7 +100,7 @@ def choose_stage2_calls_1(f: dict) -> str:
                                 return 'vector_g64'  # 2 training inputs, mean regret 0.0%
                             else:
                                 if f['row_std'] <= 1.3048486113548279:  # row-length std <= 1.3 nnz
-                                    return 'vector_g256'  # 1 training inputs, mean regret 0.0%
+                                    return 'vector_g256'  # 1 training input, mean regret 0.0%
                                 else:
                                     return 'vector_g32'  # 3 training inputs, mean regret 0.8%
                         else:
@@ -108,30 +108,30 @@ def choose_stage2_calls_1(f: dict) -> str:
             else:
                 if f['cols'] <= 8221.5:  # columns <= 8,221
                     if f['row_max'] <= 8.5:  # longest row <= 8 nnz
-                        return 'vector_g16'  # 1 training inputs, mean regret 0.0%
+                        return 'vector_g16'  # 1 training input, mean regret 0.0%
                     else:
                         if f['row_max'] <= 16.5:  # longest row <= 16 nnz
-                            return 'vector_g32'  # 1 training inputs, mean regret 0.0%
+                            return 'vector_g32'  # 1 training input, mean regret 0.0%
                         else:
-                            return 'vector_g64'  # 1 training inputs, mean regret 0.0%
+                            return 'vector_g64'  # 1 training input, mean regret 0.0%
                 else:
                     if f['row_max'] <= 5.0:  # longest row <= 5 nnz
                         if f['mean_row'] <= 2.449331045150757:  # mean row length <= 2.45 nnz/row
-                            return 'scalar_r128'  # 1 training inputs, mean regret 0.0%
+                            return 'scalar_r128'  # 1 training input, mean regret 0.0%
                         else:
-                            return 'vector_g16'  # 1 training inputs, mean regret 0.0%
+                            return 'vector_g16'  # 1 training input, mean regret 0.0%
                     else:
                         if f['row_std'] <= 0.6958693265914917:  # row-length std <= 0.696 nnz
-                            return 'vector_g16'  # 1 training inputs, mean regret 0.0%
+                            return 'vector_g16'  # 1 training input, mean regret 0.0%
                         else:
-                            return 'vector_g32'  # 1 training inputs, mean regret 0.0%
+                            return 'vector_g32'  # 1 training input, mean regret 0.0%
         else:
             if f['row_max'] <= 53.5:  # longest row <= 53 nnz
                 if f['cols'] <= 8154.5:  # columns <= 8,154
                     if f['row_std'] <= 5.281313180923462:  # row-length std <= 5.28 nnz
                         if f['row_cv'] <= 0.36186961829662323:  # row-length CV <= 0.362
                             if f['row_max'] <= 23.5:  # longest row <= 23 nnz
-                                return 'vector_g256'  # 1 training inputs, mean regret 0.0%
+                                return 'vector_g256'  # 1 training input, mean regret 0.0%
                             else:
                                 return 'vector_g64'  # 2 training inputs, mean regret 0.0%
                         else:
@@ -139,27 +139,27 @@ def choose_stage2_calls_1(f: dict) -> str:
                                 if f['row_std'] <= 4.147517085075378:  # row-length std <= 4.15 nnz
                                     return 'vector_g32'  # 2 training inputs, mean regret 0.0%
                                 else:
-                                    return 'vector_g64'  # 1 training inputs, mean regret 0.0%
+                                    return 'vector_g64'  # 1 training input, mean regret 0.0%
                             else:
                                 if f['row_cv'] <= 0.7605300843715668:  # row-length CV <= 0.761
-                                    return 'vector_g32'  # 1 training inputs, mean regret 0.0%
+                                    return 'vector_g32'  # 1 training input, mean regret 0.0%
                                 else:
-                                    return 'vector_g64'  # 1 training inputs, mean regret 0.0%
+                                    return 'vector_g64'  # 1 training input, mean regret 0.0%
                     else:
                         if f['row_max'] <= 32.5:  # longest row <= 32 nnz
                             return 'vector_g64'  # 7 training inputs, mean regret 0.2%
                         else:
                             if f['skew'] <= 2.339790642261505:  # max/mean row length <= 2.34
-                                return 'vector_g256'  # 1 training inputs, mean regret 0.0%
+                                return 'vector_g256'  # 1 training input, mean regret 0.0%
                             else:
                                 return 'vector_g64'  # 8 training inputs, mean regret 0.6%
                 else:
-                    return 'vector_g32'  # 1 training inputs, mean regret 0.0%
+                    return 'vector_g32'  # 1 training input, mean regret 0.0%
             else:
                 if f['skew'] <= 24.330857276916504:  # max/mean row length <= 24.3
                     if f['row_max'] <= 77.5:  # longest row <= 77 nnz
                         if f['row_std'] <= 4.557526111602783:  # row-length std <= 4.56 nnz
-                            return 'vector_g256'  # 1 training inputs, mean regret 0.0%
+                            return 'vector_g256'  # 1 training input, mean regret 0.0%
                         else:
                             if f['mean_row'] <= 8.398298740386963:  # mean row length <= 8.4 nnz/row
                                 return 'vector_g256'  # 2 training inputs, mean regret 0.0%
@@ -176,17 +176,17 @@ def choose_stage2_calls_1(f: dict) -> str:
                     if f['nnz'] <= 9030303.0:  # nnz <= 9,030,303
                         if f['row_max'] <= 24.5:  # longest row <= 24 nnz
                             if f['rows'] <= 95996.0:  # rows <= 95,996
-                                return 'scalar_r128'  # 1 training inputs, mean regret 0.0%
+                                return 'scalar_r128'  # 1 training input, mean regret 0.0%
                             else:
-                                return 'vector_g8'  # 1 training inputs, mean regret 0.0%
+                                return 'vector_g8'  # 1 training input, mean regret 0.0%
                         else:
-                            return 'scalar_r128'  # 1 training inputs, mean regret 0.0%
+                            return 'scalar_r128'  # 1 training input, mean regret 0.0%
                     else:
                         if f['rows'] <= 5270328.0:  # rows <= 5,270,328
-                            return 'scalar_r128'  # 1 training inputs, mean regret 0.0%
+                            return 'scalar_r128'  # 1 training input, mean regret 0.0%
                         else:
                             if f['row_std'] <= 1.0369230210781097:  # row-length std <= 1.04 nnz
-                                return 'scalar_r128'  # 1 training inputs, mean regret 0.0%
+                                return 'scalar_r128'  # 1 training input, mean regret 0.0%
                             else:
                                 return 'cusparse_prepared'  # 3 training inputs, mean regret 0.0%
                 else:
@@ -199,7 +199,7 @@ def choose_stage2_calls_1(f: dict) -> str:
                         if f['mean_row'] <= 22.670339584350586:  # mean row length <= 22.7 nnz/row
                             if f['mean_row'] <= 16.133695125579834:  # mean row length <= 16.1 nnz/row
                                 if f['nnz'] <= 768574.5:  # nnz <= 768,574
-                                    return 'vector_g16'  # 1 training inputs, mean regret 0.0%
+                                    return 'vector_g16'  # 1 training input, mean regret 0.0%
                                 else:
                                     return 'scalar_r128'  # 4 training inputs, mean regret 0.4%
                             else:
@@ -210,26 +210,26 @@ def choose_stage2_calls_1(f: dict) -> str:
                     if f['row_cv'] <= 0.42323844134807587:  # row-length CV <= 0.423
                         if f['row_cv'] <= 0.22379278391599655:  # row-length CV <= 0.224
                             if f['cols'] <= 316141.5:  # columns <= 316,141
-                                return 'vector_g16'  # 1 training inputs, mean regret 0.0%
+                                return 'vector_g16'  # 1 training input, mean regret 0.0%
                             else:
                                 if f['row_max'] <= 34.0:  # longest row <= 34 nnz
                                     return 'vector_g8'  # 4 training inputs, mean regret 1.3%
                                 else:
-                                    return 'cusparse_prepared'  # 1 training inputs, mean regret 0.0%
+                                    return 'cusparse_prepared'  # 1 training input, mean regret 0.0%
                         else:
                             if f['nnz'] <= 37069174.0:  # nnz <= 37,069,174
                                 if f['row_cv'] <= 0.3582235723733902:  # row-length CV <= 0.358
                                     return 'scalar_r128'  # 4 training inputs, mean regret 0.7%
                                 else:
-                                    return 'cusparse_prepared'  # 1 training inputs, mean regret 0.0%
+                                    return 'cusparse_prepared'  # 1 training input, mean regret 0.0%
                             else:
                                 return 'cusparse_prepared'  # 2 training inputs, mean regret 0.0%
                     else:
                         if f['rows'] <= 440635.5:  # rows <= 440,635
-                            return 'vector_g8'  # 1 training inputs, mean regret 0.0%
+                            return 'vector_g8'  # 1 training input, mean regret 0.0%
                         else:
                             if f['row_max'] <= 34.5:  # longest row <= 34 nnz
-                                return 'scalar_r128'  # 1 training inputs, mean regret 0.0%
+                                return 'scalar_r128'  # 1 training input, mean regret 0.0%
                             else:
                                 if f['rows'] <= 2864674.0:  # rows <= 2,864,674
                                     return 'cusparse_prepared'  # 3 training inputs, mean regret 0.0%
@@ -244,14 +244,14 @@ def choose_stage2_calls_1(f: dict) -> str:
                                 if f['rows'] <= 14642.5:  # rows <= 14,642
                                     return 'vector_g64'  # 3 training inputs, mean regret 0.0%
                                 else:
-                                    return 'vector_g32'  # 1 training inputs, mean regret 0.0%
+                                    return 'vector_g32'  # 1 training input, mean regret 0.0%
                             else:
-                                return 'vector_g256'  # 1 training inputs, mean regret 0.0%
+                                return 'vector_g256'  # 1 training input, mean regret 0.0%
                         else:
                             if f['row_cv'] <= 0.48385368287563324:  # row-length CV <= 0.484
                                 return 'vector_g32'  # 3 training inputs, mean regret 2.7%
                             else:
-                                return 'vector_g64'  # 1 training inputs, mean regret 0.0%
+                                return 'vector_g64'  # 1 training input, mean regret 0.0%
                     else:
                         return 'vector_g256'  # 6 training inputs, mean regret 0.0%
                 else:
@@ -260,7 +260,7 @@ def choose_stage2_calls_1(f: dict) -> str:
                             if f['row_max'] <= 96.0:  # longest row <= 96 nnz
                                 return 'vector_g32'  # 3 training inputs, mean regret 0.0%
                             else:
-                                return 'vector_g16'  # 1 training inputs, mean regret 0.0%
+                                return 'vector_g16'  # 1 training input, mean regret 0.0%
                         else:
                             return 'cusparse_prepared'  # 11 training inputs, mean regret 0.2%
                     else:
@@ -274,25 +274,25 @@ def choose_stage2_calls_1(f: dict) -> str:
                                     return 'torch_csr'  # 3 training inputs, mean regret 0.5%
                         else:
                             if f['row_max'] <= 580.5:  # longest row <= 580 nnz
-                                return 'torch_csr'  # 1 training inputs, mean regret 0.0%
+                                return 'torch_csr'  # 1 training input, mean regret 0.0%
                             else:
                                 if f['row_max'] <= 1080.5:  # longest row <= 1,080 nnz
-                                    return 'torch_csr'  # 1 training inputs, mean regret 0.0%
+                                    return 'torch_csr'  # 1 training input, mean regret 0.0%
                                 else:
-                                    return 'cusparse_prepared'  # 1 training inputs, mean regret 0.0%
+                                    return 'cusparse_prepared'  # 1 training input, mean regret 0.0%
             else:
                 if f['row_std'] <= 7.1122283935546875:  # row-length std <= 7.11 nnz
                     if f['nnz'] <= 1700901.5:  # nnz <= 1,700,901
                         if f['skew'] <= 17.988311290740967:  # max/mean row length <= 18
-                            return 'vector_g16'  # 1 training inputs, mean regret 0.0%
+                            return 'vector_g16'  # 1 training input, mean regret 0.0%
                         else:
                             return 'scalar_r128'  # 2 training inputs, mean regret 0.0%
                     else:
                         if f['rows'] <= 947649.5:  # rows <= 947,649
                             if f['row_std'] <= 4.976189374923706:  # row-length std <= 4.98 nnz
-                                return 'scalar_r128'  # 1 training inputs, mean regret 0.0%
+                                return 'scalar_r128'  # 1 training input, mean regret 0.0%
                             else:
-                                return 'cusparse_prepared'  # 1 training inputs, mean regret 0.0%
+                                return 'cusparse_prepared'  # 1 training input, mean regret 0.0%
                         else:
                             return 'cusparse_prepared'  # 10 training inputs, mean regret 0.0%
                 else:
@@ -338,22 +338,22 @@ def choose_stage2_calls_10(f: dict) -> str:
                             if f['rows'] <= 4212.0:  # rows <= 4,212
                                 return 'scalar_r128'  # 8 training inputs, mean regret 0.3%
                             else:
-                                return 'vector_g16'  # 1 training inputs, mean regret 0.0%
+                                return 'vector_g16'  # 1 training input, mean regret 0.0%
                         else:
                             if f['rows'] <= 4270.5:  # rows <= 4,270
                                 return 'vector_g16'  # 14 training inputs, mean regret 1.0%
                             else:
                                 if f['row_std'] <= 1.6167539954185486:  # row-length std <= 1.62 nnz
-                                    return 'vector_g32'  # 1 training inputs, mean regret 0.0%
+                                    return 'vector_g32'  # 1 training input, mean regret 0.0%
                                 else:
-                                    return 'vector_g64'  # 1 training inputs, mean regret 0.0%
+                                    return 'vector_g64'  # 1 training input, mean regret 0.0%
                 else:
                     if f['row_max'] <= 34.0:  # longest row <= 34 nnz
                         if f['nnz'] <= 302.0:  # nnz <= 302
                             if f['nnz'] <= 246.5:  # nnz <= 246
-                                return 'vector_g32'  # 1 training inputs, mean regret 0.0%
+                                return 'vector_g32'  # 1 training input, mean regret 0.0%
                             else:
-                                return 'vector_g64'  # 1 training inputs, mean regret 0.0%
+                                return 'vector_g64'  # 1 training input, mean regret 0.0%
                         else:
                             if f['mean_row'] <= 16.430304527282715:  # mean row length <= 16.4 nnz/row
                                 return 'vector_g64'  # 8 training inputs, mean regret 0.8%
@@ -365,7 +365,7 @@ def choose_stage2_calls_10(f: dict) -> str:
                     else:
                         if f['row_std'] <= 9.155994892120361:  # row-length std <= 9.16 nnz
                             if f['nnz'] <= 1859.5:  # nnz <= 1,859
-                                return 'vector_g64'  # 1 training inputs, mean regret 0.0%
+                                return 'vector_g64'  # 1 training input, mean regret 0.0%
                             else:
                                 if f['row_max'] <= 36.0:  # longest row <= 36 nnz
                                     return 'vector_g64'  # 3 training inputs, mean regret 0.0%
@@ -373,52 +373,52 @@ def choose_stage2_calls_10(f: dict) -> str:
                                     return 'vector_g256'  # 2 training inputs, mean regret 0.0%
                         else:
                             if f['nnz'] <= 15419.5:  # nnz <= 15,419
-                                return 'vector_g256'  # 1 training inputs, mean regret 0.0%
+                                return 'vector_g256'  # 1 training input, mean regret 0.0%
                             else:
-                                return 'vector_g64'  # 1 training inputs, mean regret 0.0%
+                                return 'vector_g64'  # 1 training input, mean regret 0.0%
             else:
                 if f['rows'] <= 47306.0:  # rows <= 47,306
                     if f['row_max'] <= 19.5:  # longest row <= 19 nnz
                         if f['row_max'] <= 9.0:  # longest row <= 9 nnz
                             if f['cols'] <= 19669.5:  # columns <= 19,669
                                 if f['row_max'] <= 3.5:  # longest row <= 3 nnz
-                                    return 'scalar_r128'  # 1 training inputs, mean regret 0.0%
+                                    return 'scalar_r128'  # 1 training input, mean regret 0.0%
                                 else:
-                                    return 'vector_g16'  # 1 training inputs, mean regret 0.0%
+                                    return 'vector_g16'  # 1 training input, mean regret 0.0%
                             else:
-                                return 'vector_g16'  # 1 training inputs, mean regret 0.0%
+                                return 'vector_g16'  # 1 training input, mean regret 0.0%
                         else:
-                            return 'vector_g32'  # 1 training inputs, mean regret 0.0%
+                            return 'vector_g32'  # 1 training input, mean regret 0.0%
                     else:
                         if f['row_cv'] <= 0.8559122979640961:  # row-length CV <= 0.856
                             return 'vector_g16'  # 2 training inputs, mean regret 0.0%
                         else:
-                            return 'vector_g32'  # 1 training inputs, mean regret 0.0%
+                            return 'vector_g32'  # 1 training input, mean regret 0.0%
                 else:
                     if f['row_cv'] <= 0.4047674089670181:  # row-length CV <= 0.405
                         return 'scalar_r128'  # 3 training inputs, mean regret 0.0%
                     else:
-                        return 'vector_g16'  # 1 training inputs, mean regret 0.0%
+                        return 'vector_g16'  # 1 training input, mean regret 0.0%
         else:
             if f['row_cv'] <= 1.665678322315216:  # row-length CV <= 1.67
                 if f['mean_row'] <= 5.322120428085327:  # mean row length <= 5.32 nnz/row
-                    return 'vector_g16'  # 1 training inputs, mean regret 0.0%
+                    return 'vector_g16'  # 1 training input, mean regret 0.0%
                 else:
                     if f['mean_row'] <= 11.901590347290039:  # mean row length <= 11.9 nnz/row
                         if f['cols'] <= 156.5:  # columns <= 156
-                            return 'vector_g256'  # 1 training inputs, mean regret 0.0%
+                            return 'vector_g256'  # 1 training input, mean regret 0.0%
                         else:
                             if f['row_cv'] <= 0.6330911219120026:  # row-length CV <= 0.633
                                 return 'vector_g256'  # 2 training inputs, mean regret 0.0%
                             else:
                                 if f['skew'] <= 6.838215589523315:  # max/mean row length <= 6.84
-                                    return 'vector_g64'  # 1 training inputs, mean regret 0.0%
+                                    return 'vector_g64'  # 1 training input, mean regret 0.0%
                                 else:
                                     return 'vector_g256'  # 3 training inputs, mean regret 0.0%
                     else:
                         if f['nnz'] <= 187130.5:  # nnz <= 187,130
                             if f['row_max'] <= 63.0:  # longest row <= 63 nnz
-                                return 'vector_g64'  # 1 training inputs, mean regret 0.0%
+                                return 'vector_g64'  # 1 training input, mean regret 0.0%
                             else:
                                 return 'vector_g256'  # 5 training inputs, mean regret 0.0%
                         else:
@@ -431,21 +431,21 @@ def choose_stage2_calls_10(f: dict) -> str:
                         return 'vector_g256'  # 2 training inputs, mean regret 0.0%
                     else:
                         if f['rows'] <= 1730.0:  # rows <= 1,730
-                            return 'merge_c512'  # 1 training inputs, mean regret 0.0%
+                            return 'merge_c512'  # 1 training input, mean regret 0.0%
                         else:
-                            return 'vector_g256'  # 1 training inputs, mean regret 0.0%
+                            return 'vector_g256'  # 1 training input, mean regret 0.0%
     else:
         if f['row_max'] <= 206.5:  # longest row <= 206 nnz
             if f['row_max'] <= 21.0:  # longest row <= 21 nnz
                 if f['shifted_row_frac'] <= 0.00021112317335791886:  # share of sampled rows shifting the previous row by one column <= 0.000211
                     if f['rows'] <= 5270328.0:  # rows <= 5,270,328
-                        return 'scalar_r128'  # 1 training inputs, mean regret 0.0%
+                        return 'scalar_r128'  # 1 training input, mean regret 0.0%
                     else:
                         if f['nnz'] <= 33003330.0:  # nnz <= 33,003,330
-                            return 'cusparse_prepared'  # 1 training inputs, mean regret 0.0%
+                            return 'cusparse_prepared'  # 1 training input, mean regret 0.0%
                         else:
                             if f['row_std'] <= 1.0778899490833282:  # row-length std <= 1.08 nnz
-                                return 'scalar_r128'  # 1 training inputs, mean regret 0.0%
+                                return 'scalar_r128'  # 1 training input, mean regret 0.0%
                             else:
                                 return 'cusparse_prepared'  # 2 training inputs, mean regret 0.0%
                 else:
@@ -464,7 +464,7 @@ def choose_stage2_calls_10(f: dict) -> str:
                         else:
                             if f['mean_row'] <= 5.3783464431762695:  # mean row length <= 5.38 nnz/row
                                 if f['row_cv'] <= 0.5846280604600906:  # row-length CV <= 0.585
-                                    return 'scalar_r128'  # 1 training inputs, mean regret 0.0%
+                                    return 'scalar_r128'  # 1 training input, mean regret 0.0%
                                 else:
                                     return 'cusparse_prepared'  # 3 training inputs, mean regret 0.0%
                             else:
@@ -475,7 +475,7 @@ def choose_stage2_calls_10(f: dict) -> str:
                                 if f['skew'] <= 8.131441593170166:  # max/mean row length <= 8.13
                                     return 'scalar_r128'  # 7 training inputs, mean regret 0.6%
                                 else:
-                                    return 'vector_g16'  # 1 training inputs, mean regret 0.0%
+                                    return 'vector_g16'  # 1 training input, mean regret 0.0%
                             else:
                                 return 'cusparse_prepared'  # 2 training inputs, mean regret 0.0%
                         else:
@@ -489,13 +489,13 @@ def choose_stage2_calls_10(f: dict) -> str:
                                 return 'diagonal_r128'  # 2 training inputs, mean regret 0.0%
                             else:
                                 if f['shifted_row_frac'] <= 0.4422836368903518:  # share of sampled rows shifting the previous row by one column <= 0.442
-                                    return 'cusparse_prepared'  # 1 training inputs, mean regret 0.0%
+                                    return 'cusparse_prepared'  # 1 training input, mean regret 0.0%
                                 else:
                                     return 'diagonal_r128'  # 3 training inputs, mean regret 0.0%
                     else:
                         if f['cols'] <= 166929.5:  # columns <= 166,929
                             if f['cols'] <= 16896.0:  # columns <= 16,896
-                                return 'vector_g64'  # 1 training inputs, mean regret 0.0%
+                                return 'vector_g64'  # 1 training input, mean regret 0.0%
                             else:
                                 if f['nnz'] <= 3258423.0:  # nnz <= 3,258,423
                                     return 'vector_g16'  # 3 training inputs, mean regret 4.6%
@@ -513,13 +513,13 @@ def choose_stage2_calls_10(f: dict) -> str:
                             if f['row_max'] <= 2287.5:  # longest row <= 2,287 nnz
                                 return 'vector_g256'  # 5 training inputs, mean regret 0.4%
                             else:
-                                return 'cusparse_prepared'  # 1 training inputs, mean regret 0.0%
+                                return 'cusparse_prepared'  # 1 training input, mean regret 0.0%
                         else:
                             if f['skew'] <= 6.968454957008362:  # max/mean row length <= 6.97
                                 if f['row_cv'] <= 0.18507903069257736:  # row-length CV <= 0.185
                                     return 'cusparse_prepared'  # 4 training inputs, mean regret 1.3%
                                 else:
-                                    return 'vector_g32'  # 1 training inputs, mean regret 0.0%
+                                    return 'vector_g32'  # 1 training input, mean regret 0.0%
                             else:
                                 return 'cusparse_prepared'  # 4 training inputs, mean regret 2.4%
                     else:
@@ -556,9 +556,9 @@ def choose_stage2_calls_100(f: dict) -> str:
                         return 'vector_g256'  # 7 training inputs, mean regret 2.4%
                 else:
                     if f['nnz'] <= 105491.0:  # nnz <= 105,491
-                        return 'vector_g32'  # 1 training inputs, mean regret 0.0%
+                        return 'vector_g32'  # 1 training input, mean regret 0.0%
                     else:
-                        return 'vector_g16'  # 1 training inputs, mean regret 0.0%
+                        return 'vector_g16'  # 1 training input, mean regret 0.0%
             else:
                 return 'vector_g256'  # 23 training inputs, mean regret 0.7%
     else:

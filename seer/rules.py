@@ -122,10 +122,15 @@ def _calls_range(first: int | None, following: int | None) -> str:
 
 
 def _leaf_text(tree: Tree, node: int) -> tuple[str, str]:
-    """(what the leaf chooses, its training inputs and mean regret)."""
+    """(what the leaf chooses, its training inputs and mean regret). Under a stage-1 gate, a leaf
+    of the tree below it may hold no training input: its choice was learned from inputs the gate
+    now sends to stage 2, and its mean regret is not known."""
     name = tree.labels[tree.label[node]]
     choice = f"{GATHER} features, then stage 2" if name == GATHER else name
-    return choice, f"{tree.n_samples[node]:,} training inputs, mean regret {tree.mean_regret[node]:.1%}"
+    if tree.n_samples[node] == 0:
+        return choice, "no training input below the gate reaches it; its choice is the ungated tree's"
+    inputs = f"{tree.n_samples[node]:,} training input" + ("s" if tree.n_samples[node] != 1 else "")
+    return choice, f"{inputs}, mean regret {tree.mean_regret[node]:.1%}"
 
 
 def _walk(tree: Tree, info: dict[str, Feature], ascii_only: bool, visit: Callable, node: int = 0, depth: int = 0) -> None:
