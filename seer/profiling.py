@@ -325,7 +325,7 @@ def _resumed_meta(out: Path, env: dict) -> dict:
     try:
         earlier = json.loads(meta_file.read_text())
     except json.JSONDecodeError as error:
-        raise ProfileTableError(f"{meta_file} is not valid JSON ({error}); fix or remove it before resuming {out}")
+        raise ProfileTableError(f"{meta_file} is not valid JSON ({error}); fix or remove it before resuming {out}") from None
     measured_on = (earlier.get("device") or {}).get("name")
     if measured_on != env["device"]["name"]:
         raise ProfileTableError(f"{out} was measured on {measured_on!r}, this run is on {env['device']['name']!r}: "
