@@ -325,7 +325,8 @@ def _resumed_meta(out: Path, env: dict) -> dict:
     try:
         earlier = json.loads(meta_file.read_text())
     except json.JSONDecodeError as error:
-        raise ProfileTableError(f"{meta_file} is not valid JSON ({error}); fix or remove it before resuming {out}") from None
+        raise ProfileTableError(
+            f"{meta_file} is not valid JSON ({error}); fix or remove it before resuming {out}") from None
     measured_on = (earlier.get("device") or {}).get("name")
     if measured_on != env["device"]["name"]:
         raise ProfileTableError(f"{out} was measured on {measured_on!r}, this run is on {env['device']['name']!r}: "
@@ -333,8 +334,9 @@ def _resumed_meta(out: Path, env: dict) -> dict:
     changed = {name: (then, env["versions"].get(name)) for name, then in (earlier.get("versions") or {}).items()
                if name in ("torch", "triton", "seer") and then != env["versions"].get(name)}
     if changed:
-        warnings.warn(f"resuming {out}, measured with " + ", ".join(f"{n} {a} (now {b})" for n, (a, b) in changed.items())
-                      + ": its rows and the new ones may not be comparable", SeerWarning, stacklevel=3)
+        versions = ", ".join(f"{name} {then} (now {now})" for name, (then, now) in changed.items())
+        warnings.warn(f"resuming {out}, measured with {versions}: its rows and the new ones may not be comparable",
+                      SeerWarning, stacklevel=3)
     return earlier
 
 

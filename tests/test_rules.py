@@ -59,8 +59,9 @@ def test_a_leaf_no_training_input_reaches_under_a_gate_says_so():
     costs = np.array([[1.0, 2.0, 9.0], [1.0, 3.0, 9.0], [2.0, 1.0, 1.1], [3.0, 1.0, 1.2]])
     below = Tree(("nnz",), ("a", "b", GATHER), (0, -1, -1), (100.0, None, None), (1, -1, -1), (2, -1, -1),
                  (-1, 0, 1), (4, 2, 2), (0.0, 0.0, 0.0))
-    model = SelectorModel("mystery", ("a", "b"), ("nnz",), ("row_cv",), {1: below.gated("nnz", 300.0, GATHER, X, costs)},
-                          {1: Tree(("nnz", "row_cv"), ("a", "b"), (-1,), (None,), (-1,), (-1,), (0,), (4,), (0.0,))})
+    stage2 = Tree(("nnz", "row_cv"), ("a", "b"), (-1,), (None,), (-1,), (-1,), (0,), (4,), (0.0,))
+    model = SelectorModel("mystery", ("a", "b"), ("nnz",), ("row_cv",),
+                          {1: below.gated("nnz", 300.0, GATHER, X, costs)}, {1: stage2})
     text = rules.to_text(model)
     assert "-> b  (no training input below the gate reaches it; its choice is the ungated tree's)" in text
     assert "-> a  (2 training inputs, mean regret 0.0%)" in text
