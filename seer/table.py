@@ -241,9 +241,10 @@ def retire_variants(path: str | Path, variants: Sequence[str], command: str) -> 
     """Remove the columns of ``variants`` (``time_ms``, ``call_us``, ``prepare_ms``) from the table
     ``path`` in place, every other cell kept as written, and record it in the metadata under
     ``retired_variants`` (``command``: how it was run). For a variant dropped from the op: a table
-    that still names it trains a model that names it, which dispatch would refuse. Returns the
-    columns removed; raises ProfileTableError, leaving the file alone, if a variant is not in it."""
-    path = Path(path)
+    that still names it trains a model that names it, which dispatch sets aside for the hand rule
+    (with a warning). Returns the columns removed; raises ProfileTableError, leaving the file
+    alone, if a variant is not in it."""
+    path, variants = Path(path), list(dict.fromkeys(variants))
     table = read_table(path)
     missing = [v for v in variants if v not in table.variants]
     if missing:
@@ -252,7 +253,7 @@ def retire_variants(path: str | Path, variants: Sequence[str], command: str) -> 
     columns = [c for v in variants for c in (TIME + v, CALL + v, PREPARE + v) if c in frame.columns]
     kept = frame.drop(columns=columns)
     ProfileTable.from_frame(pd.read_csv(path).drop(columns=columns), table.op, table.meta)  # must still read
-    retired = [*table.meta.get("retired_variants", []), {"variants": list(variants), "by": command}]
+    retired = [*table.meta.get("retired_variants", []), {"variants": variants, "by": command}]
     write_table(kept, path, {**table.meta, "retired_variants": retired})
     return columns
 

@@ -273,3 +273,9 @@ def test_retire_command_line(tmp_path, capsys):
     main(["retire", str(path), "--variant", "c"])
     assert "removed time_ms:c" in capsys.readouterr().out
     assert read_table(path).meta["retired_variants"][0]["by"] == f"python -m seer.table retire {path} --variant c"
+
+
+def test_a_variant_named_twice_is_retired_once(tmp_path):
+    path = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    assert retire_variants(path, ["a", "a"], "cmd") == ["time_ms:a", "call_us:a"]
+    assert read_table(path).meta["retired_variants"] == [{"variants": ["a"], "by": "cmd"}]
