@@ -66,16 +66,17 @@ def validation_costs(table, path: Path) -> tuple[np.ndarray, list[str]]:
     noise, not the statistics. An input the file lacks (profiled after it) is charged its band's
     mean all the same, from the table's nnz; one whose band the file has not measured, the table's
     whole gather_ms."""
+    def bands(nnz) -> np.ndarray:
+        return np.digitize(np.asarray(nnz, dtype=float), [lo for lo, _ in NNZ_BANDS[1:]])
+
     rows = json.loads(path.read_text())["rows"]
-    nnz = np.array([r["nnz"] for r in rows], dtype=float)
     added_us = np.array([r["stats_us"] for r in rows])
-    band_of = np.digitize(nnz, [lo for lo, _ in NNZ_BANDS[1:]])
+    band_of = bands([r["nnz"] for r in rows])
     band_us = {b: max(float(added_us[band_of == b].mean()), 0.0) for b in set(band_of.tolist())}
     charged = {r["id"]: band_us[b] for r, b in zip(rows, band_of.tolist())}
     costs = np.array([charged.get(i, np.nan) for i in table.ids]) / 1e3
     absent = np.isnan(costs)
-    table_bands = np.digitize(table.frame["nnz"].to_numpy(dtype=float), [lo for lo, _ in NNZ_BANDS[1:]])
-    costs[absent] = [band_us.get(b, np.nan) / 1e3 for b in table_bands[absent]]
+    costs[absent] = [band_us.get(b, np.nan) / 1e3 for b in bands(table.frame["nnz"])[absent]]
     unmeasured = np.isnan(costs)
     costs[unmeasured] = table.gather_ms[unmeasured]
     labels = [nnz_band_label(lo, hi) for lo, hi in NNZ_BANDS]

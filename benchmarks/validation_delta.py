@@ -33,13 +33,19 @@ CHARGES = {"stats": "stats_us", "kernel": "kernel_us"}
 PAIRED_COLUMNS = ("before_us", "validate_us", "plain_us", "gather_us", "kernel_us", "plain_kernel_us", "stats_us")
 
 
-def paired(new: dict, old: dict) -> dict:
-    """Per column: the median over the inputs both runs measured in ``old`` and in ``new``, and the
-    median of the differences input by input (new minus old)."""
+def _shared(new: dict, old: dict) -> list[tuple[dict, dict]]:
+    """(new row, old row) of each input both runs measured, in ``new``'s order."""
     before = {row["id"]: row for row in old["rows"]}
     shared = [(row, before[row["id"]]) for row in new["rows"] if row["id"] in before]
     if not shared:
         raise SystemExit("the two runs share no input: compare runs of the same campaign")
+    return shared
+
+
+def paired(new: dict, old: dict) -> dict:
+    """Per column: the median over the inputs both runs measured in ``old`` and in ``new``, and the
+    median of the differences input by input (new minus old)."""
+    shared = _shared(new, old)
     columns = {c: {"old": float(np.median([o[c] for _, o in shared])), "new": float(np.median([n[c] for n, _ in shared])),
                    "difference": float(np.median([n[c] - o[c] for n, o in shared]))} for c in PAIRED_COLUMNS}
     return {"inputs": len(shared), "columns": columns, "command": " ".join(["python", *sys.argv]),
@@ -58,10 +64,7 @@ def delta(new: dict, old: dict, charge: str = "stats") -> dict:
     """``new`` restricted to the inputs ``old`` measured too, its ``stats_us`` replaced by the
     difference of the two runs' ``stats_us`` (``charge="stats"``) or ``kernel_us`` ("kernel")."""
     column = CHARGES[charge]
-    before = {row["id"]: row[column] for row in old["rows"]}
-    rows = [{**row, "stats_us": row[column] - before[row["id"]]} for row in new["rows"] if row["id"] in before]
-    if not rows:
-        raise SystemExit("the two runs share no input: compare runs of the same campaign")
+    rows = [{**row, "stats_us": row[column] - earlier[column]} for row, earlier in _shared(new, old)]
     return {**new, "summary": summary(rows), "rows": rows,
             "command": " ".join(["python", *sys.argv]), "runs": {"new": new["command"], "old": old["command"]}}
 

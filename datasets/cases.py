@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
 
 from seer.profiling import Case
@@ -61,7 +60,7 @@ def regroup_spmv_table(path: Path, folders: list[Path], command: str) -> list[st
     Returns the groups that changed, as "old -> new" lines. Raises InputError if an input of the
     table is not among those cases."""
     from seer.errors import InputError
-    from seer.table import read_table, write_table
+    from seer.table import read_cells, read_table, write_table
 
     table = read_table(path, "spmv")
     group_of = {case.id: case.group for case in spmv_cases(folders, synthetic="large")}
@@ -69,7 +68,7 @@ def regroup_spmv_table(path: Path, folders: list[Path], command: str) -> list[st
     if unknown:
         raise InputError(f"{path}: {len(unknown)} inputs are not among the cases of {folders} "
                          f"(first: {unknown[:3]}); point --matrices at the folder the table was profiled from")
-    frame = pd.read_csv(path, dtype={"id": str, "group": str, "source": str}, keep_default_na=False)
+    frame = read_cells(path)
     new = frame["id"].map(group_of)
     changes = sorted({f"{old} -> {to}" for old, to in zip(frame["group"], new) if old != to})
     if not changes and table.meta.get("groups", {}).get("definition") == GROUPS:

@@ -237,6 +237,12 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
     return write_table(result.reset_index(), out, meta)
 
 
+def read_cells(path: str | Path) -> pd.DataFrame:
+    """The table's cells as written (strings, empty cells kept empty), for a rewrite in place that
+    changes some columns and re-formats none of the others."""
+    return pd.read_csv(path, dtype=str, keep_default_na=False)
+
+
 def retire_variants(path: str | Path, variants: Sequence[str], command: str) -> list[str]:
     """Remove the columns of ``variants`` (``time_ms``, ``call_us``, ``prepare_ms``) from the table
     ``path`` in place, every other cell kept as written, and record it in the metadata under
@@ -249,7 +255,7 @@ def retire_variants(path: str | Path, variants: Sequence[str], command: str) -> 
     missing = [v for v in variants if v not in table.variants]
     if missing:
         raise ProfileTableError(f"{path} has no variant(s) {missing}; its variants: {list(table.variants)}")
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)  # cells as written: nothing re-formatted
+    frame = read_cells(path)
     columns = [c for v in variants for c in (TIME + v, CALL + v, PREPARE + v) if c in frame.columns]
     kept = frame.drop(columns=columns)
     ProfileTable.from_frame(pd.read_csv(path).drop(columns=columns), table.op, table.meta)  # must still read
