@@ -35,7 +35,7 @@ import torch
 from seer.datasets.cases import spmv_cases
 from seer.profiling import _Prefetched, gather_ms, preparation_columns
 from seer.registry import get_op
-from seer.table import meta_path
+from seer.table import meta_path, read_frame
 
 
 def preparation(case, loaded) -> dict[str, float]:
@@ -59,8 +59,8 @@ def main() -> int:
     parser.add_argument("--deadline", type=float, default=500, help="seconds; stops between inputs")
     args = parser.parse_args()
     measure, marker = (gathering, "remeasured_gather") if args.gather else (preparation, "remeasured_preparation")
-    # round_trip: every cell it does not re-measure is written back to the last bit
-    frame = pd.read_csv(args.table, dtype={"id": str, "group": str, "source": str}, float_precision="round_trip")
+    # read_frame: every cell it does not re-measure is written back to the last bit
+    frame = read_frame(args.table, dtype={"id": str, "group": str, "source": str})
     if marker not in frame:
         frame[marker] = False
     todo = set(frame.loc[~frame[marker].astype(bool), "id"])

@@ -27,7 +27,7 @@ import torch
 
 from seer.errors import ProfileTableError, SeerError, SeerWarning
 from seer.registry import get_op
-from seer.table import PREPARE, meta_path
+from seer.table import PREPARE, meta_path, read_frame
 
 # A variant whose result differs from the float64 reference by more than this (relative
 # 2-norm) is recorded as failed (NaN time) rather than timed.
@@ -403,7 +403,7 @@ def _append_row(path: Path, row: dict) -> None:
         header = pd.read_csv(path, nrows=0).columns.tolist()
         frame = frame.reindex(columns=header + [c for c in frame.columns if c not in header])
         if list(frame.columns) != header:  # a new column appeared: rewrite with the wider header
-            pd.concat([pd.read_csv(path), frame], ignore_index=True).to_csv(path, index=False)
+            pd.concat([read_frame(path), frame], ignore_index=True).to_csv(path, index=False)
             return
         frame.to_csv(path, mode="a", header=False, index=False)
     else:
@@ -413,8 +413,8 @@ def _append_row(path: Path, row: dict) -> None:
 
 def _merge_shards(out: Path, world: int) -> None:
     shards = [out.with_name(f"{out.stem}.rank{r}{out.suffix}") for r in range(world)]
-    frames = [pd.read_csv(out)] if out.exists() else []
-    frames += [pd.read_csv(s) for s in shards if s.exists()]
+    frames = [read_frame(out)] if out.exists() else []
+    frames += [read_frame(s) for s in shards if s.exists()]
     merged = pd.concat(frames, ignore_index=True).drop_duplicates("id", keep="last")
     merged.to_csv(out, index=False)
     for s in shards:

@@ -183,7 +183,7 @@ def read_table(path: str | Path, op: str | None = None) -> ProfileTable:
     elif meta.get("op", op) != op:
         raise ProfileTableError(f"{path} was profiled for op {meta['op']!r}, not {op!r}")
     try:
-        frame = pd.read_csv(path, dtype={"id": str, "group": str, "source": str})
+        frame = read_frame(path, dtype={"id": str, "group": str, "source": str})
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
         raise ProfileTableError(f"{path} is not a readable CSV: {error}") from None
     try:
@@ -237,6 +237,16 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
     return write_table(result.reset_index(), out, meta)
 
 
+# pandas 2 parses a float to within an ulp of what was written unless asked for a round trip, and a
+# merge or a rewrite then keeps the error; pandas 3 parses exactly and deprecates the argument.
+_EXACT_FLOATS = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+
+
+def read_frame(path: str | Path, **options) -> pd.DataFrame:
+    """A table's CSV with every float as written, to the bit, on any pandas this package supports."""
+    return pd.read_csv(path, **_EXACT_FLOATS, **options)
+
+
 def read_cells(path: str | Path) -> pd.DataFrame:
     """The table's cells as written (strings, empty cells kept empty), for a rewrite in place that
     changes some columns and re-formats none of the others."""
@@ -258,7 +268,7 @@ def retire_variants(path: str | Path, variants: Sequence[str], command: str) -> 
     frame = read_cells(path)
     columns = [c for v in variants for c in (TIME + v, CALL + v, PREPARE + v) if c in frame.columns]
     kept = frame.drop(columns=columns)
-    ProfileTable.from_frame(pd.read_csv(path).drop(columns=columns), table.op, table.meta)  # must still read
+    ProfileTable.from_frame(read_frame(path).drop(columns=columns), table.op, table.meta)  # must still read
     retired = [*table.meta.get("retired_variants", []), {"variants": variants, "by": command}]
     write_table(kept, path, {**table.meta, "retired_variants": retired})
     return columns

@@ -9,6 +9,7 @@ from conftest import load_benchmark
 from seer import profiling
 from seer.datasets.cases import spmv_cases
 from seer.registry import get_op
+from seer.table import read_frame
 
 STALE_MS = 1e6  # no pass over a small matrix takes a thousand seconds
 
@@ -36,11 +37,11 @@ def _run(script, table, suitesparse_dir, monkeypatch, *extra):
 
 def test_gather_is_remeasured_and_nothing_else(table, suitesparse_dir, monkeypatch):
     script = load_benchmark("spmv_preparation")
-    before = pd.read_csv(table, float_precision="round_trip")
+    before = read_frame(table)
     after = _run(script, table, suitesparse_dir, monkeypatch, "--gather")
     assert ((after["gather_ms"] > 0) & (after["gather_ms"] < STALE_MS)).all()
     assert "remeasured_gather" not in after  # every row done: the marker is dropped
-    after = pd.read_csv(table, float_precision="round_trip")  # to the last bit: trees break ties on them
+    after = read_frame(table)  # to the last bit: trees break ties on them
     pd.testing.assert_frame_equal(after.drop(columns="gather_ms"), before.drop(columns="gather_ms"), check_exact=True)
 
 
@@ -64,9 +65,9 @@ def test_a_run_past_its_deadline_keeps_the_marker_for_the_next(table, suitespars
 def test_gather_adds_a_feature_column_the_table_lacks(table, suitesparse_dir, monkeypatch):
     # A table profiled before a gathered feature existed gets its column, as profiling writes it.
     script = load_benchmark("spmv_preparation")
-    profiled = pd.read_csv(table, float_precision="round_trip")
+    profiled = read_frame(table)
     profiled.drop(columns="shifted_row_frac").to_csv(table, index=False)
     _run(script, table, suitesparse_dir, monkeypatch, "--gather")
-    after = pd.read_csv(table, float_precision="round_trip")
+    after = read_frame(table)
     assert after["shifted_row_frac"].tolist() == profiled["shifted_row_frac"].tolist()
     assert profiled["shifted_row_frac"].notna().all()
