@@ -6,9 +6,10 @@ import importlib
 import os
 import shlex
 import sys
+import warnings
 from pathlib import Path
 
-from seer.errors import SeerError
+from seer.errors import SeerError, SeerWarning
 
 # The installed subpackages, wherever pip put them (editable or not).
 PROFILES = Path(importlib.import_module("seer.datasets").__file__).parent / "profiles"
@@ -22,11 +23,27 @@ def main(argv: list[str] | None = None) -> int:
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # started by torchrun: say so, or the command does not reproduce
         command = f"torchrun --nproc-per-node {os.environ.get('LOCAL_WORLD_SIZE', os.environ['WORLD_SIZE'])} -m seer.cli" \
                   + command.removeprefix("seer")
-    try:
-        return args.run(args, command) or 0
-    except SeerError as error:
-        print(f"seer {args.command}: error: {error}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings():
+        warnings.showwarning = _plain_warnings(args.command)
+        try:
+            return args.run(args, command) or 0
+        except SeerError as error:
+            print(f"seer {args.command}: error: {error}", file=sys.stderr)
+            return 2
+
+
+def _plain_warnings(command: str):
+    """seer's own warnings as one line each on stderr, as its errors are: the source line a
+    library warning names is the console script's, which tells a user of the command nothing."""
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, SeerWarning):
+            print(f"seer {command}: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    return show
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -10,11 +10,10 @@ once and falls back to ``Tensor.copy_`` (right, but on the SMs).
 from __future__ import annotations
 
 import ctypes
-import warnings
 
 import torch
 
-from seer.errors import InputError, SeerError, SeerWarning
+from seer.errors import InputError, SeerError, warn
 from seer.native import loaded_library
 
 _DEVICE_TO_DEVICE = 3  # cudaMemcpyKind
@@ -51,8 +50,8 @@ def _runtime_copy():
         torch.cuda.init()  # loads the runtime
         path = loaded_library("libcudart.so")
         if path is None:
-            warnings.warn("seer could not find the CUDA runtime library torch loaded: column-block copies "
-                          "run on the SMs (Tensor.copy_) instead of the copy engines", SeerWarning, stacklevel=3)
+            warn("seer could not find the CUDA runtime library torch loaded: column-block copies "
+                 "run on the SMs (Tensor.copy_) instead of the copy engines")
             _memcpy_2d = False
         else:
             function = ctypes.CDLL(path).cudaMemcpy2DAsync

@@ -15,7 +15,6 @@ import importlib
 import inspect
 import os
 import threading
-import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from seer.errors import InputError, ModelError, SeerWarning
+from seer.errors import InputError, ModelError, warn
 from seer.launch import INTERPRETING, on_device, several_gpus
 from seer.registry import Op, get_op
 
@@ -358,7 +357,7 @@ def _model_token(model):
 def _warn_once(message: str) -> None:
     if message not in _warned:
         _warned.add(message)
-        warnings.warn(message, SeerWarning, stacklevel=4)
+        warn(message)
 
 
 # ------------------------------------------------------------------------------ devices

@@ -1,4 +1,9 @@
 """Exceptions seer raises. Each names the problem and, where there is one, the fix."""
+import sys
+import warnings
+from pathlib import Path
+
+_PACKAGE = str(Path(__file__).resolve().parent)
 
 
 class SeerError(Exception):
@@ -19,3 +24,12 @@ class ProfileTableError(SeerError, ValueError):
 
 class SeerWarning(UserWarning):
     """A documented fallback was taken (foreign model, dropped profile rows, ...)."""
+
+
+def warn(message: str, category: type[Warning] = SeerWarning) -> None:
+    """Warn at the first frame outside seer, so that the warning names the caller's line (a
+    ``stacklevel`` counted by hand points into seer wherever a path adds or drops a call)."""
+    frame, level = sys._getframe(0), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)

@@ -15,7 +15,6 @@ import json
 import os
 import platform
 import time
-import warnings
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from seer.errors import ProfileTableError, SeerError, SeerWarning
+from seer.errors import ProfileTableError, SeerError, warn
 from seer.registry import get_op
 from seer.table import PREPARE, meta_path, read_frame
 
@@ -335,8 +334,7 @@ def _resumed_meta(out: Path, env: dict) -> dict:
                if name in ("torch", "triton", "seer") and then != env["versions"].get(name)}
     if changed:
         versions = ", ".join(f"{name} {then} (now {now})" for name, (then, now) in changed.items())
-        warnings.warn(f"resuming {out}, measured with {versions}: its rows and the new ones may not be comparable",
-                      SeerWarning, stacklevel=3)
+        warn(f"resuming {out}, measured with {versions}: its rows and the new ones may not be comparable")
     return earlier
 
 

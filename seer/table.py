@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -64,7 +63,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from seer.errors import ProfileTableError, SeerWarning
+from seer.errors import ProfileTableError, warn
 from seer.model import GATHER, op_feature_module
 
 TIME = "time_ms:"
@@ -398,12 +397,8 @@ def _drop_failed_rows(frame: pd.DataFrame, time_columns: list[str]) -> pd.DataFr
     dropped = failed.any(axis=1)
     if dropped.any():
         per_column = ", ".join(f"{c}: {n}" for c, n in zip(time_columns, failed.sum(axis=0)) if n)
-        warnings.warn(
-            f"dropped {int(dropped.sum())} of {len(frame)} rows with a missing, NaN, infinite, zero "
-            f"or negative time ({per_column})",
-            SeerWarning,
-            stacklevel=4,
-        )
+        warn(f"dropped {int(dropped.sum())} of {len(frame)} rows with a missing, NaN, infinite, zero "
+             f"or negative time ({per_column})")
     kept = frame[~dropped].reset_index(drop=True)
     if kept.empty:
         raise ProfileTableError("no rows left after dropping rows with failed time measurements")

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import math
 import platform
-import warnings
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -55,7 +54,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GroupKFold
 from sklearn.tree import DecisionTreeRegressor
 
-from seer.errors import ProfileTableError, SeerWarning
+from seer.errors import ProfileTableError, warn
 from seer.model import GATHER, SelectorModel, nearest_calls, op_feature_module
 from seer.table import ProfileTable, read_table, table_sha256
 from seer.tree import Tree, log_regret, node_choices
@@ -101,7 +100,7 @@ class _Data:
             raise ProfileTableError(f"the table lacks feature column(s) {missing} that the selector was fitted on")
         gather_ms = table.gather_ms
         if gathered and gather_ms is None:
-            warnings.warn("the table has no gather_ms column: gathering is treated as free", SeerWarning, stacklevel=3)
+            warn("the table has no gather_ms column: gathering is treated as free")
         return cls(
             known=table.features(known),
             full=table.features([*known, *gathered]) if gathered else None,
@@ -159,7 +158,7 @@ class TwoStageSelector:
 
     def fit(self, table: ProfileTable) -> TwoStageSelector:
         data = _Data.of(table, table.known_features, table.gathered_features)
-        folds = _fold_count(data.groups, self.folds, minimum=2, warn=True)
+        folds = _fold_count(data.groups, self.folds, minimum=2, warns=True)
         self._fit(data, table, folds)
         return self
 
@@ -253,7 +252,7 @@ class TwoStageSelector:
         path (stage 2 decides every row, charged this cost) as ``validated_scores``."""
         calls = tuple(calls)
         data = _Data.of(table, table.known_features, table.gathered_features)
-        folds = _fold_count(data.groups, self.folds, minimum=3, warn=True)
+        folds = _fold_count(data.groups, self.folds, minimum=3, warns=True)
         n = len(table)
         choice = {c: np.zeros(n, dtype=int) for c in calls}
         gathered = {c: np.zeros(n, dtype=bool) for c in calls}
@@ -264,7 +263,7 @@ class TwoStageSelector:
             inner = TwoStageSelector(self.max_depth, self.min_samples_leaf, self.calls, self.folds, self.random_state,
                                      self.regret_cap, self.fold_seed)
             part = data.take(train)
-            inner._fit(part, table, _fold_count(part.groups, self.folds, minimum=2, warn=False, where=f"outer fold {k}"))
+            inner._fit(part, table, _fold_count(part.groups, self.folds, minimum=2, warns=False, where=f"outer fold {k}"))
             held_out = data.take(test)
             for c in calls:
                 choice[c][test], gathered[c][test] = inner._choose(held_out, c)
@@ -443,15 +442,15 @@ def _best_single(times: np.ndarray) -> int:
     return int(np.log(times).sum(axis=0).argmin())
 
 
-def _fold_count(groups: np.ndarray, wanted: int, minimum: int, warn: bool, where: str = "the table") -> int:
+def _fold_count(groups: np.ndarray, wanted: int, minimum: int, warns: bool, where: str = "the table") -> int:
     n_groups = len(np.unique(groups))
     if n_groups < minimum:
         raise ProfileTableError(
             f"{where} has {n_groups} group(s); grouped cross-validation needs at least {minimum} "
             "(fit needs 2, evaluate 3): profile more input families"
         )
-    if n_groups < wanted and warn:
-        warnings.warn(f"{where} has only {n_groups} groups: using {n_groups}-fold instead of {wanted}-fold grouped CV", SeerWarning, stacklevel=3)
+    if n_groups < wanted and warns:
+        warn(f"{where} has only {n_groups} groups: using {n_groups}-fold instead of {wanted}-fold grouped CV")
     return min(wanted, n_groups)
 
 

@@ -251,6 +251,21 @@ def test_model_naming_unknown_variants_falls_back(spmv_model):
     assert decision.stage == "hand rule"
 
 
+def test_warnings_name_the_callers_line(tmp_path, spmv_model):
+    # Each fallback warns from another depth inside seer; every warning points at the caller.
+    m = _matrix()
+    x = torch.randn(m.shape[1])
+    (tmp_path / "garbage.json").write_text("{not json")
+    calls = {"hand rule": lambda: seer.dispatch("spmv", (_parts(m), x)),
+             "measured on 'Test GPU'": lambda: seer.dispatch("spmv", (_parts(m), x), model=spmv_model),
+             "unusable": lambda: seer.explain("spmv", (_parts(m), x), model=tmp_path / "garbage.json")}
+    for message, call in calls.items():
+        seer.clear_cache()
+        with pytest.warns(SeerWarning, match=message) as record:
+            call()
+        assert {w.filename for w in record} == {__file__}, message
+
+
 def test_forced_variant_and_bad_requests():
     m = _matrix()
     x = torch.randn(m.shape[1])
