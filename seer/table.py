@@ -236,9 +236,10 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
     return write_table(result.reset_index(), out, meta)
 
 
-# pandas 2 parses a float to within an ulp of what was written unless asked for a round trip, and a
-# merge or a rewrite then keeps the error; pandas 3 parses exactly and deprecates the argument.
-_EXACT_FLOATS = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+# pandas before 3.1 (3.0.6 on the GPU image) parses a float to within an ulp of what was written
+# unless asked for a round trip, and a merge or a rewrite then keeps the error; 3.1 parses exactly
+# and deprecates the argument.
+_EXACT_FLOATS = {"float_precision": "round_trip"} if tuple(map(int, pd.__version__.split(".")[:2])) < (3, 1) else {}
 
 
 def read_frame(path: str | Path, **options) -> pd.DataFrame:

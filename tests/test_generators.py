@@ -137,11 +137,16 @@ def _star_pattern(n, dims):
     return total
 
 
-def _box_pattern(n, dims):
+def _box_pattern(n, dims, radius=1):
+    band = sp.diags([1.0] * (2 * radius + 1), range(-radius, radius + 1), shape=(n, n), format="csr")
     total = sp.csr_matrix(np.ones((1, 1)))
     for _ in range(dims):
-        total = sp.kron(total, _tridiagonal_pattern(n), format="csr")
+        total = sp.kron(total, band, format="csr")
     return total
+
+
+def _wide_box_pattern(radius):
+    return lambda n, dims: _box_pattern(n, dims, radius)
 
 
 def _box_without_corners_pattern(n, dims):
@@ -160,6 +165,7 @@ def _box_without_corners_pattern(n, dims):
     [
         (stencil_2d, 2, 5, _star_pattern),
         (stencil_2d, 2, 9, _box_pattern),
+        *[(stencil_2d, 2, (2 * r + 1) ** 2, _wide_box_pattern(r)) for r in (2, 3, 4, 5)],  # r = 5 wider than the grid
         (stencil_3d, 3, 7, _star_pattern),
         (stencil_3d, 3, 19, _box_without_corners_pattern),
         (stencil_3d, 3, 27, _box_pattern),
@@ -179,13 +185,14 @@ def test_stencil_pattern_matches_kronecker_reference(make, dims, points, referen
 
 
 @pytest.mark.parametrize(
-    "make, points, dims",
-    [(stencil_2d, 5, 2), (stencil_2d, 9, 2), (stencil_3d, 7, 3), (stencil_3d, 19, 3), (stencil_3d, 27, 3)],
+    "make, points, dims, radius",
+    [(stencil_2d, 5, 2, 1), (stencil_2d, 9, 2, 1), (stencil_2d, 49, 2, 3), (stencil_2d, 121, 2, 5),
+     (stencil_3d, 7, 3, 1), (stencil_3d, 19, 3, 1), (stencil_3d, 27, 3, 1)],
 )
-def test_stencil_interior_rows_are_uniform(make, points, dims):
-    n = 12
+def test_stencil_interior_rows_are_uniform(make, points, dims, radius):
+    n = 14
     lengths = row_lengths(make(n, points)).reshape((n,) * dims)
-    interior = lengths[(slice(1, -1),) * dims]
+    interior = lengths[(slice(radius, -radius),) * dims]
     assert (interior == points).all() and cv(interior.ravel().astype(float)) == 0
     assert lengths.min() < points  # boundary rows lose neighbours
 
@@ -281,7 +288,7 @@ def test_block_replicate_rectangular(suitesparse_dir):
     [
         (lambda: rmat(0, 4), "scale"),
         (lambda: rmat(8, 4, 0.6, 0.3, 0.2), "a \\+ b \\+ c < 1"),
-        (lambda: stencil_2d(10, 7), "5 or 9"),
+        (lambda: stencil_2d(10, 7), "5, 9, 25, 49, 81 or 121"),
         (lambda: stencil_3d(10, 9), "7, 19 or 27"),
         (lambda: banded(10, 2, fill=0), "fill"),
         (lambda: lognormal_rows(10, 10, -1, 1), "mean_row"),
@@ -310,7 +317,7 @@ def test_large_suite_without_real_matrices():
     sigmas = {s.kwargs["sigma"] for s in specs if s.generator == "lognormal_rows"}
     assert min(sigmas) == 0.3 and max(sigmas) == 2.0
     assert len({s.kwargs["a"] for s in specs if s.generator == "rmat"}) >= 3
-    assert {s.kwargs["points"] for s in specs if s.generator.startswith("stencil")} == {5, 9, 7, 19, 27}
+    assert {s.kwargs["points"] for s in specs if s.generator.startswith("stencil")} == {5, 9, 49, 81, 121, 7, 19, 27}
     assert len({s.kwargs["bandwidth"] for s in specs if s.generator == "banded"}) >= 5
     # per family the sizes span the range (no family stuck at one size)
     for family, sizes in _by_family(specs).items():
