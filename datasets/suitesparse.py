@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import tarfile
-import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
@@ -18,7 +17,7 @@ import pandas as pd
 import scipy.io
 import scipy.sparse as sp
 
-from seer.errors import InputError, SeerWarning
+from seer.errors import InputError, warn
 
 MANIFEST = "manifest.csv"
 SSSTATS = "ssstats.csv"
@@ -227,10 +226,7 @@ def _from_manifest(folder: Path) -> list[MatrixInfo]:
     ]
     absent = [info.id for info in infos if not info.path.is_file()]
     if absent:
-        warnings.warn(
-            f"{manifest}: skipping {len(absent)} matrices whose file is missing (first: {absent[:3]})",
-            SeerWarning, stacklevel=3,
-        )
+        warn(f"{manifest}: skipping {len(absent)} matrices whose file is missing (first: {absent[:3]})")
     return [info for info in infos if info.path.is_file()]
 
 

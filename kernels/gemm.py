@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import os
-import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -30,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from seer.errors import InputError, SeerWarning
+from seer.errors import InputError, warn
 from seer.registry import Variant
 
 
@@ -382,8 +381,8 @@ def _run_tma(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.
     if not (tma_usable(problem) and aligned):
         if config.name not in _tma_fallbacks_told:
             _tma_fallbacks_told.add(config.name)
-            warnings.warn(f"{config.name}: TMA needs a Hopper GPU and row-major 16-byte aligned operands; running "
-                          "the same tiles with pointer loads (said once per variant)", SeerWarning, stacklevel=2)
+            warn(f"{config.name}: TMA needs a Hopper GPU and row-major 16-byte aligned operands; running "
+                 "the same tiles with pointer loads (said once per variant)")
         return _run_tiles(config, problem, a, b, out)
     c = _output(problem, out)
     if _degenerate(problem, c):

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import functools
 import types
-import warnings
 from dataclasses import dataclass
 
 import torch
@@ -62,7 +61,7 @@ import triton
 import triton.language as tl
 
 from seer.copy_engine import copy_rows
-from seer.errors import InputError, SeerWarning
+from seer.errors import InputError, warn
 from seer.kernels import remote
 from seer.kernels.gemm import matmul_tile, tile_coords
 from seer.launch import LaunchCache, specialisation
@@ -589,7 +588,7 @@ def _capture(body, a: torch.Tensor):
             finally:
                 graph.capture_end()
     except RuntimeError as exc:
-        warnings.warn(f"CUDA graph capture failed ({exc}); this call shape runs eagerly", SeerWarning, stacklevel=5)
+        warn(f"CUDA graph capture failed ({exc}); this call shape runs eagerly")
         return None
     return graph
 

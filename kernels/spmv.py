@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 
 from seer import cusparse, sparse
-from seer.errors import InputError, SeerWarning
+from seer.errors import InputError, warn
 from seer.launch import INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, specialisation, vector_operands
 from seer.registry import Variant
 from seer.sparse import (CsrMatrix, add_up_found, as_csr, check_dense_vector, dense_vector_check, row_statistics,
@@ -578,8 +578,8 @@ def _cusparse_plan(csr: CsrMatrix) -> Callable:
         return _zero_call(csr)
     if csr.device.type != "cuda" or not cusparse.available():
         if csr.device.type == "cuda":
-            warnings.warn("seer could not find the cuSPARSE library torch loaded: cusparse_prepared runs "
-                          "torch's sparse CSR product instead", SeerWarning, stacklevel=2)
+            warn("seer could not find the cuSPARSE library torch loaded: cusparse_prepared runs "
+                 "torch's sparse CSR product instead")
         # A twin on the same arrays: the call is kept in csr's cache and must not refer back to it.
         return partial(_torch_csr_run, CsrMatrix(csr.indptr, csr.indices, csr.values, csr.shape))
     check, out_check, rows = dense_vector_check(csr), _out_check(csr), csr.rows

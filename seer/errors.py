@@ -1,9 +1,6 @@
 """Exceptions seer raises. Each names the problem and, where there is one, the fix."""
 import sys
 import warnings
-from pathlib import Path
-
-_PACKAGE = str(Path(__file__).resolve().parent)
 
 
 class SeerError(Exception):
@@ -27,9 +24,14 @@ class SeerWarning(UserWarning):
 
 
 def warn(message: str, category: type[Warning] = SeerWarning) -> None:
-    """Warn at the first frame outside seer, so that the warning names the caller's line (a
-    ``stacklevel`` counted by hand points into seer wherever a path adds or drops a call)."""
+    """Warn at the first frame outside seer (its modules live in several source folders: seer/,
+    kernels/, datasets/, ...), so that the warning names the caller's line; a ``stacklevel``
+    counted by hand points into seer wherever a path adds or drops a call."""
     frame, level = sys._getframe(0), 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+    while frame is not None and _in_seer(frame.f_globals.get("__name__", "")):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def _in_seer(module: str) -> bool:
+    return module == "seer" or module.startswith("seer.")

@@ -320,9 +320,10 @@ def test_manifest_row_without_file_warns(tmp_path, suitesparse_dir):
     shutil.copy(real_path(suitesparse_dir, "HB/bcsstk01"), tmp_path)
     table = pd.read_csv(suitesparse_dir / "manifest.csv")
     table[table.name.isin(["bcsstk01", "bcsstk02"])].to_csv(tmp_path / "manifest.csv", index=False)
-    with pytest.warns(SeerWarning, match="bcsstk02"):
+    with pytest.warns(SeerWarning, match="bcsstk02") as record:
         infos = list_matrices(tmp_path)
     assert [info.id for info in infos] == ["HB/bcsstk01"]
+    assert {w.filename for w in record} == {__file__}  # the caller's line, not seer.datasets'
 
 
 # ---------------------------------------------------------------------------------------------
