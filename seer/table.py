@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -236,10 +237,16 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
     return write_table(result.reset_index(), out, meta)
 
 
+def _version(text: str) -> tuple[int, int]:
+    """(major, minor) of a version string such as 3.0.6, 3.1.0rc1 or 3.1rc1."""
+    major, minor = re.match(r"(\d+)\.(\d+)", text).groups()
+    return int(major), int(minor)
+
+
 # pandas before 3.1 (3.0.6 on the GPU image) parses a float to within an ulp of what was written
 # unless asked for a round trip, and a merge or a rewrite then keeps the error; 3.1 parses exactly
 # and deprecates the argument.
-_EXACT_FLOATS = {"float_precision": "round_trip"} if tuple(map(int, pd.__version__.split(".")[:2])) < (3, 1) else {}
+_EXACT_FLOATS = {"float_precision": "round_trip"} if _version(pd.__version__) < (3, 1) else {}
 
 
 def read_frame(path: str | Path, **options) -> pd.DataFrame:

@@ -49,6 +49,13 @@ def test_floats_read_back_to_the_bit_without_warnings(tmp_path):
     assert table.times[:, 0].tobytes() == frame["time_ms:a"].to_numpy().tobytes()
 
 
+@pytest.mark.parametrize("text, version", [("3.0.6", (3, 0)), ("3.1.0rc1", (3, 1)), ("3.1rc1", (3, 1)), ("2.2.3+dev", (2, 2))])
+def test_pandas_versions_are_read_from_any_release_string(text, version):
+    from seer.table import _version
+
+    assert _version(text) == version
+
+
 def test_optional_columns_default(tmp_path):
     frame = planted_frame(groups=4, per_group=2).drop(columns=["group", "source", "gather_ms", "row_cv", "row_max"])
     frame["notes"] = "kept"
