@@ -14,6 +14,11 @@ budget=${STAGE_SECONDS:-240}
 nproc=${NPROC:-1}
 # SpMV profiling shards its inputs over the GPUs; rank 0 merges the shards into the one table.
 profile="seer profile"; [ "$nproc" -gt 1 ] && profile="torchrun --nproc-per-node $nproc -m seer.cli profile"
+# The device's two campaign tables merged into its table, and its model retrained on it.
+merge_and_train() {
+  seer merge "datasets/profiles/spmv-$device-first.csv" "datasets/profiles/spmv-$device-repeat.csv" --out "$table" &&
+    seer train "$table"
+}
 run_stage() {
   case $1 in
     env) nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
@@ -26,9 +31,8 @@ run_stage() {
     spmv-large) $profile spmv --matrices .carry/suitesparse --synthetic large --out "$table" --deadline "$budget" ;;
     # Inputs the suite gained since the device's campaign (NOTES SpMV 40): profiled into its first
     # campaign table (which resumes), merged with the repeat of the real matrices, model retrained.
-    spmv-resume) first=datasets/profiles/spmv-$device-first.csv
-                 $profile spmv --matrices .carry/suitesparse --synthetic large --out "$first" --deadline "$budget" &&
-                 seer merge "$first" "datasets/profiles/spmv-$device-repeat.csv" --out "$table" && seer train "$table" ;;
+    spmv-resume) $profile spmv --matrices .carry/suitesparse --synthetic large \
+                   --out "datasets/profiles/spmv-$device-first.csv" --deadline "$budget" && merge_and_train ;;
     # gather_ms again in both campaign tables (NOTES SpMV 42: the rows measured before the pass added
     # up its own totals overstate it), then merged and the model retrained; a table the deadline
     # left unfinished keeps its marker column and the next run of the stage resumes it.
@@ -37,8 +41,7 @@ run_stage() {
                        --matrices .carry/suitesparse --gather --deadline "$budget" || return
                    done
                    grep -q remeasured_gather datasets/profiles/spmv-$device-{first,repeat}.csv && return 4
-                   seer merge "datasets/profiles/spmv-$device-first.csv" "datasets/profiles/spmv-$device-repeat.csv" \
-                     --out "$table" && seer train "$table" ;;
+                   merge_and_train ;;
     gemm) python3 benchmarks/gemm_profile.py --out "benchmarks/results/gemm-$device" --budget-s "$budget"
           cp "benchmarks/results/gemm-$device/gemm.csv" "datasets/profiles/gemm-$device.csv"
           cp "benchmarks/results/gemm-$device/gemm.meta.json" "datasets/profiles/gemm-$device.meta.json" ;;

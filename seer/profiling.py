@@ -279,8 +279,8 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     earlier = _resumed_meta(out, environment(device))
     shard = out if world == 1 else out.with_name(f"{out.stem}.rank{rank}{out.suffix}")
     # Resuming: inputs already in the merged table or in this rank's shard of an interrupted run.
-    done = {str(i) for table in {out, shard} if table.exists() for i in pd.read_csv(table, usecols=["id"])["id"]}
-    rows_before = _row_count(out)
+    ids = {table: _ids(table) for table in {out, shard}}
+    done, rows_before = set().union(*ids.values()), len(ids[out])
     todo = [c for i, c in enumerate(cases) if i % world == rank and c.id not in done]
     started = time.monotonic()
     log = _logger(progress)
@@ -302,7 +302,7 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
         if rank == 0:
             _merge_shards(out, world)
     # A run that added no row leaves the metadata alone: its date and commands say what was measured.
-    if rank == 0 and (_row_count(out) > rows_before or not meta_path(out).exists()):
+    if rank == 0 and (len(_ids(out)) > rows_before or not meta_path(out).exists()):
         # What else the table's metadata says (notes, how its groups were defined) stays with it.
         meta = {**earlier, "op": op_name, **environment(device), "command": command,
                 "commands": [*earlier.get("commands", []), command], "world_size": world}
@@ -310,8 +310,9 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     return out
 
 
-def _row_count(table: Path) -> int:
-    return len(pd.read_csv(table, usecols=["id"])) if table.exists() else 0
+def _ids(table: Path) -> list[str]:
+    """The ids of the table's rows, in order ([] while it does not exist)."""
+    return [str(i) for i in pd.read_csv(table, usecols=["id"])["id"]] if table.exists() else []
 
 
 def _resumed_meta(out: Path, env: dict) -> dict:
