@@ -5,6 +5,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import load_benchmark
 from synthetic_profiles import planted_frame, planted_meta, toy_op, write_planted  # noqa: F401 (toy_op is a fixture)
 
 from seer.errors import ProfileTableError, SeerWarning
@@ -47,6 +48,12 @@ def test_floats_read_back_to_the_bit_without_warnings(tmp_path):
         warnings.simplefilter("error")  # pandas 3 deprecates the argument pandas 2 needs
         table = read_table(write(tmp_path, frame))
     assert table.times[:, 0].tobytes() == frame["time_ms:a"].to_numpy().tobytes()
+
+
+def test_a_committed_cell_reads_back_as_written(capsys):
+    """benchmarks/pandas_float_parse.py: the cell it reads is written 0.004800000227987766."""
+    load_benchmark("pandas_float_parse").main()
+    assert "read_table np.float64(0.004800000227987766)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("text, version", [("3.0.6", (3, 0)), ("3.1.0rc1", (3, 1)), ("3.1rc1", (3, 1)), ("2.2.3+dev", (2, 2))])
