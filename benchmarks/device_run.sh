@@ -19,6 +19,17 @@ merge_and_train() {
   seer merge "datasets/profiles/spmv-$device-first.csv" "datasets/profiles/spmv-$device-repeat.csv" --out "$table" &&
     seer train "$table"
 }
+# benchmarks/spmv_preparation.py with its arguments over both campaign tables, then merge_and_train;
+# a table the deadline left unfinished keeps its marker column and the next run resumes it.
+each_campaign() {
+  local marker=$1 campaign; shift
+  for campaign in first repeat; do
+    python3 benchmarks/spmv_preparation.py "datasets/profiles/spmv-$device-$campaign.csv" \
+      --matrices .carry/suitesparse "$@" --deadline "$budget" || return
+  done
+  grep -q "$marker" datasets/profiles/spmv-$device-{first,repeat}.csv && return 4
+  merge_and_train
+}
 run_stage() {
   case $1 in
     env) nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv
@@ -36,12 +47,11 @@ run_stage() {
     # gather_ms again in both campaign tables (NOTES SpMV 42: the rows measured before the pass added
     # up its own totals overstate it), then merged and the model retrained; a table the deadline
     # left unfinished keeps its marker column and the next run of the stage resumes it.
-    spmv-regather) for campaign in first repeat; do
-                     python3 benchmarks/spmv_preparation.py "datasets/profiles/spmv-$device-$campaign.csv" \
-                       --matrices .carry/suitesparse --gather --deadline "$budget" || return
-                   done
-                   grep -q remeasured_gather datasets/profiles/spmv-$device-{first,repeat}.csv && return 4
-                   merge_and_train ;;
+    spmv-regather) each_campaign remeasured_gather --gather ;;
+    # A variant registered since the campaigns (VARIANT=name): its columns measured into both tables
+    # beside two anchors re-timed (their ratios to the tables go to the metadata), then merged and
+    # the model retrained, resuming as spmv-regather does.
+    spmv-add-variant) each_campaign "added_$VARIANT" --add-variant "$VARIANT" ;;
     gemm) python3 benchmarks/gemm_profile.py --out "benchmarks/results/gemm-$device" --budget-s "$budget"
           cp "benchmarks/results/gemm-$device/gemm.csv" "datasets/profiles/gemm-$device.csv"
           cp "benchmarks/results/gemm-$device/gemm.meta.json" "datasets/profiles/gemm-$device.meta.json" ;;
@@ -59,6 +69,7 @@ run_stage() {
     spmv-vector-loads) python3 benchmarks/spmv_vector_loads.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-row-occupancy) python3 benchmarks/spmv_row_occupancy.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-patterns) python3 benchmarks/spmv_patterns.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
+    spmv-diagonal-major) python3 benchmarks/spmv_diagonal_major.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-staged-loads) python3 benchmarks/spmv_staged_loads.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-merge-brackets) python3 benchmarks/spmv_merge_brackets.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-merge-warps) python3 benchmarks/spmv_merge_warps.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;

@@ -33,7 +33,8 @@ import pandas as pd
 import torch
 
 from seer.datasets.cases import spmv_cases
-from seer.profiling import _Prefetched, gather_ms, preparation_columns
+from seer.profiling import (SPMV_CALL_OVERHEAD_BELOW, TOLERANCE, _correct, _least_of_rounds, _Prefetched, gather_ms,
+                            host_call_us, preparation_columns)
 from seer.registry import get_op
 from seer.table import meta_path, read_frame
 
@@ -51,16 +52,74 @@ def gathering(case, loaded) -> dict[str, float]:
     return {**op.features.gathered(problem), "gather_ms": gather_ms(op, problem)}
 
 
+# Re-timed beside a variant added to a table, to show how far this run's timings sit from the
+# campaign's: their ratios to the table's own cells are kept in its metadata, not in the table.
+ANCHORS = ("diagonal_r128", "cusparse_prepared")
+
+
+def addition(name: str):
+    """The measure of a variant the table lacks: its kernel time (least of interleaved rounds
+    beside the anchors', as ``seer profile`` times every variant), host call time and preparation,
+    each checked against float64 first (a wrong or failing variant gets NaN, as in a campaign)."""
+
+    def measure(case, loaded) -> dict[str, float]:
+        op = get_op("spmv")
+        source, operands = case.build(loaded)
+        problem = op.kernels.problem(source)
+        reference = op.kernels.reference(problem, *operands)
+        tolerance = TOLERANCE.get(problem.dtype, 1e-2)
+        fns = {n: (lambda v=op.variants[n]: v.run(problem, *operands)) for n in (name, *ANCHORS)}
+        checked = {n: fn for n, fn in fns.items() if _correct(n, fn, reference, tolerance, case.id, print)}
+        times = {n: float("nan") for n in fns} | _least_of_rounds(checked)
+        row = {f"time_ms:{name}": times[name], f"call_us:{name}": float("nan"), f"prepare_ms:{name}": float("nan"),
+               **{f"{ANCHOR_PREFIX}{n}": times[n] for n in ANCHORS}}
+        if name in checked:
+            if case.extra["size"] < SPMV_CALL_OVERHEAD_BELOW:
+                row[f"call_us:{name}"] = host_call_us(checked[name])
+            row.update(preparation_columns(op, source, [name]))
+        return row
+
+    return measure
+
+
+ANCHOR_PREFIX = "anchor_ms:"
+
+
+def place_columns(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The added variant's columns where ``seer profile`` would write them: after the columns of
+    the variant registered before it, in each of the per-variant groups."""
+    names = list(get_op("spmv").variants)
+    before = names[names.index(name) - 1]
+    order = [c for c in frame.columns if not c.endswith(f":{name}")]
+    for prefix in ("time_ms:", "call_us:", "prepare_ms:"):
+        if f"{prefix}{name}" in frame:
+            order.insert(order.index(f"{prefix}{before}") + 1, f"{prefix}{name}")
+    return frame[order]
+
+
+def anchor_ratios(frame: pd.DataFrame) -> dict[str, float]:
+    """Median over the inputs of each anchor's time in this run over the table's own cell."""
+    return {n: float((frame[f"{ANCHOR_PREFIX}{n}"] / frame[f"time_ms:{n}"]).median()) for n in ANCHORS}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("table", type=Path)
     parser.add_argument("--matrices", type=Path, required=True)
-    parser.add_argument("--gather", action="store_true", help="re-measure gather_ms instead of prepare_ms")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--gather", action="store_true", help="re-measure gather_ms instead of prepare_ms")
+    what.add_argument("--add-variant", metavar="NAME", help="measure a registered variant the table lacks")
     parser.add_argument("--deadline", type=float, default=500, help="seconds; stops between inputs")
     args = parser.parse_args()
-    measure, marker = (gathering, "remeasured_gather") if args.gather else (preparation, "remeasured_preparation")
+    if args.add_variant:
+        measure, marker = addition(args.add_variant), f"added_{args.add_variant}"
+    else:
+        measure, marker = (gathering, "remeasured_gather") if args.gather else (preparation, "remeasured_preparation")
     # read_frame: every cell it does not re-measure is written back to the last bit
     frame = read_frame(args.table, dtype={"id": str, "group": str, "source": str})
+    if args.add_variant and f"time_ms:{args.add_variant}" in frame and marker not in frame:
+        print(f"{args.table} has {args.add_variant} already: nothing to add")
+        return 0
     if marker not in frame:
         frame[marker] = False
     todo = set(frame.loc[~frame[marker].astype(bool), "id"])
@@ -76,15 +135,21 @@ def main() -> int:
             for column, value in measure(case, loaded).items():
                 # A variant that failed on the input keeps no preparation. ``loc``, not ``at``: it
                 # adds a gathered feature's column the table lacks.
-                if not column.startswith("prepare_ms:") or pd.notna(frame.at[row, column]):
+                if args.add_variant or not column.startswith("prepare_ms:") or pd.notna(frame.at[row, column]):
                     frame.loc[row, column] = value
             frame.at[row, marker] = True
             todo.discard(case.id)
             torch.cuda.empty_cache()
+    meta = json.loads(meta_path(args.table).read_text())
     if not todo:  # every row re-measured: the marker has done its job
         frame = frame.drop(columns=marker)
+        if args.add_variant:
+            added = {"variant": args.add_variant, "by": " ".join(["python", *sys.argv]),
+                     "anchor_ratio_median": anchor_ratios(frame)}
+            meta["added_variants"] = [*meta.get("added_variants", []), added]
+            frame = place_columns(frame.drop(columns=[f"{ANCHOR_PREFIX}{n}" for n in ANCHORS]), args.add_variant)
+            print(f"anchors, this run over the table (median): {added['anchor_ratio_median']}")
     frame.to_csv(args.table, index=False)
-    meta = json.loads(meta_path(args.table).read_text())
     meta["commands"] = [*meta.get("commands", []), " ".join(["python", *sys.argv])]
     meta_path(args.table).write_text(json.dumps(meta, indent=2) + "\n")
     print(f"{len(frame) - len(todo)} of {len(frame)} inputs re-measured; wrote {args.table}")

@@ -19,6 +19,7 @@ so they can be captured in CUDA graphs.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 
@@ -133,6 +134,22 @@ def _diagonal_rows_kernel(indptr, indices, values, pattern_row, follows, x, x_st
 
 
 @triton.jit
+def _to_diagonal_major_kernel(indptr, values, follows, diagonals, stride, length, rows,
+                              ROWS: tl.constexpr, DIAGONALS: tl.constexpr):
+    """diagonals[d * stride + r] = the d-th value of row r where row r follows the pattern, else 0
+    (rows up to ``stride``). Read along rows, written along diagonals: Triton moves the tile
+    between the two layouts through shared memory, so both sides stay coalesced."""
+    row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    flagged = tl.load(follows + row, mask=row < rows, other=0) != 0
+    start = tl.load(indptr + row, mask=flagged, other=0)
+    for d0 in range(0, length, DIAGONALS):
+        d = d0 + tl.arange(0, DIAGONALS)
+        in_pattern = d < length
+        a = tl.load(values + start[:, None] + d[None, :], mask=flagged[:, None] & in_pattern[None, :], other=0.0)
+        tl.store(diagonals + d[None, :] * stride + row[:, None], a, mask=in_pattern[None, :])
+
+
+@triton.jit
 def _segmented_add(a_sum, a_head, b_sum, b_head):
     """Combine of a segmented inclusive scan: a segment head restarts the running sum."""
     return tl.where(b_head != 0, b_sum, a_sum + b_sum), a_head | b_head
@@ -199,6 +216,43 @@ def _bin_rows(pid, bin_rows, count, indptr, indices, values, x, x_stride, y, y_s
     end = tl.load(indptr + row + 1, mask=ok, other=0)
     sums = _segment_sums(start, end, indices, values, x, x_stride, G)
     tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _diagonal_major_kernel(diagonals, stride, offsets, length, per_split, splits, follows, rest_rows, rest_count,
+                           rest_programs, indptr, indices, values, x, x_stride, y, y_stride, rows,
+                           ROWS: tl.constexpr, DIAGONALS: tl.constexpr, REST_ROWS: tl.constexpr,
+                           REST_G: tl.constexpr):
+    """The first ``rest_programs`` programs sum the rows that do not follow the pattern from CSR
+    (vector CSR over their list, REST_G lanes a row). The others sum the rows that follow it from
+    the diagonal-major copy of their values: DIAGONALS diagonals of ROWS consecutive rows a step,
+    each a contiguous, aligned run of values (16-byte loads) and of x. Program p past the rest
+    takes the rows of block p // splits and the diagonals of split p % splits; with several splits
+    (wide bands on few rows) ``y`` is a float32 buffer of ``splits`` rows of ``stride`` partial
+    sums, the rest rows' sums in the first."""
+    pid = tl.program_id(0)
+    if pid < rest_programs:
+        _bin_rows(pid, rest_rows, rest_count, indptr, indices, values, x, x_stride, y, y_stride, REST_ROWS, REST_G)
+    else:
+        split = (pid - rest_programs) % splits
+        row = ((pid - rest_programs) // splits) * ROWS + tl.arange(0, ROWS)
+        ok = row < rows
+        flagged = tl.load(follows + row, mask=ok, other=0) != 0
+        first = split * per_split
+        last = tl.minimum(first + per_split, length)
+        acc = tl.zeros([DIAGONALS, ROWS], dtype=tl.float32)
+        for d0 in range(first, last, DIAGONALS):
+            d = d0 + tl.arange(0, DIAGONALS)
+            in_split = d < last
+            offset = tl.load(offsets + d, mask=in_split, other=0)
+            # Rows past ``rows`` and rows that do not follow hold zeros: only x is masked for them.
+            a = tl.load(diagonals + d[:, None] * stride + row[None, :], mask=in_split[:, None], other=0.0)
+            xv = tl.load(x + (row[None, :] + offset[:, None]) * x_stride,
+                         mask=in_split[:, None] & flagged[None, :], other=0.0)
+            acc += a.to(tl.float32) * xv.to(tl.float32)
+        # The rest rows' own sums are the first split's: the other splits add zeros for them.
+        mine = ok & (flagged | (tl.zeros_like(row) + split > 0))
+        tl.store(y + split * stride + row * y_stride, tl.sum(acc, axis=0).to(y.dtype.element_ty), mask=mine)
 
 
 @triton.jit
@@ -329,6 +383,8 @@ _diagonal_launch = LaunchCache(_diagonal_rows_kernel)
 _merge_launch = LaunchCache(_merge_kernel)
 _adaptive_launch = LaunchCache(_adaptive_kernel)
 _combine_launch = LaunchCache(_combine_pieces_kernel)
+_to_diagonal_major_launch = LaunchCache(_to_diagonal_major_kernel)
+_diagonal_major_launch = LaunchCache(_diagonal_major_kernel)
 
 
 def _kernel_variant(key: tuple, plan: Callable[[CsrMatrix], Callable]) -> tuple[Callable, Callable]:
@@ -420,6 +476,139 @@ def _diagonal_variant(rows_per_program: int, num_warps: int) -> tuple[Callable, 
         return _row_mapped_call(csr, _diagonal_launch, shape, num_warps, fixed=_rows_following_pattern(csr))
 
     return _kernel_variant(("diagonal", rows_per_program, num_warps), plan)
+
+
+# Diagonal-major storage costs memory where rows do not follow the pattern (their slots hold
+# zeros): it is made only where at least half of the nonzeros follow and the copy is at most twice
+# the values; elsewhere the variant runs as diagonal_r128. Rows are padded to a multiple of the
+# largest row block, so that every block reads whole, aligned runs.
+DIAGONAL_MAJOR_MIN_FOLLOWING = 0.5
+DIAGONAL_MAJOR_MAX_FILL = 2.0
+_DIAGONAL_MAJOR_PAD = 1024
+_TO_DIAGONAL_MAJOR_TILE = {"ROWS": 64, "DIAGONALS": 16}
+# Splitting the diagonals of a block over several programs keeps every SM busy on wide bands of
+# few rows: at least this many programs per SM where the diagonals allow, each at least this many
+# steps long.
+_PROGRAMS_PER_SM = 4
+_MIN_STEPS_PER_SPLIT = 8
+
+
+@dataclass(frozen=True)
+class _DiagonalLayout:
+    """What storing a matrix by diagonals needs on the host and the device."""
+
+    offsets: torch.Tensor  # int32 column offsets of the pattern, one a diagonal
+    length: int  # diagonals
+    rest_rows: torch.Tensor  # int32 numbers of the rows that do not follow the pattern
+    rest_count: int
+
+
+# The rows that do not follow (a band's ends, a stencil's boundary) as vector CSR, lanes a row by
+# the pattern's length, which bounds theirs: (longest pattern, rows a program, lanes a row), the
+# shipped row-mapped tiles. One lane a row would walk a band's ends of 1,200 nonzeros one by one.
+_REST_TILES = ((8, 128, 1), (32, 64, 8), (128, 32, 16), (512, 16, 32), (None, 8, 64))
+
+
+def _rest_tile(length: int) -> tuple[int, int]:
+    return next((rows, g) for longest, rows, g in _REST_TILES if longest is None or length <= longest)
+
+
+def _diagonal_major_layout(csr: CsrMatrix, pattern_row: torch.Tensor, follows: torch.Tensor) -> _DiagonalLayout | None:
+    """The layout where storing the matrix by diagonals pays, else None. Reads four numbers back
+    (the copy's size is needed on the host) and, where rows do not follow, their list."""
+    first_at = csr.indptr[pattern_row]
+    numbers = torch.stack([pattern_row.to(first_at.dtype), first_at, csr.indptr[pattern_row + 1] - first_at,
+                           follows.sum(dtype=first_at.dtype)])
+    p_row, first, length, following = numbers.tolist()
+    if (following * length < DIAGONAL_MAJOR_MIN_FOLLOWING * csr.nnz
+            or length * csr.rows > DIAGONAL_MAJOR_MAX_FILL * csr.nnz
+            or length * (csr.rows + _DIAGONAL_MAJOR_PAD) >= 2**31):  # int32 offsets into the copy
+        return None
+    offsets = (csr.indices[first:first + length] - p_row).to(torch.int32)
+    rest_count = csr.rows - following
+    # An empty list still needs a valid pointer of its type: its programs never run.
+    rest_rows = torch.nonzero(follows == 0).flatten().to(torch.int32) if rest_count else offsets
+    return _DiagonalLayout(offsets, length, rest_rows, rest_count)
+
+
+def _split_diagonals(device: torch.device, row_blocks: int, length: int, diagonals_per_step: int) -> tuple[int, int]:
+    """(splits, diagonals per split) for ``row_blocks`` blocks of rows."""
+    # Off CUDA (the interpreter) a GPU of 4 SMs, so that small tests take the split path too.
+    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+    most = max(length // (diagonals_per_step * _MIN_STEPS_PER_SPLIT), 1)
+    splits = min(max(cdiv(_PROGRAMS_PER_SM * sms, row_blocks), 1), most)
+    per_split = cdiv(cdiv(length, splits), diagonals_per_step) * diagonals_per_step
+    return cdiv(length, per_split), per_split
+
+
+def _values_version(values: torch.Tensor) -> int | None:
+    """The in-place version of ``values``; None for an inference tensor, which keeps none."""
+    return None if values.is_inference() else values._version
+
+
+def _diagonal_major_variant(rows_per_program: int, diagonals_per_step: int, num_warps: int
+                            ) -> tuple[Callable, Callable]:
+    """Rows that follow the longest row's diagonals read from a copy of their values stored by
+    diagonals, made when the call is planned and again when the values change in place (on
+    every call for inference tensors, whose changes cannot be seen)."""
+    shape = (rows_per_program, diagonals_per_step)  # the kernel's constexprs
+
+    def plan(csr: CsrMatrix) -> Callable:
+        if csr.nnz == 0:
+            return _zero_call(csr)
+        pattern_row, follows = _rows_following_pattern(csr)
+        layout = _diagonal_major_layout(csr, pattern_row, follows)
+        if layout is None:
+            return _row_mapped_call(csr, _diagonal_launch, (128, PACK_FROM), 4, fixed=(pattern_row, follows))
+        length = layout.length
+        check, out_check = dense_vector_check(csr), _out_check(csr)
+        indptr, indices, values, rows = csr.indptr, csr.indices, csr.values, csr.rows
+        stride = cdiv(rows, _DIAGONAL_MAJOR_PAD) * _DIAGONAL_MAJOR_PAD
+        diagonals = torch.empty(length * stride, dtype=values.dtype, device=csr.device)
+        convert_args = (indptr, values, follows, diagonals, stride, length, rows, *_TO_DIAGONAL_MAJOR_TILE.values())
+        convert = InputLaunches(_to_diagonal_major_launch, (csr.device, specialisation(*convert_args[:7])),
+                                {"num_warps": 4})
+        convert_grid = stride // _TO_DIAGONAL_MAJOR_TILE["ROWS"]
+        converted = [None]
+
+        def convert_values() -> None:
+            convert.launch((), convert_grid, convert_args, addresses(convert_args))
+            converted[0] = _values_version(values)
+
+        convert_values()
+        row_blocks = cdiv(rows, rows_per_program)
+        splits, per_split = _split_diagonals(csr.device, row_blocks, length, diagonals_per_step)
+        partials = torch.empty(splits * stride, dtype=torch.float32, device=csr.device) if splits > 1 else None
+        rest_shape = _rest_tile(length)
+        rest_programs = cdiv(layout.rest_count, rest_shape[0])
+        fixed = (diagonals, stride, layout.offsets, length, per_split, splits, follows, layout.rest_rows,
+                 layout.rest_count, rest_programs)
+        fixed_at = addresses(fixed)
+        launches = InputLaunches(_diagonal_major_launch,
+                                 (csr.device, specialisation(*fixed, indptr, indices, values, rows), *shape,
+                                  *rest_shape), {"num_warps": num_warps})
+        tail = (rows, *shape, *rest_shape)
+        grid = rest_programs + row_blocks * splits
+
+        def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+            check(x)
+            y = x.new_empty(rows) if out is None else out_check(out)
+            version = _values_version(values)
+            if version is None or version != converted[0]:
+                convert_values()
+            target = y if partials is None else partials
+            vectors, x_at, x_stride, target_at, target_stride = vector_operands(x, target)
+            launches.launch(vectors, grid,
+                            (*fixed, indptr, indices, values, x, x_stride, target, target_stride, *tail),
+                            (*fixed_at, indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), x_at, x_stride,
+                             target_at, target_stride, *tail))
+            if partials is not None:
+                y.copy_(partials.view(splits, stride)[:, :rows].sum(0))
+            return y
+
+        return call
+
+    return _kernel_variant(("diagonal major", rows_per_program, diagonals_per_step, num_warps), plan)
 
 
 def _bracket_rows(csr: CsrMatrix, sub: int) -> torch.Tensor:
@@ -641,6 +830,16 @@ _register("diagonal_r128", _diagonal_variant(128, 4), {"kind": "diagonal", "rows
                                                        "num_warps": 4},
           "one lane per row, 128 rows per program; rows whose columns are the row plus the longest row's "
           "offsets (a stencil's or a band's diagonals) read no column indices")
+# The same rows from a copy of their values stored by diagonals, made once per matrix: a block of
+# rows reads each diagonal as one aligned run (benchmarks/results/spmv-diagonal-major-h200.md:
+# 1.43x over every other variant on the 33 bands and stencils of 10M+ nonzeros where the copy is
+# made; 512 rows on 4 warps, four rows a lane, is the tile whose loads are 16 bytes wide).
+_register("diagonal_major_r512", _diagonal_major_variant(512, 2, 4),
+          {"kind": "diagonal_major", "rows": 512, "diagonals": 2, "num_warps": 4,
+           "min_following": DIAGONAL_MAJOR_MIN_FOLLOWING, "max_fill": DIAGONAL_MAJOR_MAX_FILL},
+          "rows that follow the longest row's diagonals read from a copy of their values stored by diagonals "
+          "(made once per matrix, at most twice the values); 512 rows and 2 diagonals a step; runs as "
+          "diagonal_r128 where fewer than half of the nonzeros follow")
 # Smaller chunks use fewer registers (ptxas, sm_90a: 32 and 44 per thread for 256 and 512
 # nonzeros on 4 warps, 70 for 1024), so more programs share an SM. 1024 (fastest on none of
 # either GPU's 437-453 inputs at any call count) and 4096 on 8 warps won nowhere and were dropped

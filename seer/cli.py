@@ -101,7 +101,7 @@ def _profile(args, command: str) -> int:
     import torch
 
     from seer.datasets.cases import spmv_cases
-    from seer.profiling import profile
+    from seer.profiling import SPMV_CALL_OVERHEAD_BELOW, profile
 
     if not torch.cuda.is_available():
         raise SeerError("profiling times kernels on a CUDA GPU and none is visible; interpreter timings "
@@ -112,7 +112,7 @@ def _profile(args, command: str) -> int:
                        dtype=getattr(torch, args.dtype), seed=args.seed)
     if args.limit is not None:
         cases = cases[: args.limit]
-    profile("spmv", cases, args.out, command=command, call_overhead_below=1_000_000, deadline_s=args.deadline)
+    profile("spmv", cases, args.out, command=command, call_overhead_below=SPMV_CALL_OVERHEAD_BELOW, deadline_s=args.deadline)
     print(f"wrote {args.out}")
     return 0
 

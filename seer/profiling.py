@@ -266,6 +266,11 @@ def _median_wall_ms(fn, repeats: int = 15) -> float:
     return float(np.median(samples) * 1e3)
 
 
+# ``seer profile spmv`` records each variant's host call time on inputs below this size (nonzeros),
+# where launch overhead decides the winner.
+SPMV_CALL_OVERHEAD_BELOW = 1_000_000
+
+
 def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = "",
             call_overhead_below: int = 0, deadline_s: float | None = None, progress: bool = True) -> Path:
     """Profile ``cases`` into the CSV table ``out`` (resuming it), writing its ``.meta.json``.

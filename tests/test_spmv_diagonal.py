@@ -117,20 +117,21 @@ def test_structure_changed_in_place_rebuilds_the_flags():
     assert_spmv_close(y, exact, x, torch.float32)
 
 
-def test_dispatch_reads_new_values_and_new_columns():
+@pytest.mark.parametrize("name", [NAME, "diagonal_major_r512"])
+def test_dispatch_reads_new_values_and_new_columns(name):
     """Through ``seer.dispatch`` with the variant forced: new values in place are read by the
-    cached call, and new columns in place make a new plan."""
+    cached call (diagonal_major_r512 copies them again), and new columns in place make a new plan."""
     band = generators.banded(300, 3, seed=12)
     csr, _ = to_seer(band)
     x = random_vector(np.random.default_rng(5), 300, torch.float32)
-    seer.dispatch("spmv", (csr, x), variant=NAME)
+    seer.dispatch("spmv", (csr, x), variant=name)
     csr.values.mul_(-2.0)
     exact = sp.csr_matrix((csr.values.double().numpy(), band.indices, band.indptr), shape=band.shape)
-    assert_spmv_close(seer.dispatch("spmv", (csr, x), variant=NAME), exact, x, torch.float32)
+    assert_spmv_close(seer.dispatch("spmv", (csr, x), variant=name), exact, x, torch.float32)
     moved = nearly_banded(300, 3, seed=12)
     csr.indices.copy_(torch.from_numpy(moved.indices.astype(np.int32)))
     exact = sp.csr_matrix((csr.values.double().numpy(), moved.indices, moved.indptr), shape=band.shape)
-    assert_spmv_close(seer.dispatch("spmv", (csr, x), variant=NAME), exact, x, torch.float32)
+    assert_spmv_close(seer.dispatch("spmv", (csr, x), variant=name), exact, x, torch.float32)
 
 
 @pytest.mark.gpu
@@ -138,11 +139,14 @@ def test_dispatch_reads_new_values_and_new_columns():
     (lambda: generators.stencil_2d(1000, 5, seed=13), 998**2),
     (lambda: generators.stencil_3d(90, 27, seed=14), 88**3),
     (lambda: generators.banded(1_000_000, 12, seed=15), 1_000_000 - 24),
-], ids=["stencil 2-D", "stencil 3-D 27", "band of 25"])
+    (lambda: generators.banded(30_000, 300, seed=16), 30_000 - 600),
+], ids=["stencil 2-D", "stencil 3-D 27", "band of 25", "band of 601"])
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64], ids=str)
-def test_large_generated_matrices_on_the_gpu(generate, interior, index_dtype):
-    """About a million rows: exactly the interior rows follow the pattern, and y matches float64
-    (the band's and the 27-point stencil's whole programs take the packed row starts)."""
+@pytest.mark.parametrize("name", [NAME, "diagonal_major_r512"])
+def test_large_generated_matrices_on_the_gpu(generate, interior, index_dtype, name):
+    """Up to a million rows: exactly the interior rows follow the pattern, and y matches float64
+    (the band's and the 27-point stencil's whole programs take the packed row starts; stored by
+    diagonals, the wide band's diagonals are split over several programs)."""
     matrix = generate()
     csr, exact = to_seer(matrix, torch.float32, index_dtype)
     csr = spmv.problem((csr.indptr.cuda(), csr.indices.cuda(), csr.values.cuda(), csr.shape))
@@ -151,5 +155,5 @@ def test_large_generated_matrices_on_the_gpu(generate, interior, index_dtype):
     rng = np.random.default_rng(6)
     x = random_vector(rng, csr.cols, torch.float32)
     out = torch.full((csr.rows,), float("nan"), device="cuda")
-    y = spmv.VARIANTS[NAME].run(csr, x.cuda(), out)
+    y = spmv.VARIANTS[name].run(csr, x.cuda(), out)
     assert_spmv_close(y.cpu(), exact, x, torch.float32)

@@ -103,9 +103,10 @@ def test_variants_are_registered_consistently():
     for name, variant in spmv.VARIANTS.items():
         assert variant.name == name and variant.doc
         kind = variant.params["kind"]
-        assert name.split("_")[0] == kind and ("num_warps" in variant.params) == (kind not in ("torch", "cusparse"))
+        # the name is the kind, then its tile or its flavour: vector_g4, diagonal_major_r512, torch_csr
+        assert name.rsplit("_", 1)[0] == kind and ("num_warps" in variant.params) == (kind not in ("torch", "cusparse"))
         kinds.add(kind)
-    assert kinds == {"scalar", "vector", "diagonal", "merge", "adaptive", "torch", "cusparse"}
+    assert kinds == {"scalar", "vector", "diagonal", "diagonal_major", "merge", "adaptive", "torch", "cusparse"}
 
 
 # ------------------------------------------------------------------ random matrices

@@ -1,5 +1,6 @@
 """benchmarks/spmv_preparation.py on the CPU: it rewrites only the columns it re-measures, resumes
 past rows already done, and drops its marker once every row is."""
+import json
 import sys
 
 import pandas as pd
@@ -9,7 +10,7 @@ from conftest import load_benchmark
 from seer import profiling
 from seer.datasets.cases import spmv_cases
 from seer.registry import get_op
-from seer.table import read_frame
+from seer.table import meta_path, read_frame
 
 STALE_MS = 1e6  # no pass over a small matrix takes a thousand seconds
 
@@ -71,3 +72,30 @@ def test_gather_adds_a_feature_column_the_table_lacks(table, suitesparse_dir, mo
     after = read_frame(table)
     assert after["shifted_row_frac"].tolist() == profiled["shifted_row_frac"].tolist()
     assert profiled["shifted_row_frac"].notna().all()
+
+
+def test_an_added_variant_gets_its_columns_where_profiling_puts_them(tmp_path, suitesparse_dir, monkeypatch):
+    """A table profiled before a variant existed gets its time, call and preparation columns,
+    measured and checked as profiling does, in profiling's column order; every other cell stays to
+    the bit and the metadata records the anchors' ratios to the table."""
+    script = load_benchmark("spmv_preparation")
+    variants = get_op("spmv").kernels.VARIANTS
+    kept = ("scalar_r128", "diagonal_r128", "diagonal_major_r512", "cusparse_prepared")
+    monkeypatch.setattr(get_op("spmv").kernels, "VARIANTS", {n: variants[n] for n in kept})
+    monkeypatch.setattr(profiling, "time_ms", lambda fn, **_: profiling._median_wall_ms(fn, repeats=2))
+    out = tmp_path / "spmv-test.csv"
+    cases = spmv_cases([suitesparse_dir], max_nnz=2000, device="cpu")[:2]
+    profiling.profile("spmv", cases, out, command="test", progress=False,
+                      call_overhead_below=profiling.SPMV_CALL_OVERHEAD_BELOW)
+    profiled = read_frame(out)
+    added = [c for c in profiled.columns if c.endswith(":diagonal_major_r512")]
+    assert len(added) == 3
+    profiled.drop(columns=added).to_csv(out, index=False)
+    _run(script, out, suitesparse_dir, monkeypatch, "--add-variant", "diagonal_major_r512")
+    after = read_frame(out)
+    assert list(after.columns) == list(profiled.columns)
+    assert (after[added] > 0).all().all()
+    pd.testing.assert_frame_equal(after.drop(columns=added), profiled.drop(columns=added), check_exact=True)
+    meta = json.loads(meta_path(out).read_text())
+    assert meta["added_variants"][0]["variant"] == "diagonal_major_r512"
+    assert set(meta["added_variants"][0]["anchor_ratio_median"]) == set(script.ANCHORS)

@@ -1,0 +1,122 @@
+"""The diagonal-major variant (``diagonal_major_r512``): rows that follow the longest row's
+diagonals read from a copy of their values stored by diagonals. On the CPU (Triton interpreter)
+against scipy float64: where the copy is made and where it is not, the rows that do not follow,
+diagonals split over several programs, every dtype pair, values changed in place (inference
+tensors too; through dispatch: tests/test_spmv_diagonal.py), and x holding infinities only where
+a row does not reach.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+from test_spmv_diagonal import expected_follows, nearly_banded
+from test_spmv_kernels import assert_spmv_close, random_vector, run_and_check, to_seer
+
+import seer.kernels.spmv as spmv
+from seer.datasets import generators
+
+NAME = "diagonal_major_r512"
+ROWS, DIAGONALS = (spmv.VARIANTS[NAME].params[k] for k in ("rows", "diagonals"))
+
+
+def layout(matrix: sp.csr_matrix):
+    csr, _ = to_seer(matrix)
+    return spmv._diagonal_major_layout(csr, *spmv._rows_following_pattern(csr))
+
+
+STORED = {  # (matrix, rows that do not follow)
+    "stencil 2-D, 5 points": (lambda: generators.stencil_2d(30, 5, seed=1), 30 * 30 - 28 * 28),
+    "box of 49": (lambda: generators.stencil_2d(24, 49, seed=2), 24 * 24 - 18 * 18),
+    "band of 17": (lambda: generators.banded(1100, 8, seed=3), 16),
+    "band of 3, every row but two": (lambda: generators.banded(700, 1, seed=4), 2),
+}
+
+
+@pytest.mark.parametrize("name", STORED)
+def test_stored_by_diagonals_matches_scipy(name):
+    build, rest = STORED[name]
+    matrix = build()
+    found = layout(matrix)
+    assert found is not None and found.rest_count == rest
+    assert np.array_equal(found.rest_rows.numpy(), np.flatnonzero(~expected_follows(matrix)))
+    run_and_check(NAME, matrix, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("matrix", [
+    generators.banded(300, 6, fill=0.5, seed=5),  # rows are random subsets of the band: none follows
+    generators.stencil_3d(6, 27, seed=6),  # the boundary is most of a small grid
+    generators.rmat(9, 8, seed=7),  # the longest row's pattern would cost far more than the values
+], ids=["half-filled band", "small 27-point stencil", "R-MAT"])
+def test_without_the_copy_it_runs_as_the_index_free_rows(matrix):
+    assert layout(matrix) is None
+    run_and_check(NAME, matrix, np.random.default_rng(1))
+
+
+def test_wide_band_splits_its_diagonals_over_programs():
+    """A band of 241 on 1,500 rows: 3 blocks of rows, so the diagonals are split (the interpreter
+    counts 4 SMs) and the partial sums added up; the band's 240 end rows take the rest path."""
+    matrix = generators.banded(1500, 120, seed=8)
+    found = layout(matrix)
+    assert found is not None and found.length == 241
+    splits, per_split = spmv._split_diagonals(torch.device("cpu"), -(-1500 // ROWS), 241, DIAGONALS)
+    assert splits > 1 and per_split % DIAGONALS == 0 and (splits - 1) * per_split < 241 <= splits * per_split
+    run_and_check(NAME, matrix, np.random.default_rng(2))
+
+
+def test_rows_of_the_pattern_length_off_the_pattern_read_their_columns():
+    matrix = nearly_banded(1200, 9, seed=9)
+    assert layout(matrix).rest_count == 18 + 18  # the band's ends and the 18 rows moved off it
+    run_and_check(NAME, matrix, np.random.default_rng(3))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64], ids=str)
+def test_value_and_index_dtypes(dtype, index_dtype):
+    run_and_check(NAME, generators.stencil_2d(25, 9, seed=10), np.random.default_rng(4), dtype, index_dtype)
+
+
+def test_infinities_in_x_reach_only_the_rows_that_read_them():
+    """A boundary row of a box of 49 does not follow the pattern and lacks the column one to its
+    left, though that column is in range; x is infinite there. The copy holds zeros in that row's
+    slots, and the programs of the split holding that diagonal add partial sums for every row: a
+    zero times an infinity would be NaN. y must be finite wherever scipy's is."""
+    matrix = generators.stencil_2d(24, 49, seed=11)
+    found = layout(matrix)
+    assert spmv._split_diagonals(torch.device("cpu"), -(-24 * 24 // ROWS), found.length, DIAGONALS)[0] > 1
+    csr, exact = to_seer(matrix)
+    x = random_vector(np.random.default_rng(5), csr.cols, torch.float32)
+    boundary = 24 * 5  # the first row of the sixth grid row: no neighbour at its left
+    x[boundary - 1] = float("inf")
+    y = spmv.VARIANTS[NAME].run(csr, x, torch.full((csr.rows,), float("nan")))
+    with np.errstate(invalid="ignore"):
+        reference = exact @ x.double().numpy()
+    finite = np.isfinite(reference)
+    assert not finite.all() and finite[boundary]
+    assert np.array_equal(np.isfinite(y.numpy()), finite)
+    np.testing.assert_allclose(y.numpy()[finite], reference[finite], rtol=1e-5, atol=1e-5)
+
+
+def test_values_changed_in_place_are_copied_again():
+    matrix = generators.banded(900, 4, seed=12)
+    csr, _ = to_seer(matrix)
+    x = random_vector(np.random.default_rng(6), 900, torch.float32)
+    spmv.VARIANTS[NAME].run(csr, x)
+    csr.values.mul_(-3.0).add_(0.25)
+    exact = sp.csr_matrix((csr.values.double().numpy(), matrix.indices, matrix.indptr), shape=matrix.shape)
+    assert_spmv_close(spmv.VARIANTS[NAME].run(csr, x, torch.full((900,), float("nan"))), exact, x, torch.float32)
+
+
+def test_inference_values_are_copied_on_every_call():
+    """An inference tensor keeps no version, so a change made in inference mode cannot be seen: the
+    copy is made again on every call."""
+    matrix = generators.banded(900, 4, seed=13)
+    with torch.inference_mode():
+        csr, _ = to_seer(matrix)
+        x = random_vector(np.random.default_rng(7), 900, torch.float32)
+        spmv.VARIANTS[NAME].run(csr, x)
+        csr.values.mul_(2.0)
+        y = spmv.VARIANTS[NAME].run(csr, x)
+    exact = sp.csr_matrix((csr.values.double().numpy(), matrix.indices, matrix.indptr), shape=matrix.shape)
+    assert_spmv_close(y, exact, x, torch.float32)
