@@ -50,8 +50,8 @@ run_stage() {
     spmv-regather) each_campaign remeasured_gather --gather ;;
     # A variant registered since the campaigns (VARIANT=name): its columns measured into both tables
     # beside two anchors re-timed (their ratios to the tables go to the metadata), then merged and
-    # the model retrained, resuming as spmv-regather does.
-    spmv-add-variant) each_campaign "added_$VARIANT" --add-variant "$VARIANT" ;;
+    # the model retrained, resuming as spmv-regather does. AGAIN=1: measured again (its code changed).
+    spmv-add-variant) each_campaign "added_$VARIANT" --add-variant "$VARIANT" ${AGAIN:+--again} ;;
     gemm) python3 benchmarks/gemm_profile.py --out "benchmarks/results/gemm-$device" --budget-s "$budget"
           cp "benchmarks/results/gemm-$device/gemm.csv" "datasets/profiles/gemm-$device.csv"
           cp "benchmarks/results/gemm-$device/gemm.meta.json" "datasets/profiles/gemm-$device.meta.json" ;;

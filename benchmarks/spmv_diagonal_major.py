@@ -91,7 +91,7 @@ def own_bytes(row: dict) -> float:
 def markdown(result: dict) -> str:
     rows, copy, names = result["matrices"], result["copy_gbps"], list(configurations())
     lines = [*method(result, "SpMV from a diagonal-major copy of the values"), "",
-             "Per matrix: the pattern's length (0: the copy not made, the candidates run as diagonal_r128) and "
+             "Per matrix: the pattern's length (0: the copy not made, the candidates run as vector CSR) and "
              "the share of nonzeros in rows that follow it; the best shipped variant and the best candidate with "
              "their shares of copy under the CSR byte model (effective), the candidate's under the bytes it "
              "moves (own); preparation (synchronised wall time) and the calls after which it has paid for itself.",

@@ -74,7 +74,7 @@ def addition(name: str):
         row = {f"time_ms:{name}": times[name], f"call_us:{name}": float("nan"), f"prepare_ms:{name}": float("nan"),
                **{f"{ANCHOR_PREFIX}{n}": times[n] for n in ANCHORS}}
         if name in checked:
-            if case.extra["size"] < SPMV_CALL_OVERHEAD_BELOW:
+            if case.extra.get("size", 0) < SPMV_CALL_OVERHEAD_BELOW:  # as seer profile decides
                 row[f"call_us:{name}"] = host_call_us(checked[name])
             row.update(preparation_columns(op, source, [name]))
         return row
@@ -109,6 +109,8 @@ def main() -> int:
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--gather", action="store_true", help="re-measure gather_ms instead of prepare_ms")
     what.add_argument("--add-variant", metavar="NAME", help="measure a registered variant the table lacks")
+    parser.add_argument("--again", action="store_true",
+                        help="with --add-variant: measure the variant's columns again (its code changed)")
     parser.add_argument("--deadline", type=float, default=500, help="seconds; stops between inputs")
     args = parser.parse_args()
     if args.add_variant:
@@ -117,8 +119,8 @@ def main() -> int:
         measure, marker = (gathering, "remeasured_gather") if args.gather else (preparation, "remeasured_preparation")
     # read_frame: every cell it does not re-measure is written back to the last bit
     frame = read_frame(args.table, dtype={"id": str, "group": str, "source": str})
-    if args.add_variant and f"time_ms:{args.add_variant}" in frame and marker not in frame:
-        print(f"{args.table} has {args.add_variant} already: nothing to add")
+    if args.add_variant and f"time_ms:{args.add_variant}" in frame and marker not in frame and not args.again:
+        print(f"{args.table} has {args.add_variant} already: nothing to add (--again measures it again)")
         return 0
     if marker not in frame:
         frame[marker] = False

@@ -12,9 +12,13 @@ Kinds of kernel (a variant is a kind plus fixed block shapes):
               vendor kernel where it is the fastest, as the GEMM op keeps cuBLAS.
     cusparse  cuSPARSE's SpMV called directly, its per-matrix partition made once instead of on
               every call as torch's product does (``seer.cusparse``).
-Preprocessing (merge chunk rows, adaptive bins) runs on the first call for a matrix and is
-cached with the matrix (``CsrMatrix.cached``); later calls do not synchronise with the host,
-so they can be captured in CUDA graphs.
+    diagonal  one lane per row; rows whose columns are the row plus the longest row's offsets (a
+              stencil's or a full band's diagonals) read no column indices.
+    diagonal_major  those rows read from a copy of their values stored by diagonals: a block of
+              rows reads each diagonal as one aligned run, as a copy does.
+Preprocessing (merge chunk rows, adaptive bins, the rows that follow a pattern, the diagonal-major
+copy) runs on the first call for a matrix and is cached with the matrix (``CsrMatrix.cached``);
+later calls do not synchronise with the host, so they can be captured in CUDA graphs.
 """
 from __future__ import annotations
 
@@ -480,8 +484,10 @@ def _diagonal_variant(rows_per_program: int, num_warps: int) -> tuple[Callable, 
 
 # Diagonal-major storage costs memory where rows do not follow the pattern (their slots hold
 # zeros): it is made only where at least half of the nonzeros follow and the copy is at most twice
-# the values; elsewhere the variant runs as diagonal_r128. Rows are padded to a multiple of the
-# largest row block, so that every block reads whole, aligned runs.
+# the values; elsewhere the variant runs as vector CSR by the mean row length, so that a choice
+# made for a structure the trees have not seen (rows of equal length that follow no pattern, as in
+# a half-filled band) costs little. Rows are padded to a multiple of the largest row block, so
+# that every block reads whole, aligned runs.
 DIAGONAL_MAJOR_MIN_FOLLOWING = 0.5
 DIAGONAL_MAJOR_MAX_FILL = 2.0
 _DIAGONAL_MAJOR_PAD = 1024
@@ -503,14 +509,16 @@ class _DiagonalLayout:
     rest_count: int
 
 
-# The rows that do not follow (a band's ends, a stencil's boundary) as vector CSR, lanes a row by
-# the pattern's length, which bounds theirs: (longest pattern, rows a program, lanes a row), the
-# shipped row-mapped tiles. One lane a row would walk a band's ends of 1,200 nonzeros one by one.
-_REST_TILES = ((8, 128, 1), (32, 64, 8), (128, 32, 16), (512, 16, 32), (None, 8, 64))
+# Vector CSR tiles by row length: (up to this many nonzeros, rows a program, lanes a row), the
+# shipped row-mapped tiles. The rows that do not follow (a band's ends, a stencil's boundary) take
+# the tile of the pattern's length, which bounds theirs: one lane a row would walk a band's ends of
+# 1,200 nonzeros one by one. A matrix stored by rows takes the tile of its mean row length.
+_VECTOR_TILES = ((8, 128, 1), (32, 64, 8), (128, 32, 16), (512, 16, 32), (None, 8, 64))
 
 
-def _rest_tile(length: int) -> tuple[int, int]:
-    return next((rows, g) for longest, rows, g in _REST_TILES if longest is None or length <= longest)
+def _vector_tile(length: int) -> tuple[int, int]:
+    """(rows a program, lanes a row) for rows of about ``length`` nonzeros."""
+    return next((rows, g) for longest, rows, g in _VECTOR_TILES if longest is None or length <= longest)
 
 
 def _diagonal_major_layout(csr: CsrMatrix, pattern_row: torch.Tensor, follows: torch.Tensor) -> _DiagonalLayout | None:
@@ -546,11 +554,34 @@ def _values_version(values: torch.Tensor) -> int | None:
     return None if values.is_inference() else values._version
 
 
+def _diagonal_copy(csr: CsrMatrix, follows: torch.Tensor, length: int) -> tuple[torch.Tensor, int, Callable]:
+    """``(copy, row stride, refresh)``: the values of the rows that follow, stored by diagonals and
+    made now; ``refresh()`` makes the copy again if the values changed in place since (on every
+    call for inference tensors, whose changes cannot be seen). No read-back."""
+    indptr, values, rows = csr.indptr, csr.values, csr.rows
+    stride = cdiv(rows, _DIAGONAL_MAJOR_PAD) * _DIAGONAL_MAJOR_PAD
+    diagonals = torch.empty(length * stride, dtype=values.dtype, device=csr.device)
+    args = (indptr, values, follows, diagonals, stride, length, rows, *_TO_DIAGONAL_MAJOR_TILE.values())
+    launches = InputLaunches(_to_diagonal_major_launch, (csr.device, specialisation(*args[:7])), {"num_warps": 4})
+    grid, made = stride // _TO_DIAGONAL_MAJOR_TILE["ROWS"], [None]
+
+    def make() -> None:
+        launches.launch((), grid, args, addresses(args))  # addresses afresh: ``set_`` may move values
+        made[0] = _values_version(values)
+
+    def refresh() -> None:
+        version = _values_version(values)
+        if version is None or version != made[0]:
+            make()
+
+    make()
+    return diagonals, stride, refresh
+
+
 def _diagonal_major_variant(rows_per_program: int, diagonals_per_step: int, num_warps: int
                             ) -> tuple[Callable, Callable]:
     """Rows that follow the longest row's diagonals read from a copy of their values stored by
-    diagonals, made when the call is planned and again when the values change in place (on
-    every call for inference tensors, whose changes cannot be seen)."""
+    diagonals (:func:`_diagonal_copy`), the other rows by vector CSR in the same launch."""
     shape = (rows_per_program, diagonals_per_step)  # the kernel's constexprs
 
     def plan(csr: CsrMatrix) -> Callable:
@@ -559,27 +590,14 @@ def _diagonal_major_variant(rows_per_program: int, diagonals_per_step: int, num_
         pattern_row, follows = _rows_following_pattern(csr)
         layout = _diagonal_major_layout(csr, pattern_row, follows)
         if layout is None:
-            return _row_mapped_call(csr, _diagonal_launch, (128, PACK_FROM), 4, fixed=(pattern_row, follows))
-        length = layout.length
+            return _row_mapped_call(csr, _rows_launch, _vector_tile(cdiv(csr.nnz, csr.rows)), 4)
         check, out_check = dense_vector_check(csr), _out_check(csr)
-        indptr, indices, values, rows = csr.indptr, csr.indices, csr.values, csr.rows
-        stride = cdiv(rows, _DIAGONAL_MAJOR_PAD) * _DIAGONAL_MAJOR_PAD
-        diagonals = torch.empty(length * stride, dtype=values.dtype, device=csr.device)
-        convert_args = (indptr, values, follows, diagonals, stride, length, rows, *_TO_DIAGONAL_MAJOR_TILE.values())
-        convert = InputLaunches(_to_diagonal_major_launch, (csr.device, specialisation(*convert_args[:7])),
-                                {"num_warps": 4})
-        convert_grid = stride // _TO_DIAGONAL_MAJOR_TILE["ROWS"]
-        converted = [None]
-
-        def convert_values() -> None:
-            convert.launch((), convert_grid, convert_args, addresses(convert_args))
-            converted[0] = _values_version(values)
-
-        convert_values()
+        indptr, indices, values, rows, length = csr.indptr, csr.indices, csr.values, csr.rows, layout.length
+        diagonals, stride, refresh = _diagonal_copy(csr, follows, length)
         row_blocks = cdiv(rows, rows_per_program)
         splits, per_split = _split_diagonals(csr.device, row_blocks, length, diagonals_per_step)
         partials = torch.empty(splits * stride, dtype=torch.float32, device=csr.device) if splits > 1 else None
-        rest_shape = _rest_tile(length)
+        rest_shape = _vector_tile(length)
         rest_programs = cdiv(layout.rest_count, rest_shape[0])
         fixed = (diagonals, stride, layout.offsets, length, per_split, splits, follows, layout.rest_rows,
                  layout.rest_count, rest_programs)
@@ -587,19 +605,15 @@ def _diagonal_major_variant(rows_per_program: int, diagonals_per_step: int, num_
         launches = InputLaunches(_diagonal_major_launch,
                                  (csr.device, specialisation(*fixed, indptr, indices, values, rows), *shape,
                                   *rest_shape), {"num_warps": num_warps})
-        tail = (rows, *shape, *rest_shape)
-        grid = rest_programs + row_blocks * splits
+        tail, grid = (rows, *shape, *rest_shape), rest_programs + row_blocks * splits
 
         def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
             check(x)
             y = x.new_empty(rows) if out is None else out_check(out)
-            version = _values_version(values)
-            if version is None or version != converted[0]:
-                convert_values()
+            refresh()
             target = y if partials is None else partials
             vectors, x_at, x_stride, target_at, target_stride = vector_operands(x, target)
-            launches.launch(vectors, grid,
-                            (*fixed, indptr, indices, values, x, x_stride, target, target_stride, *tail),
+            launches.launch(vectors, grid, (*fixed, indptr, indices, values, x, x_stride, target, target_stride, *tail),
                             (*fixed_at, indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), x_at, x_stride,
                              target_at, target_stride, *tail))
             if partials is not None:
@@ -839,7 +853,7 @@ _register("diagonal_major_r512", _diagonal_major_variant(512, 2, 4),
            "min_following": DIAGONAL_MAJOR_MIN_FOLLOWING, "max_fill": DIAGONAL_MAJOR_MAX_FILL},
           "rows that follow the longest row's diagonals read from a copy of their values stored by diagonals "
           "(made once per matrix, at most twice the values); 512 rows and 2 diagonals a step; runs as "
-          "diagonal_r128 where fewer than half of the nonzeros follow")
+          "vector CSR by the mean row length where fewer than half of the nonzeros follow")
 # Smaller chunks use fewer registers (ptxas, sm_90a: 32 and 44 per thread for 256 and 512
 # nonzeros on 4 warps, 70 for 1024), so more programs share an SM. 1024 (fastest on none of
 # either GPU's 437-453 inputs at any call count) and 4096 on 8 warps won nowhere and were dropped

@@ -49,7 +49,7 @@ def test_stored_by_diagonals_matches_scipy(name):
     generators.stencil_3d(6, 27, seed=6),  # the boundary is most of a small grid
     generators.rmat(9, 8, seed=7),  # the longest row's pattern would cost far more than the values
 ], ids=["half-filled band", "small 27-point stencil", "R-MAT"])
-def test_without_the_copy_it_runs_as_the_index_free_rows(matrix):
+def test_without_the_copy_it_runs_as_vector_csr(matrix):
     assert layout(matrix) is None
     run_and_check(NAME, matrix, np.random.default_rng(1))
 
