@@ -279,8 +279,9 @@ class TwoStageSelector:
             if free_gather_ms.shape != (n,) or not np.isfinite(free_gather_ms).all() or (free_gather_ms < 0).any():
                 raise ValueError(f"free_gather_ms must hold {n} finite, non-negative costs (one per row)")
             validated = _Outcome(stage2, {c: np.ones(n, dtype=bool) for c in calls}, single, fold_of)
-            report.validated_scores = _subset_scores(table, replace(data, gather_ms=free_gather_ms), calls,
-                                                     validated, _hand_rule(table)[0])
+            charged = replace(data, gather_ms=free_gather_ms)
+            report.validated_scores = _subset_scores(table, charged, calls, validated, _hand_rule(table)[0])
+            report.validated_held_out = _held_out_frame(table, charged, calls, validated)
         return report
 
     # ------------------------------------------------------------------ exporting
@@ -525,6 +526,7 @@ class TrainingReport:
     notes: list[str] = field(default_factory=list)
     held_out: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     validated_scores: dict | None = None  # the same, stage 2 on every row (see evaluate)
+    validated_held_out: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)  # its per-row choices
 
     def to_dict(self, rows: bool = False) -> dict:
         """JSON-ready; ``rows=True`` adds the per-row held-out choices."""
