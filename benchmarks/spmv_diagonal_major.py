@@ -29,7 +29,7 @@ import torch
 from large_set import checked_times
 from scipy.stats import gmean
 from spmv_bandwidth import share_of_copy
-from spmv_vector_loads import SHIPPED as ROW_MAPPED, best, each_candidate, large_regular, method
+from spmv_vector_loads import SHIPPED as ROW_MAPPED, best, calls_to_pay, each_candidate, large_regular, method
 
 from seer.kernels import spmv
 
@@ -99,8 +99,7 @@ def markdown(result: dict) -> str:
              "effective share | own share | speed-up | preparation ms | pays after calls |", "|" + "---|" * 12]
     for r in rows:
         (s_name, s_ms), (c_name, c_ms) = best(r["time_ms"], SHIPPED), best(r["time_ms"], names)
-        saved = s_ms - c_ms
-        pays = f"{r['preparation_ms'] / saved:.0f}" if saved > 0 else "never"
+        pays = calls_to_pay(r["preparation_ms"], s_ms, c_ms)
         own = f"{own_bytes(r) / (c_ms * 1e-3) / 1e9 / copy:.0%}" if r["stored"] else "-"
         lines.append(f"| {r['id']} | {r['nnz'] / r['rows']:.1f} | {r['length']} | "
                      f"{r['flagged_rows'] * r['length'] / r['nnz']:.0%} | {s_name} | "

@@ -35,7 +35,7 @@ import triton.language as tl
 from scipy.stats import gmean
 from large_set import checked_times
 from spmv_bandwidth import share_of_copy
-from spmv_vector_loads import SHIPPED as ROW_MAPPED, best, large_regular, method
+from spmv_vector_loads import SHIPPED as ROW_MAPPED, best, calls_to_pay, large_regular, method
 
 from seer.kernels import spmv
 
@@ -153,8 +153,7 @@ def markdown(result: dict) -> str:
              "| own share | speed-up | preparation ms | pays after calls |", "|" + "---|" * 12]
     for r in rows:
         (s_name, s_ms), (c_name, c_ms) = best(r["time_ms"], SHIPPED), best(r["time_ms"], names)
-        saved = s_ms - c_ms
-        pays = f"{r['preparation_ms'] / saved:.0f}" if saved > 0 else "never"
+        pays = calls_to_pay(r["preparation_ms"], s_ms, c_ms)
         own = own_bytes(r) / (c_ms * 1e-3) / 1e9 / copy
         lines.append(f"| {r['id']} | {r['nnz'] / r['rows']:.1f} | {r['length']} | {r['flagged_nnz'] / r['nnz']:.0%} | "
                      f"{s_name} | {share_of_copy(r, s_ms, copy):.0%} | {c_name} | "

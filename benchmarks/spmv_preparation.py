@@ -33,8 +33,8 @@ import pandas as pd
 import torch
 
 from seer.datasets.cases import spmv_cases
-from seer.profiling import (SPMV_CALL_OVERHEAD_BELOW, TOLERANCE, _correct, _least_of_rounds, _Prefetched, gather_ms,
-                            host_call_us, preparation_columns)
+from seer.profiling import (SPMV_CALL_OVERHEAD_BELOW, _Prefetched, gather_ms, host_call_us, preparation_columns,
+                            timed_if_correct)
 from seer.registry import get_op
 from seer.table import meta_path, read_frame
 
@@ -66,11 +66,8 @@ def addition(name: str):
         op = get_op("spmv")
         source, operands = case.build(loaded)
         problem = op.kernels.problem(source)
-        reference = op.kernels.reference(problem, *operands)
-        tolerance = TOLERANCE.get(problem.dtype, 1e-2)
         fns = {n: (lambda v=op.variants[n]: v.run(problem, *operands)) for n in (name, *ANCHORS)}
-        checked = {n: fn for n, fn in fns.items() if _correct(n, fn, reference, tolerance, case.id, print)}
-        times = {n: float("nan") for n in fns} | _least_of_rounds(checked)
+        checked, times = timed_if_correct(op, problem, operands, fns, case.id)
         row = {f"time_ms:{name}": times[name], f"call_us:{name}": float("nan"), f"prepare_ms:{name}": float("nan"),
                **{f"{ANCHOR_PREFIX}{n}": times[n] for n in ANCHORS}}
         if name in checked:

@@ -111,6 +111,13 @@ def best(times: dict, names) -> tuple[str, float]:
     return name, times[name]
 
 
+def calls_to_pay(preparation_ms: float, shipped_ms: float, candidate_ms: float) -> str:
+    """After how many calls a candidate's preparation has paid for itself against the shipped
+    variant's time ("never" where it is no faster)."""
+    saved = shipped_ms - candidate_ms
+    return f"{preparation_ms / saved:.0f}" if saved > 0 else "never"
+
+
 def overall(rows: list[dict], names, copy_gbps: float) -> str:
     """The best candidate per matrix over the best shipped variant, and the median shares of copy."""
     shipped = [best(r["time_ms"], SHIPPED)[1] for r in rows]

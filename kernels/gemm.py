@@ -30,6 +30,7 @@ import triton
 import triton.language as tl
 
 from seer.errors import InputError, warn
+from seer.launch import INTERPRETER_SMS, sm_count  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
 from seer.registry import Variant
 
 
@@ -190,7 +191,6 @@ def _gemm_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_
 
 # ---------------------------------------------------------------- problem
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16)
-INTERPRETER_SMS = 4  # pretend SM count under the CPU interpreter: small, so persistent programs loop
 
 
 @dataclass(frozen=True)
@@ -205,14 +205,6 @@ class GemmProblem:
     a_strides: tuple[int, int]
     b_strides: tuple[int, int]
     num_sms: int
-
-
-@functools.lru_cache(maxsize=None)
-def sm_count(device: torch.device) -> int:
-    """Streaming multiprocessors of a CUDA device (cached), or :data:`INTERPRETER_SMS` elsewhere."""
-    if device.type != "cuda":
-        return INTERPRETER_SMS
-    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 @functools.lru_cache(maxsize=None)

@@ -34,7 +34,8 @@ import triton.language as tl
 
 from seer import cusparse, sparse
 from seer.errors import InputError, warn
-from seer.launch import INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, specialisation, vector_operands
+from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, sm_count, specialisation,
+                         vector_operands)
 from seer.registry import Variant
 from seer.sparse import (CsrMatrix, add_up_found, as_csr, check_dense_vector, dense_vector_check, row_statistics,
                          store_found, zero_counts)
@@ -541,10 +542,9 @@ def _diagonal_major_layout(csr: CsrMatrix, pattern_row: torch.Tensor, follows: t
 
 def _split_diagonals(device: torch.device, row_blocks: int, length: int, diagonals_per_step: int) -> tuple[int, int]:
     """(splits, diagonals per split) for ``row_blocks`` blocks of rows."""
-    # Off CUDA (the interpreter) a GPU of 4 SMs, so that small tests take the split path too.
-    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+    # Off CUDA (the interpreter) a GPU of INTERPRETER_SMS SMs, so that small tests take the split path too.
     most = max(length // (diagonals_per_step * _MIN_STEPS_PER_SPLIT), 1)
-    splits = min(max(cdiv(_PROGRAMS_PER_SM * sms, row_blocks), 1), most)
+    splits = min(max(cdiv(_PROGRAMS_PER_SM * sm_count(device), row_blocks), 1), most)
     per_split = cdiv(cdiv(length, splits), diagonals_per_step) * diagonals_per_step
     return cdiv(length, per_split), per_split
 

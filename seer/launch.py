@@ -13,6 +13,7 @@ the interpreter, goes through Triton's normal path.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from typing import Callable
 
@@ -68,6 +69,19 @@ def addresses(args: tuple) -> tuple:
     """``args`` with every tensor replaced by its device address (for ``direct_args`` of arguments
     fixed per matrix: worked out once, with the plan that holds the tensors)."""
     return tuple(a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+# Pretend SM count under the CPU interpreter: small, so that persistent programs loop and grids
+# sized by SMs take their several-program paths in tests.
+INTERPRETER_SMS = 4
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA device (cached), or :data:`INTERPRETER_SMS` elsewhere."""
+    if device.type != "cuda":
+        return INTERPRETER_SMS
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def cdiv(a: int, b: int) -> int:

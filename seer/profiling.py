@@ -151,14 +151,10 @@ def profile_case(op_name: str, case: Case, *, call_overhead: bool, log=print, lo
     if op.features.GATHERED:
         row.update(op.features.gathered(problem))
         row["gather_ms"] = float("nan")  # its column's place; measured below, once the host is quiet
-    reference = op.kernels.reference(problem, *operands)
-    tolerance = TOLERANCE.get(getattr(problem, "dtype", torch.float32), 1e-2)
     candidates = {f"time_ms:{name}": lambda v=variant: v.run(problem, *operands) for name, variant in op.variants.items()}
     candidates.update({f"baseline_ms:{name}": lambda f=fn: f(problem, *operands) for name, fn in case.baselines.items()})
-    checked = {column: fn for column, fn in candidates.items()
-               if _correct(column.split(":", 1)[1], fn, reference, tolerance, case.id, log)}
-    row.update({column: float("nan") for column in candidates})  # failed or wrong: recorded as NaN
-    row.update(_least_of_rounds(checked))
+    checked, times = timed_if_correct(op, problem, operands, candidates, case.id, log)
+    row.update(times)
     settle()  # the host times below: after the device timings, so the next inputs have mostly loaded
     if op.features.GATHERED:
         row["gather_ms"] = gather_ms(op, problem)
@@ -167,6 +163,18 @@ def profile_case(op_name: str, case: Case, *, call_overhead: bool, log=print, lo
             row[f"call_us:{column.split(':', 1)[1]}"] = host_call_us(fn)
     row.update(preparation_columns(op, source, [c.split(":", 1)[1] for c in checked if c.startswith("time_ms:")]))
     return row
+
+
+def timed_if_correct(op, problem, operands, candidates: dict[str, Callable], case_id: str, log=print
+                     ) -> tuple[dict[str, Callable], dict[str, float]]:
+    """``(checked, times)``: the candidates (``column: fn``; the column's part after ``:`` names it
+    in the log) whose result matches ``op``'s float64 reference within the dtype's tolerance, and
+    each candidate's time, the least of interleaved rounds; NaN for one that failed or was wrong."""
+    reference = op.kernels.reference(problem, *operands)
+    tolerance = TOLERANCE.get(getattr(problem, "dtype", torch.float32), 1e-2)
+    checked = {column: fn for column, fn in candidates.items()
+               if _correct(column.split(":", 1)[-1], fn, reference, tolerance, case_id, log)}
+    return checked, {column: float("nan") for column in candidates} | _least_of_rounds(checked)
 
 
 def gather_ms(op, problem) -> float:

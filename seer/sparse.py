@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from seer.errors import InputError
-from seer.launch import LaunchCache, cdiv, on_device, specialisation
+from seer.launch import LaunchCache, cdiv, on_device, sm_count, specialisation
 
 VALUE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INDEX_DTYPES = (torch.int32, torch.int64)
@@ -582,8 +582,7 @@ def max_programs(device: torch.device) -> int:
     cap = _programs_cap.get(device)
     if cap is None:
         # The interpreter (CPU tensors, tests) runs programs one by one: a few suffice.
-        sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
-        cap = _programs_cap[device] = _PROGRAMS_PER_SM * sms
+        cap = _programs_cap[device] = _PROGRAMS_PER_SM * sm_count(device)
     return cap
 
 
