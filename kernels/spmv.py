@@ -462,8 +462,13 @@ _FOLLOWS_TILE = {"ROWS": 64, "G": 16}
 def _rows_following_pattern(csr: CsrMatrix) -> tuple[torch.Tensor, torch.Tensor]:
     """(pattern_row, follows): the matrix's longest row (the first of them) as a 0-d device tensor,
     whose columns minus its number are the diagonal pattern, and an int8 flag per row that has
-    exactly those columns relative to itself. Two small reductions and one pass over the
-    structure; no read-back, so the host never waits for it."""
+    exactly those columns relative to itself. Both depend on the structure alone, so the diagonal
+    variants share them, made once per structure (neither writes to them)."""
+    return csr.cached(("rows following pattern",), _find_rows_following_pattern)
+
+
+def _find_rows_following_pattern(csr: CsrMatrix) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two small reductions and one pass over the structure; no read-back, so the host never waits."""
     pattern_row = torch.argmax(csr.indptr[1:] - csr.indptr[:-1])
     follows = torch.empty(csr.rows, dtype=torch.int8, device=csr.device)
     _follows_pattern_kernel[(cdiv(csr.rows, _FOLLOWS_TILE["ROWS"]),)](

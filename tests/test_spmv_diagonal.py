@@ -103,16 +103,29 @@ def test_packed_programs_read_the_right_rows():
     assert_spmv_close(y, exact, x, torch.float32)
 
 
-def test_structure_changed_in_place_rebuilds_the_flags():
+def test_the_diagonal_variants_find_the_following_rows_once(monkeypatch):
+    """Both diagonal variants planned on one matrix share one pass over its structure."""
+    passes = []
+    find = spmv._find_rows_following_pattern
+    monkeypatch.setattr(spmv, "_find_rows_following_pattern", lambda csr: passes.append(1) or find(csr))
+    csr, exact = to_seer(generators.banded(400, 4, seed=10))
+    x = random_vector(np.random.default_rng(3), 400, torch.float32)
+    for name in (NAME, "diagonal_major_r512"):
+        assert_spmv_close(spmv.VARIANTS[name].run(csr, x, torch.full((400,), float("nan"))), exact, x, torch.float32)
+    assert len(passes) == 1
+
+
+@pytest.mark.parametrize("first, then", [(NAME, NAME), (NAME, "diagonal_major_r512"), ("diagonal_major_r512", NAME)])
+def test_structure_changed_in_place_rebuilds_the_flags(first, then):
     """New columns written into the same indices array (indptr unchanged) must not be read as the
-    old pattern: the plan's stamp covers indices."""
+    old pattern by either variant, whichever found the flags first: their stamp covers indices."""
     band = generators.banded(400, 4, seed=11)
     csr, _ = to_seer(band)
     x = random_vector(np.random.default_rng(4), 400, torch.float32)
-    spmv.VARIANTS[NAME].run(csr, x)
+    spmv.VARIANTS[first].run(csr, x)
     moved = nearly_banded(400, 4, seed=11)
     csr.indices.copy_(torch.from_numpy(moved.indices.astype(np.int32)))
-    y = spmv.VARIANTS[NAME].run(csr, x, torch.full((400,), float("nan")))
+    y = spmv.VARIANTS[then].run(csr, x, torch.full((400,), float("nan")))
     exact = sp.csr_matrix((csr.values.double().numpy(), moved.indices, moved.indptr), shape=moved.shape)
     assert_spmv_close(y, exact, x, torch.float32)
 
