@@ -459,12 +459,15 @@ PACK_FROM = 16
 _FOLLOWS_TILE = {"ROWS": 64, "G": 16}
 
 
+_FOLLOWING_PATTERN = ("rows following pattern",)
+
+
 def _rows_following_pattern(csr: CsrMatrix) -> tuple[torch.Tensor, torch.Tensor]:
     """(pattern_row, follows): the matrix's longest row (the first of them) as a 0-d device tensor,
     whose columns minus its number are the diagonal pattern, and an int8 flag per row that has
     exactly those columns relative to itself. Both depend on the structure alone, so the diagonal
     variants share them, made once per structure (neither writes to them)."""
-    return csr.cached(("rows following pattern",), _find_rows_following_pattern)
+    return csr.cached(_FOLLOWING_PATTERN, _find_rows_following_pattern)
 
 
 def _find_rows_following_pattern(csr: CsrMatrix) -> tuple[torch.Tensor, torch.Tensor]:

@@ -316,8 +316,9 @@ def test_preprocessing_runs_once_per_matrix(name, monkeypatch):
 
 def test_cache_entries_follow_the_preprocessing_they_hold():
     """Every kernel variant keeps its own plan (grid and launches); merge variants with the same
-    brackets share one entry of brackets. Validation keeps the row-length sums beside them, the
-    launches the arrays' addresses, and the torch variant its sparse CSR tensor."""
+    brackets share one entry of brackets, the diagonal variants one of the rows that follow the
+    pattern. Validation keeps the row-length sums beside them, the launches the arrays' addresses,
+    and the torch variant its sparse CSR tensor."""
     rng = np.random.default_rng(6)
     csr, _ = to_seer(random_csr(rng, 100, 100, skewed_lengths(rng, 100, 100, 20)))
     x = random_vector(rng, 100, torch.float32)
@@ -326,9 +327,9 @@ def test_cache_entries_follow_the_preprocessing_they_hold():
     params = [v.params for v in spmv.VARIANTS.values()]
     brackets = {p["bracket"] for p in params if p["kind"] == "merge"}
     kernels = [p for p in params if p["kind"] != "torch"]
-    # + the row-length sums, the addresses and the torch CSR tensor
-    assert len(csr.scratch) == len(kernels) + len(brackets) + 3
-    assert spmv._TORCH_CSR in csr.scratch
+    # + the pattern's rows, the row-length sums, the addresses and the torch CSR tensor
+    assert len(csr.scratch) == len(kernels) + len(brackets) + 4
+    assert spmv._TORCH_CSR in csr.scratch and spmv._FOLLOWING_PATTERN in csr.scratch
     assert sparse._ROW_SUMS in csr.scratch and sparse._ADDRESSES in csr.scratch
     assert all(("merge brackets", b) in csr.scratch for b in brackets)
 
