@@ -31,6 +31,18 @@ GATHERED = (
 )
 
 
+# Below this many nonzeros a call's host time, not its kernel, decides which variant is fastest
+# (``seer profile`` records the host call time there).
+HOST_BOUND_BELOW = 1_000_000
+
+
+def redecides(known_features: dict) -> bool:
+    """Whether dispatch decides again as calls on this matrix add up (see :mod:`seer.dispatch`):
+    not where the host decides a call's time, since binding another variant costs the host more
+    than its kernel could save."""
+    return known_features["nnz"] >= HOST_BOUND_BELOW
+
+
 def known(csr: CsrMatrix) -> dict[str, float]:
     rows, cols, nnz = csr.rows, csr.cols, csr.nnz
     return {"rows": rows, "cols": cols, "nnz": nnz, "mean_row": nnz / rows if rows else 0.0}

@@ -7,6 +7,15 @@ row statistics); otherwise stage 1 decides on known features, gathering first on
 says gathering pays (inputs passed unchecked, e.g. ``as_csr(A, check=False)``). The decision
 is cached, keyed by the input's identity and in-place version, so later calls on the same input
 go straight to the launch.
+
+Without a ``calls`` hint the first choice is made for one call. As calls on the input add up, it
+is made again at each call count the model has other trees for (10, 100, 1,000 for SpMV), for
+that many calls: the calls so far stand for the calls ahead, so a variant whose one-time
+preparation only repays over many calls is bound once it is likely to. The choice changes only
+to a variant the trees for every larger count choose too: the trees are trained per count, and a
+variant that more calls would switch away from is not worth its preparation. Only where the op's
+feature module says it may pay (``redecides``: SpMV from a million nonzeros), and never inside
+CUDA graph capture (deciding may read the device back: the next call outside capture does).
 """
 from __future__ import annotations
 
@@ -44,6 +53,9 @@ class Decision:
     problem: object = field(repr=False)
     source: object = field(repr=False)  # held so the cached input's id cannot be reused
     call: Callable | None = field(default=None, repr=False)  # run bound to problem, operands checked: bind()
+    calls: int = 1  # how many calls on the input the choice was made for
+    served: int = field(default=1, repr=False)  # calls on the input so far, counted while recheck_at is set
+    recheck_at: int | None = field(default=None, repr=False)  # the call at which dispatch decides again
 
     def __str__(self) -> str:
         lines = [f"{self.op}: {self.variant}  ({self.stage}; model: {self.model})"]
@@ -127,7 +139,8 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
 
     ``out`` receives the result (SpMV, GEMM), sparing an allocation per call: checked for shape,
     dtype and device. ``calls`` hints how many times the same input will be used (repeated calls
-    reuse the cached decision; the hint tells stage 1 whether gathering more features will pay).
+    reuse the cached decision; the hint tells stage 1 whether gathering more features will pay, and
+    fixes the choice: without it, the choice is made again as calls add up, see the module doc).
     ``model`` is a path or a loaded model, overriding the shipped one; ``variant`` forces a
     variant by name. Extra keyword arguments go to the op (e.g. ``group=`` for multi-GPU ops).
     """
@@ -141,11 +154,15 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
         key = (op, key, model if model is None else _model_token(model), variant)
         decision = _cache.get(key)
         if decision is not None:
+            if decision.recheck_at is not None:
+                decision = _counted(entry, key, decision, operands, model)
             return decision.call(*operands) if out is None else decision.call(*operands, out=out)
     with _on_device_of(operands):
         problem, result = _first_call(entry, source, operands, out, variant)
         decision = _bound(entry, _decide(entry, source, operands, calls=calls, model=model, variant=variant,
                                          problem=problem))
+        if calls is None and variant is None:
+            _schedule_recheck(entry, decision, model)
         if result is None:
             result = decision.call(*operands) if out is None else decision.call(*operands, out=out)
     if key is not None:
@@ -165,14 +182,77 @@ def _first_call(entry: Op, source, operands, out, variant):
     return (_serialised(first_call) if INTERPRETING else first_call)(source, operands, out)
 
 
-def _refuse_capture() -> None:
+def _capturing() -> bool:
     # is_initialized, not is_available (an NVML query): no stream captures before CUDA is initialised.
-    if torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing():
+    return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
+
+
+def _refuse_capture() -> None:
+    if _capturing():
         # Validation and feature gathering read the device back, which capture forbids.
         raise InputError(
             "the first seer.dispatch call on this input is inside CUDA graph capture; call it once "
             "before capturing so that the choice and the kernel's preprocessing are cached"
         )
+
+
+def _schedule_recheck(entry: Op, decision: Decision, model) -> None:
+    """Where the op says deciding again may pay, the call at which to do it: the model's next call
+    count whose trees differ from those the choice was made with."""
+    redecides = getattr(entry.features, "redecides", None)
+    if redecides is None or not redecides(decision.features):
+        return
+    selector, _ = resolve_model(entry, _device_of(decision.problem), model)
+    if selector is not None:
+        decision.recheck_at = selector.next_count(decision.calls)
+
+
+_recheck_lock = threading.Lock()
+
+
+def _counted(entry: Op, key, decision: Decision, operands, model) -> Decision:
+    """The decision for one more call on an input decided without a ``calls`` hint: the cached one
+    until its ``recheck_at``-th call; then, where the trees for that many calls and for every
+    larger count agree on another variant, a new decision bound to it (its preparation paid once)
+    and cached; either way the next recheck scheduled."""
+    decision.served += 1  # unlocked: a count lost to a race delays the recheck by a call
+    if decision.served < decision.recheck_at or _capturing():
+        return decision
+    with _recheck_lock:
+        if decision.recheck_at is None:  # another thread replaced it meanwhile
+            return _cache.get(key) or decision
+        if decision.served < decision.recheck_at:
+            return decision
+        with _on_device_of(operands):
+            fresh = _settled_choice(entry, decision, operands, model)
+            if fresh is None or fresh.variant == decision.variant:
+                selector, _ = resolve_model(entry, _device_of(decision.problem), model)
+                decision.recheck_at = selector.next_count(decision.recheck_at)
+                return decision
+            fresh.stage += f", decided again at call {decision.served:,}"
+            _bound(entry, fresh)  # the new variant's preparation, paid once
+        fresh.served, decision.recheck_at = decision.served, None
+        _schedule_recheck(entry, fresh, model)
+        _cache.put(key, fresh)
+    return fresh
+
+
+def _settled_choice(entry: Op, decision: Decision, operands, model) -> Decision | None:
+    """The decision for ``decision.recheck_at`` calls if the trees for every larger count choose
+    its variant too, else None; on the features at hand (gathered at most once)."""
+    selector, _ = resolve_model(entry, _device_of(decision.problem), model)
+    gathered, choices = _gathered(entry, decision.features), []
+    for calls in (c for c in selector.call_counts if c >= decision.recheck_at):
+        choices.append(_decide(entry, decision.source, operands, calls=calls, model=model, variant=None,
+                               problem=decision.problem, gathered=gathered))
+        gathered = gathered or _gathered(entry, choices[-1].features)
+    return choices[0] if all(c.variant == choices[0].variant for c in choices) else None
+
+
+def _gathered(entry: Op, features: dict) -> dict | None:
+    """The gathered features among ``features`` (a decision's), or None unless all are there."""
+    names = [f.name for f in entry.features.GATHERED]
+    return {name: features[name] for name in names} if names and all(n in features for n in names) else None
 
 
 def _bound(entry: Op, decision: Decision) -> Decision:
@@ -219,9 +299,11 @@ def explain(op: str, inputs, *, calls: int | None = None, model=None, **op_kwarg
         return _decide(entry, source, operands, calls=calls, model=model, variant=None, will_run=False)
 
 
-def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True, problem=None) -> Decision:
+def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True, problem=None,
+            gathered: dict | None = None) -> Decision:
     """The decision for ``source``; ``problem``, if given, is ``source`` already validated by the
-    op's ``first_call``, which checked the operands too."""
+    op's ``first_call``, which checked the operands too; ``gathered``: the gathered features, if
+    an earlier decision on ``problem`` has them."""
     if problem is None:
         if will_run:
             _refuse_capture()
@@ -244,7 +326,7 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
     if trained_sizes and known.get("world_size") not in trained_sizes:
         _warn_once(f"{description} was trained at world sizes {trained_sizes}, running at {known.get('world_size')}: "
                    f"its choices are extrapolated; profile at this size (benchmarks/overlap.py) and train")
-    free = entry.features.gathered_if_free(problem)
+    free = gathered or entry.features.gathered_if_free(problem)
     features = {**known, **(free or {})}
 
     def gather():
@@ -254,7 +336,9 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
 
     choice = selector.choose(known, gather, calls=calls or 1, free=free)
     stage = "stage 2 (features gathered)" if choice.gathered else "stage 1 (known features)"
-    return _decision(entry, choice.variant, stage, choice.path, features, description, problem, source)
+    decision = _decision(entry, choice.variant, stage, choice.path, features, description, problem, source)
+    decision.calls = calls or 1
+    return decision
 
 
 def _decision(entry, variant, stage, path, features, model, problem, source) -> Decision:

@@ -153,6 +153,20 @@ class SelectorModel:
             raise ModelError(f"this {self.op} model has no stage 2 (it was trained without gathered features)")
         return self.stage2[nearest_calls(self.stage2, calls)]
 
+    @property
+    def call_counts(self) -> list[int]:
+        """The call counts the trees were trained for, in order."""
+        return sorted({*self.stage1, *(self.stage2 or ())})
+
+    def next_count(self, calls: int) -> int | None:
+        """The least trained call count above ``calls`` whose trees differ from those for
+        ``calls``, where deciding again for that many calls may choose otherwise; else None."""
+        def trees(count: int) -> tuple:
+            return self.stage1_tree(count), None if self.stage2 is None else self.stage2_tree(count)
+
+        now = trees(calls)
+        return next((count for count in self.call_counts if count > calls and trees(count) != now), None)
+
     def choose(
         self, known: Mapping[str, float], gather: Callable[[], Mapping[str, float]], calls: int = 1,
         free: Mapping[str, float] | None = None,

@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 
 from seer.errors import ProfileTableError, SeerError, warn
+from seer.features import spmv as spmv_features
 from seer.registry import get_op
 from seer.table import PREPARE, meta_path, read_frame
 
@@ -276,7 +277,7 @@ def _median_wall_ms(fn, repeats: int = 15) -> float:
 
 # ``seer profile spmv`` records each variant's host call time on inputs below this size (nonzeros),
 # where launch overhead decides the winner.
-SPMV_CALL_OVERHEAD_BELOW = 1_000_000
+SPMV_CALL_OVERHEAD_BELOW = spmv_features.HOST_BOUND_BELOW
 
 
 def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = "",

@@ -29,6 +29,8 @@ Feature module contract
     ``gathered_if_free(problem) -> dict | None``: the gathered features when ``problem()``'s
         validation already measured them (no device work), else None.
     ``hand_rule(features: dict) -> str``: the documented fallback choice.
+    ``redecides(known: dict) -> bool`` (optional): whether dispatch decides again, for more
+        calls, as calls on one input add up without a ``calls`` hint; absent, it never does.
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
 """seer.dispatch / seer.explain end to end on the CPU (Triton interpreter)."""
+import dataclasses
 import json
 import threading
 import warnings
@@ -12,6 +13,7 @@ import torch
 import seer
 from seer.errors import InputError, SeerWarning
 from seer.features import spmv as spmv_features
+from seer.kernels import spmv as spmv_kernels
 from seer.model import GATHER, SelectorModel
 from seer.sparse import as_csr
 from seer.table import ProfileTable
@@ -317,3 +319,111 @@ def test_bound_calls_make_their_gpu_current_only_when_another_is(monkeypatch):
     assert call(5) == (5, 1, None) and switched == []  # already current: no switch
     current[0] = 0
     assert call(6, out=7) == (6, 1, 7) and switched == [1] and current == [0]  # switched, then back
+
+
+# ------------------------------------------------------------------ deciding again as calls add up
+
+
+def _leaf(features, labels, label):
+    return Tree(features, labels, feature=(-1,), threshold=(None,), left=(-1,), right=(-1,),
+                label=(labels.index(label),), n_samples=(10,), mean_regret=(0.0,))
+
+
+def _model_by_calls(stage1: dict, stage2: dict | None = None) -> SelectorModel:
+    """Stage-1 (and stage-2) trees per call count from ``{calls: tree}``."""
+    known = tuple(f.name for f in spmv_features.KNOWN)
+    gathered = tuple(f.name for f in spmv_features.GATHERED)
+    return SelectorModel(op="spmv", variants=(SMALL, BIG), known_features=known, gathered_features=gathered,
+                         stage1=stage1, stage2=stage2, device={"name": "cpu", "capability": None},
+                         versions={}, training={})
+
+
+@pytest.fixture
+def binds(monkeypatch):
+    """The call number (within the test) at which each variant was bound to a matrix."""
+    found, calls = [], [0]
+    for name in (SMALL, BIG):
+        variant = spmv_kernels.VARIANTS[name]
+
+        def bind(csr, name=name, bind=variant.bind):
+            found.append((name, calls[0]))
+            return bind(csr)
+
+        monkeypatch.setitem(spmv_kernels.VARIANTS, name, dataclasses.replace(variant, bind=bind))
+    return found, calls
+
+
+def test_next_count_skips_counts_whose_trees_are_the_same():
+    known = tuple(f.name for f in spmv_features.KNOWN)
+    small, big = _leaf(known, (SMALL, BIG), SMALL), _leaf(known, (SMALL, BIG), BIG)
+    model = _model_by_calls({1: small, 10: small, 100: big, 1000: big})
+    assert (model.next_count(1), model.next_count(10), model.next_count(100), model.next_count(5000)) == (100, 100, None, None)
+
+
+def test_the_choice_is_made_again_as_calls_add_up(monkeypatch, binds):
+    """Without a hint the 1-call tree's SMALL runs until the 100th call, which binds the 100-call
+    tree's BIG once and runs it (poisoned out= filled, y against scipy); a hint or a matrix below
+    the op's threshold keeps the first choice."""
+    found, calls = binds
+    known = tuple(f.name for f in spmv_features.KNOWN)
+    small, big = _leaf(known, (SMALL, BIG), SMALL), _leaf(known, (SMALL, BIG), BIG)
+    model = _model_by_calls({1: small, 10: small, 100: big, 1000: big})
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
+    m = _matrix(60, 50, 0.1, 4)
+    x = torch.randn(50)
+    parts = _parts(m)
+    for calls[0] in range(1, 102):
+        out = torch.full((60,), float("nan"))
+        seer.dispatch("spmv", (parts, x), model=model, out=out)
+        if calls[0] in (1, 99, 100, 101):
+            _check(out, m, x)
+    assert found == [(SMALL, 1), (BIG, 100)]
+    found.clear()
+    hinted = _parts(m)
+    for calls[0] in range(1, 102):
+        seer.dispatch("spmv", (hinted, x), model=model, calls=1)
+    assert found == [(SMALL, 1)]
+    found.clear()
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", m.nnz + 1)
+    small_matrix = _parts(m)
+    for calls[0] in range(1, 102):
+        seer.dispatch("spmv", (small_matrix, x), model=model)
+    assert found == [(SMALL, 1)]
+
+
+@pytest.mark.parametrize("by_calls, switched_at", [
+    ((SMALL, BIG, BIG), 2),
+    ((SMALL, BIG, SMALL, BIG), 4),  # at calls 2 and 3 the trees for more calls disagree: kept
+    ((SMALL, BIG, SMALL), None),
+])
+def test_the_choice_changes_only_to_what_more_calls_would_keep(monkeypatch, binds, by_calls, switched_at):
+    found, calls = binds
+    known = tuple(f.name for f in spmv_features.KNOWN)
+    model = _model_by_calls({count: _leaf(known, (SMALL, BIG), label) for count, label in enumerate(by_calls, 1)})
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
+    m = _matrix(40, 30, 0.1, 6)
+    x = torch.randn(30)
+    parts = _parts(m)
+    for calls[0] in range(1, 7):
+        _check(seer.dispatch("spmv", (parts, x), model=model), m, x)
+    assert found == [(SMALL, 1)] + ([(BIG, switched_at)] if switched_at else [])
+
+
+def test_deciding_again_reuses_the_gathered_features(monkeypatch, binds):
+    """An unchecked matrix gathers on its first call (stage 1 says so at every count); deciding
+    again at call 10 takes the 10-call stage-2 tree on the same features, gathered once."""
+    found, calls = binds
+    known = tuple(f.name for f in spmv_features.KNOWN)
+    everything = known + tuple(f.name for f in spmv_features.GATHERED)
+    gather = _leaf(known, (SMALL, BIG, GATHER), GATHER)
+    model = _model_by_calls({1: gather, 10: gather},
+                            {1: _leaf(everything, (SMALL, BIG), SMALL), 10: _leaf(everything, (SMALL, BIG), BIG)})
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
+    gathered, measure = [], spmv_features.gathered
+    monkeypatch.setattr(spmv_features, "gathered", lambda csr: gathered.append(1) or measure(csr))
+    m = _matrix(60, 50, 0.1, 5)
+    x = torch.randn(50)
+    csr = as_csr(_parts(m), check=False)
+    for calls[0] in range(1, 12):
+        _check(seer.dispatch("spmv", (csr, x), model=model), m, x)
+    assert found == [(SMALL, 1), (BIG, 10)] and len(gathered) == 1

@@ -1,4 +1,5 @@
 """Dispatch on a real GPU: inside CUDA graphs, and from several threads."""
+import sys
 import threading
 
 import numpy as np
@@ -7,6 +8,7 @@ import scipy.sparse as sp
 import torch
 
 import seer
+from seer.datasets import generators
 
 pytestmark = pytest.mark.gpu
 
@@ -49,6 +51,42 @@ def test_first_call_inside_capture_is_refused():
     with pytest.raises(seer.InputError, match="before capturing"):
         with torch.cuda.graph(graph):
             seer.dispatch("spmv", (parts, x))
+
+
+def test_deciding_again_waits_for_the_end_of_capture():
+    """A matrix of 1.2M nonzeros called without a hint is decided again at the model's next call
+    count. A capture of that call must not decide (deciding may read the device back, which capture
+    forbids) and replays the first choice; the next call outside capture decides (to keep the
+    variant or to bind another)."""
+    cache = sys.modules["seer.dispatch"]._cache
+    seer.clear_cache()
+    band = generators.banded(400_000, 1, seed=3).astype(np.float32)
+    parts = tuple(torch.from_numpy(a).cuda() for a in (band.indptr, band.indices, band.data)) + (band.shape,)
+    x = torch.randn(band.shape[1], device="cuda")
+    seer.dispatch("spmv", (parts, x))
+    (first,) = cache._entries.values()
+    due = first.recheck_at
+    assert first.calls == 1 and due is not None
+    for _ in range(due - 2):
+        seer.dispatch("spmv", (parts, x))
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        y = seer.dispatch("spmv", (parts, x))  # the call at recheck_at, captured
+    (still,) = cache._entries.values()
+    assert still is first and first.served == due and first.calls == 1
+    x.copy_(torch.randn_like(x))
+    y.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert _rel_error(y, band, x) < 1e-5
+    again = seer.dispatch("spmv", (parts, x), out=torch.full_like(y, float("nan")))
+    (decided,) = cache._entries.values()
+    if decided is first:  # the trees for more calls did not agree on another variant: kept, rechecked later
+        assert first.recheck_at is None or first.recheck_at > due
+    else:
+        assert decided.calls == due and "decided again" in decided.stage
+    assert _rel_error(again, band, x) < 1e-5
 
 
 def test_threads_share_the_cache_on_gpu():

@@ -1,0 +1,228 @@
+"""SpMV calls without a ``calls`` hint: the first choice kept, against the choice made again as
+calls on one matrix add up (what ``seer.dispatch`` does on matrices of 1M+ nonzeros: at the 10th,
+100th and 1,000th call it decides for that many calls).
+
+From a profile table (CPU): the nested CV's held-out choices for 1, 10, 100 and 1,000 calls on the
+validated path (each matrix scored by trees trained without its family, the statistics charged
+as ``benchmarks/selection.py`` charges them), and for a loop of N calls on one matrix the cost of
+three policies against the oracle for N calls (the least over variants of N t + p): the 1-call
+choice kept; the choice made again at each count reached, as dispatch makes it (changed only to a
+variant the choices for every larger count agree on; a variant's preparation paid on its first use
+only: dispatch keeps every plan with the matrix); and the choice hinted with N.
+
+    python benchmarks/spmv_unhinted.py datasets/profiles/spmv-h100.csv \
+        --validation benchmarks/results/spmv-validation-h100.json
+
+On a GPU (``--matrices``): loops of N ``seer.dispatch`` calls on the large derived and synthetic
+matrices as a user makes them, each on a new tensor object (so seer decides afresh), synchronised
+wall time of the whole loop (first call, re-decisions and bindings included), unhinted, with
+``calls=1`` (the first choice kept), with ``calls=N``, and torch CSR's ``A @ x``; the least of
+alternated rounds.
+
+    python benchmarks/spmv_unhinted.py --matrices .carry/suitesparse --calls 1000 --budget-s 150
+
+Writes ``benchmarks/results/spmv-unhinted-<device>.json`` / ``.md`` (table) or
+``spmv-unhinted-loops-<device>.json`` / ``.md`` (GPU).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from selection import validation_costs
+
+import seer
+from seer.datasets.cases import spmv_cases
+from seer.features.spmv import HOST_BOUND_BELOW
+from seer.profiling import device_tag, environment, measured_within_budget, provenance, write_result
+from seer.table import read_table
+from seer.train import TwoStageSelector
+
+COUNTS = (1, 10, 100, 1000)  # the shipped SpMV models' call counts
+LOOPS = (1, 10, 30, 100, 300, 1000, 3000, 10000)
+POLICIES = {"kept": "first choice kept", "again": "decided again", "hinted": "hinted with N"}
+
+
+# ------------------------------------------------------------------ from the table
+def held_out_choices(table, free: np.ndarray) -> dict[int, np.ndarray]:
+    """Variant index per row for each call count: the validated path's held-out choice."""
+    frame = TwoStageSelector().evaluate(table, calls=COUNTS, free_gather_ms=free).validated_held_out
+    index = {v: i for i, v in enumerate(table.variants)}
+    return {c: frame[f"choice@{c}"].map(index).to_numpy() for c in COUNTS}
+
+
+def loop_ms(times: np.ndarray, prepare: np.ndarray, schedule: list[tuple[int, np.ndarray]], n: int) -> np.ndarray:
+    """ms per row of ``n`` calls run by ``schedule``: (first call, variant per row) in call order, a
+    variant's preparation paid the first time it runs."""
+    rows = np.arange(len(times))
+    total, paid = np.zeros(len(times)), np.zeros(times.shape, dtype=bool)
+    for k, (start, chosen) in enumerate(schedule):
+        if start > n:
+            break
+        end = min(schedule[k + 1][0], n + 1) if k + 1 < len(schedule) else n + 1
+        total += (end - start) * times[rows, chosen] + np.where(paid[rows, chosen], 0.0, prepare[rows, chosen])
+        paid[rows, chosen] = True
+    return total
+
+
+def policies(table, choice: dict[int, np.ndarray], free: np.ndarray, n: int) -> dict[str, np.ndarray]:
+    """ms per row of ``n`` calls under each policy, the statistics' cost included once."""
+    times, prepare = table.times, table.prepare_ms
+    redecides = table.frame["nnz"].to_numpy() >= HOST_BOUND_BELOW  # as features.spmv.redecides
+    again, current = [], choice[1]
+    for k, c in enumerate(COUNTS):  # as seer.dispatch: to a variant every larger count's choice agrees on
+        settled = np.all([choice[d] == choice[c] for d in COUNTS[k:]], axis=0)
+        current = np.where(redecides & settled, choice[c], current)
+        again.append((c, current))
+    hinted = choice[max(c for c in COUNTS if c <= n)]
+    return {"kept": loop_ms(times, prepare, [(1, choice[1])], n) + free,
+            "again": loop_ms(times, prepare, again, n) + free,
+            "hinted": loop_ms(times, prepare, [(1, hinted)], n) + free}
+
+
+def table_result(table_path: Path, validation: Path) -> dict:
+    table = read_table(table_path)
+    free, notes = validation_costs(table, validation)
+    choice = held_out_choices(table, free)
+    subsets = {"real": table.sources == "real", "large": table.sources != "real"}
+    loops = []
+    for n in LOOPS:
+        oracle = (n * table.times + table.prepare_ms).min(axis=1)
+        costs = policies(table, choice, free, n)
+        loops.append({"calls": n, **{subset: {name: _geomean(oracle[mask] / ms[mask]) for name, ms in costs.items()}
+                                     for subset, mask in subsets.items()}})
+    meta = table.meta
+    return {"benchmark": "SpMV calls without a hint, from the table", "device": meta["device"],
+            "versions": meta.get("versions", {}), "measured": meta.get("date"), "table": str(table_path),
+            "validation": str(validation), "command": " ".join(["python", *sys.argv]),
+            "subset_rows": {s: int(m.sum()) for s, m in subsets.items()},
+            "redeciding_rows": {s: int((m & (table.frame["nnz"].to_numpy() >= HOST_BOUND_BELOW)).sum())
+                                for s, m in subsets.items()},
+            "loops": loops, "notes": notes}
+
+
+def table_markdown(result: dict) -> str:
+    lines = [f"# SpMV calls without a hint, {result['device']['name']} (from the table)", "",
+             f"Table `{result['table']}`, statistics charged from `{result['validation']}`; command: "
+             f"`{result['command']}`.", "",
+             "Held-out fraction of the oracle for N calls on one matrix (geometric mean of the oracle's cost over "
+             "the policy's, each matrix scored by trees trained without its family, validated path): the 1-call "
+             "choice kept; decided again at the 10th, 100th and 1,000th call for that many calls (changed only to a "
+             "variant the choices for every larger count agree on), on matrices of "
+             f"{HOST_BOUND_BELOW:,}+ nonzeros ({result['redeciding_rows']['real']} of "
+             f"{result['subset_rows']['real']} real, {result['redeciding_rows']['large']} of "
+             f"{result['subset_rows']['large']} large), as `seer.dispatch` does without a hint; and hinted "
+             "with N (`calls=N`, the tree for the largest count <= N).", "",
+             "| N calls | " + " | ".join(f"{s}: {POLICIES[p]}" for s in ("real", "large") for p in POLICIES) + " |",
+             "|---|" + "---|" * 6]
+    for row in result["loops"]:
+        lines.append(f"| {row['calls']:,} | " + " | ".join(f"{row[s][p]:.3f}" for s in ("real", "large")
+                                                           for p in POLICIES) + " |")
+    lines += ["", *[f"Note: {n}" for n in result["notes"]]]
+    return "\n".join(lines) + "\n"
+
+
+# ------------------------------------------------------------------ on the GPU
+def loop_seconds(paths: dict, new_matrix, n: int, rounds: int) -> dict[str, float]:
+    """Least over alternated rounds of each path's ``n`` calls on a new matrix object, synchronised."""
+    best = {name: float("inf") for name in paths}
+    for _ in range(rounds):
+        for name, call in paths.items():
+            matrix = new_matrix()
+            torch.cuda.synchronize()
+            started = time.perf_counter()
+            for _ in range(n):
+                call(matrix)
+            torch.cuda.synchronize()
+            best[name] = min(best[name], time.perf_counter() - started)
+    return best
+
+
+def matrix_loops(case, loaded, n: int, rounds: int) -> dict:
+    parts, (x,) = case.build(loaded)
+
+    def new_matrix():
+        return torch.sparse_csr_tensor(*parts[:3], parts[3])
+
+    A = new_matrix()
+    expected = A @ x
+    for calls in (None, 1, n):
+        y = seer.dispatch("spmv", (new_matrix(), x), calls=calls)
+        error = ((y - expected).norm() / expected.norm().clamp_min(1e-30)).item()
+        if not error < 1e-4:
+            raise AssertionError(f"seer (calls={calls}) and torch CSR disagree on {case.id}: {error:.1e}")
+    paths = {"unhinted": lambda B: seer.dispatch("spmv", (B, x)),
+             "kept": lambda B: seer.dispatch("spmv", (B, x), calls=1),
+             "hinted": lambda B: seer.dispatch("spmv", (B, x), calls=n),
+             "torch": lambda B: B @ x}
+    seconds = loop_seconds(paths, new_matrix, n, rounds)
+    return {"id": case.id, "nnz": int(A.values().numel()), "first_choice": seer.explain("spmv", (A, x)).variant,
+            "choice_for_n": seer.explain("spmv", (A, x), calls=n).variant,
+            **{f"{name}_s": s for name, s in seconds.items()}}
+
+
+def loops_markdown(result: dict) -> str:
+    rows, n = result["matrices"], result["calls"]
+    lines = [f"# SpMV loops of {n:,} calls without a hint, {result['device']['name']}", "",
+             provenance(result, result["command"]), "",
+             f"Per large matrix, {n:,} `seer.dispatch` calls on a new torch CSR tensor (first call, re-decisions "
+             f"and bindings included), synchronised wall time, the least of {result['rounds']} alternated rounds; "
+             "every path's first result checked against torch CSR. Geometric means over the matrices of the "
+             "other path's time over the unhinted loop's:", "",
+             "| matrices | over `calls=1` (first choice kept) | over `calls=N` (hinted) | over torch CSR | "
+             "unhinted faster than `calls=1` on | choice changed by N calls on |",
+             "|---|---|---|---|---|---|"]
+    if rows:
+        unhinted = np.array([r["unhinted_s"] for r in rows])
+        ratio = {k: _geomean(np.array([r[f"{k}_s"] for r in rows]) / unhinted) for k in ("kept", "hinted", "torch")}
+        faster = sum(r["unhinted_s"] < r["kept_s"] for r in rows)
+        changed = sum(r["first_choice"] != r["choice_for_n"] for r in rows)
+        lines.append(f"| {len(rows)} | {ratio['kept']:.3f}x | {ratio['hinted']:.3f}x | {ratio['torch']:.3f}x | "
+                     f"{faster} | {changed} |")
+    lines += ["", "| matrix | nnz | first choice | choice for N | unhinted ms | calls=1 ms | calls=N ms | torch ms |",
+              "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['id']} | {r['nnz']:,} | {r['first_choice']} | {r['choice_for_n']} | "
+                     f"{r['unhinted_s'] * 1e3:.2f} | {r['kept_s'] * 1e3:.2f} | {r['hinted_s'] * 1e3:.2f} | "
+                     f"{r['torch_s'] * 1e3:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _geomean(ratios: np.ndarray) -> float:
+    return float(np.exp(np.log(ratios).mean()))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("table", type=Path, nargs="?", help="spmv-<device>.csv: score the policies from it (CPU)")
+    parser.add_argument("--validation", type=Path, help="spmv-validation-<device>.json (with a table)")
+    parser.add_argument("--matrices", type=Path, help="time loops on the GPU over the large suite of this folder")
+    parser.add_argument("--calls", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--budget-s", type=float, default=150)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = parser.parse_args()
+    if (args.table is None) == (args.matrices is None) or (args.table is not None and args.validation is None):
+        parser.error("give a table with --validation, or --matrices (on a GPU)")
+    if args.table is not None:
+        result = table_result(args.table, args.validation)
+        write_result(args.out, f"spmv-unhinted-{device_tag(result['device']['name'])}", result, table_markdown(result))
+        return 0
+    device = torch.device("cuda")
+    cases = [c for c in spmv_cases([args.matrices], synthetic="large") if c.source != "real"]
+    rows = measured_within_budget(cases, lambda case, loaded: matrix_loops(case, loaded, args.calls, args.rounds),
+                                  args.budget_s, lambda r: f"unhinted {r['unhinted_s'] * 1e3:.1f} ms, "
+                                                           f"calls=1 {r['kept_s'] * 1e3:.1f} ms")
+    result = {"benchmark": "SpMV loops without a hint", **environment(device), "command": " ".join(["python", *sys.argv]),
+              "calls": args.calls, "rounds": args.rounds, "matrices": rows}
+    write_result(args.out, f"spmv-unhinted-loops-{device_tag(result['device']['name'])}", result,
+                 loops_markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""benchmarks/spmv_unhinted.py (CPU): the loops' costs, by hand on planted numbers."""
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import load_benchmark
+
+
+@pytest.fixture(scope="module")
+def unhinted():
+    return load_benchmark("spmv_unhinted")
+
+
+TIMES = np.array([[1.0, 0.5, 2.0], [3.0, 4.0, 1.0]])
+PREPARE = np.array([[0.0, 40.0, 7.0], [5.0, 0.0, 30.0]])
+
+
+def test_a_loop_pays_each_variant_s_preparation_once(unhinted):
+    schedule = [(1, np.array([0, 0])), (10, np.array([1, 0])), (100, np.array([0, 2]))]
+    expected = [9 * 1.0 + 90 * 0.5 + 40.0 + 51 * 1.0,  # back to variant 0 at call 100: its plan is kept
+                99 * 3.0 + 5.0 + 51 * 1.0 + 30.0]
+    np.testing.assert_allclose(unhinted.loop_ms(TIMES, PREPARE, schedule, 150), expected)
+    np.testing.assert_allclose(unhinted.loop_ms(TIMES, PREPARE, schedule, 5), [5 * 1.0, 5 * 3.0 + 5.0])
+
+
+def test_only_matrices_the_op_redecides_on_change_their_choice(unhinted, monkeypatch):
+    monkeypatch.setattr(unhinted, "HOST_BOUND_BELOW", 1000)
+    table = SimpleNamespace(times=TIMES, prepare_ms=PREPARE, frame=pd.DataFrame({"nnz": [999, 1000]}))
+    choice = {1: np.array([0, 0]), 10: np.array([1, 2]), 100: np.array([1, 2]), 1000: np.array([1, 2])}
+    free = np.array([0.25, 0.5])
+    costs = unhinted.policies(table, choice, free, 50)
+    np.testing.assert_allclose(costs["kept"], [50 * 1.0 + 0.25, 50 * 3.0 + 5.0 + 0.5])
+    np.testing.assert_allclose(costs["again"], [50 * 1.0 + 0.25, 9 * 3.0 + 5.0 + 41 * 1.0 + 30.0 + 0.5])
+    np.testing.assert_allclose(costs["hinted"], [50 * 0.5 + 40.0 + 0.25, 50 * 1.0 + 30.0 + 0.5])
+
+
+def test_the_choice_changes_only_to_what_every_larger_count_agrees_on(unhinted, monkeypatch):
+    monkeypatch.setattr(unhinted, "HOST_BOUND_BELOW", 0)
+    table = SimpleNamespace(times=TIMES, prepare_ms=PREPARE, frame=pd.DataFrame({"nnz": [5, 5]}))
+    choice = {1: np.array([0, 0]), 10: np.array([1, 2]), 100: np.array([0, 2]), 1000: np.array([1, 2])}
+    costs = unhinted.policies(table, choice, np.zeros(2), 2000)
+    # row 0: 1 at 10, 0 at 100, 1 at 1000 disagree until call 1000; row 1: 2 from call 10 on
+    np.testing.assert_allclose(costs["again"], [999 * 1.0 + 1001 * 0.5 + 40.0, 9 * 3.0 + 5.0 + 1991 * 1.0 + 30.0])
