@@ -42,3 +42,16 @@ def test_the_choice_changes_only_to_what_every_larger_count_agrees_on(unhinted, 
     costs = unhinted.policies(table, choice, np.zeros(2), 2000)
     # row 0: 1 at 10, 0 at 100, 1 at 1000 disagree until call 1000; row 1: 2 from call 10 on
     np.testing.assert_allclose(costs["again"], [999 * 1.0 + 1001 * 0.5 + 40.0, 9 * 3.0 + 5.0 + 1991 * 1.0 + 30.0])
+
+
+def test_the_loops_summary_compares_each_path_with_the_unhinted_one(unhinted):
+    """Planted loop times: unhinted 1 s everywhere, calls=1 2 s / 0.5 s, calls=N 1 s, torch 4 s."""
+    rows = [{"id": "a", "nnz": 2_000_000, "first_choice": "x", "choice_for_n": "y",
+             "unhinted_s": 1.0, "kept_s": 2.0, "hinted_s": 1.0, "torch_s": 4.0},
+            {"id": "b", "nnz": 3_000_000, "first_choice": "x", "choice_for_n": "x",
+             "unhinted_s": 1.0, "kept_s": 0.5, "hinted_s": 1.0, "torch_s": 4.0}]
+    result = {"device": {"name": "GPU"}, "date": "d", "versions": {"torch": "t", "triton": "r"},
+              "command": "c", "calls": 1000, "rounds": 2, "matrices": rows}
+    text = unhinted.loops_markdown(result)
+    assert "| 2 | 1.000x | 1.000x | 4.000x | 1 | 1 |" in text  # sqrt(2 * 0.5) = 1: kept and unhinted even
+    assert "| a | 2,000,000 | x | y | 1000.00 | 2000.00 | 1000.00 | 4000.00 |" in text
