@@ -28,8 +28,7 @@ import time
 import torch
 from large_set import checked_times
 from scipy.stats import gmean
-from spmv_bandwidth import share_of_copy
-from spmv_vector_loads import SHIPPED as ROW_MAPPED, best, calls_to_pay, each_candidate, large_regular, method
+from spmv_vector_loads import SHIPPED as ROW_MAPPED, best, each_candidate, large_regular, method, pattern_row
 
 from seer.kernels import spmv
 
@@ -97,14 +96,8 @@ def markdown(result: dict) -> str:
              "moves (own); preparation (synchronised wall time) and the calls after which it has paid for itself.",
              "", "| matrix | nnz / row | pattern | following nnz | best shipped | share | best candidate | "
              "effective share | own share | speed-up | preparation ms | pays after calls |", "|" + "---|" * 12]
-    for r in rows:
-        (s_name, s_ms), (c_name, c_ms) = best(r["time_ms"], SHIPPED), best(r["time_ms"], names)
-        pays = calls_to_pay(r["preparation_ms"], s_ms, c_ms)
-        own = f"{own_bytes(r) / (c_ms * 1e-3) / 1e9 / copy:.0%}" if r["stored"] else "-"
-        lines.append(f"| {r['id']} | {r['nnz'] / r['rows']:.1f} | {r['length']} | "
-                     f"{r['flagged_rows'] * r['length'] / r['nnz']:.0%} | {s_name} | "
-                     f"{share_of_copy(r, s_ms, copy):.0%} | {c_name} | {share_of_copy(r, c_ms, copy):.0%} | {own} | "
-                     f"{s_ms / c_ms:.2f}x | {r['preparation_ms']:.2f} | {pays} |")
+    lines += [pattern_row(r, SHIPPED, names, copy, r["flagged_rows"] * r["length"] / r["nnz"],
+                          own_bytes(r) if r["stored"] else None) for r in rows]
     if rows:
         stored = [r for r in rows if r["stored"]]
         ratios = [best(r["time_ms"], SHIPPED)[1] / best(r["time_ms"], names)[1] for r in stored]

@@ -34,8 +34,7 @@ import triton
 import triton.language as tl
 from scipy.stats import gmean
 from large_set import checked_times
-from spmv_bandwidth import share_of_copy
-from spmv_vector_loads import SHIPPED as ROW_MAPPED, best, calls_to_pay, large_regular, method
+from spmv_vector_loads import SHIPPED as ROW_MAPPED, best, large_regular, method, pattern_row
 
 from seer.kernels import spmv
 
@@ -151,14 +150,7 @@ def markdown(result: dict) -> str:
              "wall time) and the calls after which it has paid for itself.", "",
              "| matrix | nnz / row | pattern | flagged nnz | best shipped | share | best candidate | effective share "
              "| own share | speed-up | preparation ms | pays after calls |", "|" + "---|" * 12]
-    for r in rows:
-        (s_name, s_ms), (c_name, c_ms) = best(r["time_ms"], SHIPPED), best(r["time_ms"], names)
-        pays = calls_to_pay(r["preparation_ms"], s_ms, c_ms)
-        own = own_bytes(r) / (c_ms * 1e-3) / 1e9 / copy
-        lines.append(f"| {r['id']} | {r['nnz'] / r['rows']:.1f} | {r['length']} | {r['flagged_nnz'] / r['nnz']:.0%} | "
-                     f"{s_name} | {share_of_copy(r, s_ms, copy):.0%} | {c_name} | "
-                     f"{share_of_copy(r, c_ms, copy):.0%} | {own:.0%} | {s_ms / c_ms:.2f}x | "
-                     f"{r['preparation_ms']:.2f} | {pays} |")
+    lines += [pattern_row(r, SHIPPED, names, copy, r["flagged_nnz"] / r["nnz"], own_bytes(r)) for r in rows]
     if rows:
         ratios = [best(r["time_ms"], SHIPPED)[1] / best(r["time_ms"], names)[1] for r in rows]
         lines += ["", f"Best candidate over the best shipped variant: {gmean(ratios):.3f}x in geometric mean "

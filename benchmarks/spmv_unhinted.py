@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from dispatch import first_calls
 from selection import validation_costs
 
 import seer
@@ -128,18 +128,16 @@ def table_markdown(result: dict) -> str:
 
 # ------------------------------------------------------------------ on the GPU
 def loop_seconds(paths: dict, new_matrix, n: int, rounds: int) -> dict[str, float]:
-    """Least over alternated rounds of each path's ``n`` calls on a new matrix object, synchronised."""
-    best = {name: float("inf") for name in paths}
-    for _ in range(rounds):
-        for name, call in paths.items():
-            matrix = new_matrix()
-            torch.cuda.synchronize()
-            started = time.perf_counter()
+    """Least over alternated rounds of each path's ``n`` calls on a new matrix object, synchronised
+    (``dispatch.py``'s :func:`first_calls`, timing a loop instead of one call)."""
+    def loop(call):
+        def calls(matrix):
             for _ in range(n):
                 call(matrix)
-            torch.cuda.synchronize()
-            best[name] = min(best[name], time.perf_counter() - started)
-    return best
+        return calls
+
+    us = first_calls({name: loop(call) for name, call in paths.items()}, new_matrix, rounds)
+    return {name: t / 1e6 for name, t in us.items()}
 
 
 def matrix_loops(case, loaded, n: int, rounds: int) -> dict:

@@ -118,6 +118,19 @@ def calls_to_pay(preparation_ms: float, shipped_ms: float, candidate_ms: float) 
     return f"{preparation_ms / saved:.0f}" if saved > 0 else "never"
 
 
+def pattern_row(r: dict, shipped, names, copy_gbps: float, following: float, own_bytes: float | None) -> str:
+    """One matrix's line in the pattern benchmarks' tables (``spmv_patterns.py``,
+    ``spmv_diagonal_major.py``): the best shipped variant and the best candidate with their shares
+    of copy, the candidate's share under the bytes it moves itself (``own_bytes``; None: "-"), the
+    speed-up, and the preparation with the calls it takes to pay. ``following``: the share of
+    nonzeros in rows that follow the pattern."""
+    (s_name, s_ms), (c_name, c_ms) = best(r["time_ms"], shipped), best(r["time_ms"], names)
+    own = "-" if own_bytes is None else f"{own_bytes / (c_ms * 1e-3) / 1e9 / copy_gbps:.0%}"
+    return (f"| {r['id']} | {r['nnz'] / r['rows']:.1f} | {r['length']} | {following:.0%} | {s_name} | "
+            f"{share_of_copy(r, s_ms, copy_gbps):.0%} | {c_name} | {share_of_copy(r, c_ms, copy_gbps):.0%} | {own} | "
+            f"{s_ms / c_ms:.2f}x | {r['preparation_ms']:.2f} | {calls_to_pay(r['preparation_ms'], s_ms, c_ms)} |")
+
+
 def overall(rows: list[dict], names, copy_gbps: float) -> str:
     """The best candidate per matrix over the best shipped variant, and the median shares of copy."""
     shipped = [best(r["time_ms"], SHIPPED)[1] for r in rows]

@@ -224,26 +224,25 @@ def _counted(entry: Op, key, decision: Decision, operands, model) -> Decision:
             return _cache.get(key) or decision
         if decision.served < decision.recheck_at:
             return decision
+        selector, _ = resolve_model(entry, _device_of(decision.problem), model)
+        later = selector.next_count(decision.recheck_at)  # the same whether the choice changes or not
         with _on_device_of(operands):
-            fresh = _settled_choice(entry, decision, operands, model)
+            fresh = _settled_choice(entry, decision, operands, model, selector.call_counts)
             if fresh is None or fresh.variant == decision.variant:
-                selector, _ = resolve_model(entry, _device_of(decision.problem), model)
-                decision.recheck_at = selector.next_count(decision.recheck_at)
+                decision.recheck_at = later
                 return decision
             fresh.stage += f", decided again at call {decision.served:,}"
             _bound(entry, fresh)  # the new variant's preparation, paid once
-        fresh.served, decision.recheck_at = decision.served, None
-        _schedule_recheck(entry, fresh, model)
+        fresh.served, fresh.recheck_at, decision.recheck_at = decision.served, later, None
         _cache.put(key, fresh)
     return fresh
 
 
-def _settled_choice(entry: Op, decision: Decision, operands, model) -> Decision | None:
-    """The decision for ``decision.recheck_at`` calls if the trees for every larger count choose
-    its variant too, else None; on the features at hand (gathered at most once)."""
-    selector, _ = resolve_model(entry, _device_of(decision.problem), model)
+def _settled_choice(entry: Op, decision: Decision, operands, model, counts: list[int]) -> Decision | None:
+    """The decision for ``decision.recheck_at`` calls if the trees for every larger count of
+    ``counts`` choose its variant too, else None; on the features at hand (gathered at most once)."""
     gathered, choices = _gathered(entry, decision.features), []
-    for calls in (c for c in selector.call_counts if c >= decision.recheck_at):
+    for calls in (c for c in counts if c >= decision.recheck_at):
         choices.append(_decide(entry, decision.source, operands, calls=calls, model=model, variant=None,
                                problem=decision.problem, gathered=gathered))
         gathered = gathered or _gathered(entry, choices[-1].features)

@@ -55,3 +55,11 @@ def test_the_loops_summary_compares_each_path_with_the_unhinted_one(unhinted):
     text = unhinted.loops_markdown(result)
     assert "| 2 | 1.000x | 1.000x | 4.000x | 1 | 1 |" in text  # sqrt(2 * 0.5) = 1: kept and unhinted even
     assert "| a | 2,000,000 | x | y | 1000.00 | 2000.00 | 1000.00 | 4000.00 |" in text
+
+
+def test_each_loop_runs_its_calls_on_a_new_matrix_every_round(unhinted):
+    made, calls = [], {"a": [], "b": []}
+    seconds = unhinted.loop_seconds({name: seen.append for name, seen in calls.items()},
+                                    lambda: made.append(len(made)) or made[-1], n=3, rounds=2)
+    assert calls == {"a": [0, 0, 0, 2, 2, 2], "b": [1, 1, 1, 3, 3, 3]} and made == [0, 1, 2, 3]
+    assert set(seconds) == {"a", "b"} and all(0 <= s < 1 for s in seconds.values())
