@@ -95,12 +95,13 @@ run_stage() {
   esac
 }
 
-# Each stage's whole output goes to $OUT/<stage>.log; its end is printed here.
+# Each stage's whole output goes to $OUT/<stage>.log; its end is printed here. One archive, rebuilt
+# after every stage so that a call cut off by its time limit keeps the stages it finished ($OUT
+# returns at most 8 files): unpack it over the repo here to keep the results.
 for stage in "$@"; do
   echo "=== $stage ($(date -u +%T))"
   run_stage "$stage" >"$OUT/$stage.log" 2>&1
   tr '\r' '\n' <"$OUT/$stage.log" | grep -v '^\s*$' | grep -v '%|' | tail -n "${TAIL:-30}"
+  tar czf "$OUT/results.tgz.part" datasets/profiles models benchmarks/results && mv "$OUT/results.tgz.part" "$OUT/results.tgz"
 done
-# One archive: $OUT returns at most 8 files. Unpack it over the repo here to keep the results.
-tar czf "$OUT/results.tgz" datasets/profiles models benchmarks/results
 ls -la "$OUT"

@@ -166,10 +166,12 @@ def matrix_calls(case, loaded, calls: int, rounds: int) -> dict:
 def first_calls(paths: dict, new_matrix, rounds: int) -> dict[str, float]:
     """Host time of each path's first call on a new matrix object (so seer decides afresh; the
     cache keeps the old ones alive, so their ids are not reused), up to a synchronisation: the
-    least of ``rounds`` alternated tries."""
-    best = {name: float("inf") for name in paths}
-    for _ in range(rounds):
-        for name, fn in paths.items():
+    least of ``rounds`` alternated tries, each round starting one path later than the last so
+    that no path always runs first."""
+    best, names = {name: float("inf") for name in paths}, list(paths)
+    for round_ in range(rounds):
+        for name in names[round_ % len(names):] + names[:round_ % len(names)]:
+            fn = paths[name]
             matrix = new_matrix()
             best[name] = min(best[name], synchronised_us(lambda: fn(matrix))[1])
     return best

@@ -50,6 +50,13 @@ def test_first_calls_decide_afresh(bench, small_folder):
     assert seer.cache_info()["misses"] == misses + 3 and firsts["seer"] > 0
 
 
+def test_first_calls_rotate_which_path_runs_first(bench):
+    order = []
+    paths = {name: (lambda B, name=name: order.append(name)) for name in "abc"}
+    bench.first_calls(paths, lambda: None, 3)
+    assert order == list("abcbcacab")
+
+
 def test_real_matrix_calls_refuse_disagreeing_results(bench, small_folder, monkeypatch):
     real_dispatch = bench.seer.dispatch
     monkeypatch.setattr(bench.seer, "dispatch", lambda op, inputs, **kw: real_dispatch(op, inputs, **kw) * 1.01)

@@ -194,6 +194,26 @@ def test_measured_within_budget_stops_between_inputs(capsys):
     assert "budget reached: 4 matrices left" in capsys.readouterr().out
 
 
+def test_measured_within_budget_measures_while_nothing_loads():
+    import threading
+    import time
+
+    loading, lock = [0], threading.Lock()
+
+    def slow_load(value):
+        with lock:
+            loading[0] += 1
+        time.sleep(0.05)
+        with lock:
+            loading[0] -= 1
+        return value
+
+    cases = [profiling.Case(f"m{i}", "g", "synthetic", load=lambda i=i: slow_load(i), build=None) for i in range(5)]
+    rows = profiling.measured_within_budget(cases, lambda case, loaded: {"loaded": loaded, "loading": loading[0]},
+                                            60, str)
+    assert [r["loaded"] for r in rows] == list(range(5)) and all(r["loading"] == 0 for r in rows)
+
+
 def test_skewed_round_robin_alternates_families():
     from seer.datasets.cases import skewed_round_robin
 

@@ -61,5 +61,5 @@ def test_each_loop_runs_its_calls_on_a_new_matrix_every_round(unhinted):
     made, calls = [], {"a": [], "b": []}
     seconds = unhinted.loop_seconds({name: seen.append for name, seen in calls.items()},
                                     lambda: made.append(len(made)) or made[-1], n=3, rounds=2)
-    assert calls == {"a": [0, 0, 0, 2, 2, 2], "b": [1, 1, 1, 3, 3, 3]} and made == [0, 1, 2, 3]
+    assert calls == {"a": [0, 0, 0, 3, 3, 3], "b": [1, 1, 1, 2, 2, 2]} and made == [0, 1, 2, 3]  # round 2: b first
     assert set(seconds) == {"a", "b"} and all(0 <= s < 1 for s in seconds.values())
