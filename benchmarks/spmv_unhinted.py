@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -97,7 +98,8 @@ def table_result(table_path: Path, validation: Path) -> dict:
                                      for subset, mask in subsets.items()}})
     meta = table.meta
     return {"benchmark": "SpMV calls without a hint, from the table", "device": meta["device"],
-            "versions": meta.get("versions", {}), "measured": meta.get("date"), "table": str(table_path),
+            "versions": meta.get("versions", {}), "measured": meta.get("date"),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "table": str(table_path),
             "validation": str(validation), "command": " ".join(["python", *sys.argv]),
             "subset_rows": {s: int(m.sum()) for s, m in subsets.items()},
             "redeciding_rows": {s: int((m & (table.frame["nnz"].to_numpy() >= HOST_BOUND_BELOW)).sum())
@@ -106,9 +108,11 @@ def table_result(table_path: Path, validation: Path) -> dict:
 
 
 def table_markdown(result: dict) -> str:
+    versions = result["versions"]
     lines = [f"# SpMV calls without a hint, {result['device']['name']} (from the table)", "",
-             f"Table `{result['table']}`, statistics charged from `{result['validation']}`; command: "
-             f"`{result['command']}`.", "",
+             f"Scored {result['date']}; table `{result['table']}` measured {result['measured']} (torch "
+             f"{versions.get('torch')}, triton {versions.get('triton')}), statistics charged from "
+             f"`{result['validation']}`; command: `{result['command']}`.", "",
              "Held-out fraction of the oracle for N calls on one matrix (geometric mean of the oracle's cost over "
              "the policy's, each matrix scored by trees trained without its family, validated path): the 1-call "
              "choice kept; decided again at the 10th, 100th and 1,000th call for that many calls (changed only to a "

@@ -63,3 +63,16 @@ def test_each_loop_runs_its_calls_on_a_new_matrix_every_round(unhinted):
                                     lambda: made.append(len(made)) or made[-1], n=3, rounds=2)
     assert calls == {"a": [0, 0, 0, 3, 3, 3], "b": [1, 1, 1, 2, 2, 2]} and made == [0, 1, 2, 3]  # round 2: b first
     assert set(seconds) == {"a", "b"} and all(0 <= s < 1 for s in seconds.values())
+
+
+def test_the_table_summary_names_its_table_versions_and_date(unhinted):
+    cells = {"kept": 0.9, "again": 0.95, "hinted": 0.97}
+    result = {"device": {"name": "GPU"}, "date": "2026-11-26T08:00:00+00:00", "measured": "2026-11-25T23:44:49+00:00",
+              "versions": {"torch": "2.11.0", "triton": "3.6.0"}, "table": "t.csv", "validation": "v.json",
+              "command": "python benchmarks/spmv_unhinted.py t.csv --validation v.json",
+              "subset_rows": {"real": 3, "large": 2}, "redeciding_rows": {"real": 0, "large": 2},
+              "loops": [{"calls": 1000, "real": cells, "large": cells}], "notes": ["n"]}
+    text = unhinted.table_markdown(result)
+    assert ("Scored 2026-11-26T08:00:00+00:00; table `t.csv` measured 2026-11-25T23:44:49+00:00 (torch 2.11.0, "
+            "triton 3.6.0)") in text
+    assert "| 1,000 | 0.900 | 0.950 | 0.970 | 0.900 | 0.950 | 0.970 |" in text and "Note: n" in text
