@@ -70,6 +70,7 @@ run_stage() {
     spmv-row-occupancy) python3 benchmarks/spmv_row_occupancy.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-patterns) python3 benchmarks/spmv_patterns.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-unhinted) python3 benchmarks/spmv_unhinted.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
+    spmv-warm-l2) python3 benchmarks/spmv_warm_l2.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-diagonal-major) python3 benchmarks/spmv_diagonal_major.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-staged-loads) python3 benchmarks/spmv_staged_loads.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-merge-brackets) python3 benchmarks/spmv_merge_brackets.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
