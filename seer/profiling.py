@@ -396,21 +396,19 @@ def measured_within_budget(cases: list[Case], measure: Callable, budget_s: float
                            describe: Callable[[dict], str]) -> list[dict]:
     """``measure(case, loaded)`` for each case in order until ``budget_s`` seconds have passed,
     printing ``describe(row)`` after each: the benchmark scripts' device runs are time-boxed, so
-    they stop between inputs, not inside one. The next inputs load in background threads, but
-    never while one is measured: a loader thread holding the GIL stalls the timed one, which
-    inflates host wall times and even ``do_bench`` medians (benchmarks/NOTES.md, SpMV 15 and 47)."""
+    they stop between inputs, not inside one. Each input loads before its measurement, not in a
+    background thread alongside the previous one's: a loader thread holding the GIL stalls the
+    timed one, which inflates host wall times and even ``do_bench`` medians (benchmarks/NOTES.md,
+    SpMV 15 and 47)."""
     started, rows = time.monotonic(), []
-    with closing(_Prefetched(cases)) as loads:
-        for case in cases:
-            if time.monotonic() - started > budget_s:
-                print(f"budget reached: {len(cases) - len(rows)} matrices left", flush=True)
-                break
-            loaded = next(loads).result()
-            loads.settle()
-            rows.append(measure(case, loaded))
-            print(f"{case.id}: {describe(rows[-1])} ({time.monotonic() - started:.0f} s)", flush=True)
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()  # large inputs one after another: hand their memory back
+    for case in cases:
+        if time.monotonic() - started > budget_s:
+            print(f"budget reached: {len(cases) - len(rows)} matrices left", flush=True)
+            break
+        rows.append(measure(case, case.load()))
+        print(f"{case.id}: {describe(rows[-1])} ({time.monotonic() - started:.0f} s)", flush=True)
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # large inputs one after another: hand their memory back
     return rows
 
 
