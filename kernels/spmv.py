@@ -625,7 +625,11 @@ def _diagonal_major_variant(rows_per_program: int, diagonals_per_step: int, num_
                             (*fixed_at, indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), x_at, x_stride,
                              target_at, target_stride, *tail))
             if partials is not None:
-                y.copy_(partials.view(splits, stride)[:, :rows].sum(0))
+                summed = partials.view(splits, stride)[:, :rows]
+                if y.dtype == torch.float32:  # added straight into y: no temporary, no copy launch
+                    torch.sum(summed, dim=0, out=y)
+                else:
+                    y.copy_(summed.sum(0))
             return y
 
         return call

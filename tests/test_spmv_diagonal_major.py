@@ -65,6 +65,20 @@ def test_wide_band_splits_its_diagonals_over_programs():
     run_and_check(NAME, matrix, np.random.default_rng(2))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_split_diagonals_add_up_into_a_strided_out(dtype):
+    """The split path's partial sums land in every other element of a poisoned buffer (float32 adds
+    them into y directly, other dtypes through a float32 sum), and nowhere else."""
+    matrix = generators.banded(1500, 120, seed=8)
+    csr, exact = to_seer(matrix, dtype)
+    x = random_vector(np.random.default_rng(5), 2 * csr.cols, dtype)[::2]
+    buffer = torch.full((2 * csr.rows,), float("nan"), dtype=dtype)
+    y = spmv.VARIANTS[NAME].run(csr, x, buffer[::2])
+    assert y.data_ptr() == buffer.data_ptr() and y.stride() == (2,)
+    assert_spmv_close(y, exact, x, dtype)
+    assert torch.isnan(buffer[1::2]).all()
+
+
 def test_rows_of_the_pattern_length_off_the_pattern_read_their_columns():
     matrix = nearly_banded(1200, 9, seed=9)
     assert layout(matrix).rest_count == 18 + 18  # the band's ends and the 18 rows moved off it
