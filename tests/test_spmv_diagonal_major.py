@@ -134,3 +134,30 @@ def test_inference_values_are_copied_on_every_call():
         y = spmv.VARIANTS[NAME].run(csr, x)
     exact = sp.csr_matrix((csr.values.double().numpy(), matrix.indices, matrix.indptr), shape=matrix.shape)
     assert_spmv_close(y, exact, x, torch.float32)
+
+
+@pytest.mark.gpu
+def test_split_diagonals_replay_from_a_cuda_graph():
+    """A band of 601 on 30,000 rows (59 blocks of rows, so its diagonals split) captured with a
+    float32 out: each replay on a new x adds the partial sums into out, poisoned before it."""
+    matrix = generators.banded(30_000, 300, seed=16)
+    host, exact = to_seer(matrix)
+    csr = spmv.problem((host.indptr.cuda(), host.indices.cuda(), host.values.cuda(), host.shape))
+    found = spmv._diagonal_major_layout(csr, *spmv._rows_following_pattern(csr))
+    assert spmv._split_diagonals(csr.device, -(-csr.rows // ROWS), found.length, DIAGONALS)[0] > 1
+    rng = np.random.default_rng(8)
+    x = random_vector(rng, csr.cols, torch.float32).cuda()
+    out = torch.empty(csr.rows, device="cuda")
+    run = spmv.VARIANTS[NAME].run
+    run(csr, x, out)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run(csr, x, out)
+    for _ in range(2):
+        fresh = random_vector(rng, csr.cols, torch.float32)
+        x.copy_(fresh)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_spmv_close(out.cpu(), exact, fresh, torch.float32)
