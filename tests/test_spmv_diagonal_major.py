@@ -12,7 +12,7 @@ import pytest
 import scipy.sparse as sp
 import torch
 from test_spmv_diagonal import expected_follows, nearly_banded
-from test_spmv_kernels import assert_spmv_close, random_vector, run_and_check, to_seer
+from test_spmv_kernels import assert_graph_replays, assert_spmv_close, random_vector, run_and_check, to_seer
 
 import seer.kernels.spmv as spmv
 from seer.datasets import generators
@@ -145,19 +145,4 @@ def test_split_diagonals_replay_from_a_cuda_graph():
     csr = spmv.problem((host.indptr.cuda(), host.indices.cuda(), host.values.cuda(), host.shape))
     found = spmv._diagonal_major_layout(csr, *spmv._rows_following_pattern(csr))
     assert spmv._split_diagonals(csr.device, -(-csr.rows // ROWS), found.length, DIAGONALS)[0] > 1
-    rng = np.random.default_rng(8)
-    x = random_vector(rng, csr.cols, torch.float32).cuda()
-    out = torch.empty(csr.rows, device="cuda")
-    run = spmv.VARIANTS[NAME].run
-    run(csr, x, out)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        run(csr, x, out)
-    for _ in range(2):
-        fresh = random_vector(rng, csr.cols, torch.float32)
-        x.copy_(fresh)
-        out.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert_spmv_close(out.cpu(), exact, fresh, torch.float32)
+    assert_graph_replays(spmv.VARIANTS[NAME].run, csr, exact, np.random.default_rng(8), torch.float32)

@@ -11,7 +11,7 @@ import torch
 
 import seer.kernels.spmv as spmv
 from seer.sparse import as_csr
-from test_spmv_kernels import (VARIANT_NAMES, assert_spmv_close, random_csr, random_vector,
+from test_spmv_kernels import (VARIANT_NAMES, assert_graph_replays, assert_spmv_close, random_csr, random_vector,
                                skewed_lengths, to_seer)
 
 pytestmark = pytest.mark.gpu
@@ -114,21 +114,7 @@ def test_preparation_does_not_synchronize(name):
 def test_cuda_graph_replay(name):
     """After a first call, a call can be captured and replayed with new x."""
     csr, exact, rng = skewed_on_gpu()
-    x = random_vector(rng, csr.cols, torch.float16).cuda()
-    out = torch.empty(csr.rows, dtype=torch.float16, device="cuda")
-    run = spmv.VARIANTS[name].run
-    run(csr, x, out)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        run(csr, x, out)
-    for _ in range(2):
-        fresh = random_vector(rng, csr.cols, torch.float16)
-        x.copy_(fresh)
-        out.fill_(float("nan"))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert_spmv_close(out.cpu(), exact, fresh, torch.float16)
+    assert_graph_replays(spmv.VARIANTS[name].run, csr, exact, rng, torch.float16)
 
 
 @pytest.mark.parametrize("name", VARIANT_NAMES)

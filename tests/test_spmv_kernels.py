@@ -84,6 +84,25 @@ def assert_spmv_close(y: torch.Tensor, exact: sp.csr_matrix, x: torch.Tensor, dt
     assert not bad.any(), f"{bad.sum()} rows off, e.g. row {np.flatnonzero(bad)[0]}: {got[bad][0]} vs {ref[bad][0]}"
 
 
+def assert_graph_replays(run, csr, exact: sp.csr_matrix, rng, dtype) -> None:
+    """``run(csr, x, out)`` called once, then captured in a CUDA graph and replayed twice on new x
+    written into the captured x, ``out`` poisoned before each replay: each must match float64."""
+    x = random_vector(rng, csr.cols, dtype).cuda()
+    out = torch.empty(csr.rows, dtype=dtype, device="cuda")
+    run(csr, x, out)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run(csr, x, out)
+    for _ in range(2):
+        fresh = random_vector(rng, csr.cols, dtype)
+        x.copy_(fresh)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_spmv_close(out.cpu(), exact, fresh, dtype)
+
+
 def run_and_check(name: str, matrix: sp.csr_matrix, rng, dtype=torch.float32, index_dtype=torch.int32):
     csr, exact = to_seer(matrix, dtype, index_dtype)
     x = random_vector(rng, matrix.shape[1], dtype)
