@@ -34,11 +34,12 @@ from pathlib import Path
 import numpy as np
 import torch
 from dispatch import first_calls
+from scipy.stats import gmean
 from selection import validation_costs
 
 import seer
 from seer.datasets.cases import spmv_cases
-from seer.features.spmv import HOST_BOUND_BELOW
+from seer.features.spmv import HOST_BOUND_BELOW, redecides
 from seer.profiling import device_tag, environment, measured_within_budget, provenance, write_result
 from seer.table import read_table
 from seer.train import TwoStageSelector
@@ -70,14 +71,18 @@ def loop_ms(times: np.ndarray, prepare: np.ndarray, schedule: list[tuple[int, np
     return total
 
 
+def redeciding(table) -> np.ndarray:
+    """Per row, whether dispatch decides again on that matrix: the feature module's own rule."""
+    return redecides({"nnz": table.frame["nnz"].to_numpy()})
+
+
 def policies(table, choice: dict[int, np.ndarray], free: np.ndarray, n: int) -> dict[str, np.ndarray]:
     """ms per row of ``n`` calls under each policy, the statistics' cost included once."""
     times, prepare = table.times, table.prepare_ms
-    redecides = table.frame["nnz"].to_numpy() >= HOST_BOUND_BELOW  # as features.spmv.redecides
-    again, current = [], choice[1]
+    again, current, redeciding_rows = [], choice[1], redeciding(table)
     for k, c in enumerate(COUNTS):  # as seer.dispatch: to a variant every larger count's choice agrees on
         settled = np.all([choice[d] == choice[c] for d in COUNTS[k:]], axis=0)
-        current = np.where(redecides & settled, choice[c], current)
+        current = np.where(redeciding_rows & settled, choice[c], current)
         again.append((c, current))
     hinted = choice[max(c for c in COUNTS if c <= n)]
     return {"kept": loop_ms(times, prepare, [(1, choice[1])], n) + free,
@@ -94,7 +99,7 @@ def table_result(table_path: Path, validation: Path) -> dict:
     for n in LOOPS:
         oracle = (n * table.times + table.prepare_ms).min(axis=1)
         costs = policies(table, choice, free, n)
-        loops.append({"calls": n, **{subset: {name: _geomean(oracle[mask] / ms[mask]) for name, ms in costs.items()}
+        loops.append({"calls": n, **{subset: {name: float(gmean(oracle[mask] / ms[mask])) for name, ms in costs.items()}
                                      for subset, mask in subsets.items()}})
     meta = table.meta
     return {"benchmark": "SpMV calls without a hint, from the table", "device": meta["device"],
@@ -102,8 +107,7 @@ def table_result(table_path: Path, validation: Path) -> dict:
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "table": str(table_path),
             "validation": str(validation), "command": " ".join(["python", *sys.argv]),
             "subset_rows": {s: int(m.sum()) for s, m in subsets.items()},
-            "redeciding_rows": {s: int((m & (table.frame["nnz"].to_numpy() >= HOST_BOUND_BELOW)).sum())
-                                for s, m in subsets.items()},
+            "redeciding_rows": {s: int((m & redeciding(table)).sum()) for s, m in subsets.items()},
             "loops": loops, "notes": notes}
 
 
@@ -180,7 +184,7 @@ def loops_markdown(result: dict) -> str:
              "|---|---|---|---|---|---|"]
     if rows:
         unhinted = np.array([r["unhinted_s"] for r in rows])
-        ratio = {k: _geomean(np.array([r[f"{k}_s"] for r in rows]) / unhinted) for k in ("kept", "hinted", "torch")}
+        ratio = {k: gmean(np.array([r[f"{k}_s"] for r in rows]) / unhinted) for k in ("kept", "hinted", "torch")}
         faster = sum(r["unhinted_s"] < r["kept_s"] for r in rows)
         changed = sum(r["first_choice"] != r["choice_for_n"] for r in rows)
         lines.append(f"| {len(rows)} | {ratio['kept']:.3f}x | {ratio['hinted']:.3f}x | {ratio['torch']:.3f}x | "
@@ -192,10 +196,6 @@ def loops_markdown(result: dict) -> str:
                      f"{r['unhinted_s'] * 1e3:.2f} | {r['kept_s'] * 1e3:.2f} | {r['hinted_s'] * 1e3:.2f} | "
                      f"{r['torch_s'] * 1e3:.2f} |")
     return "\n".join(lines) + "\n"
-
-
-def _geomean(ratios: np.ndarray) -> float:
-    return float(np.exp(np.log(ratios).mean()))
 
 
 def main() -> int:

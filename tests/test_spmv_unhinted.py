@@ -6,6 +6,8 @@ import pandas as pd
 import pytest
 from conftest import load_benchmark
 
+from seer.features import spmv as spmv_features
+
 
 @pytest.fixture(scope="module")
 def unhinted():
@@ -25,7 +27,7 @@ def test_a_loop_pays_each_variant_s_preparation_once(unhinted):
 
 
 def test_only_matrices_the_op_redecides_on_change_their_choice(unhinted, monkeypatch):
-    monkeypatch.setattr(unhinted, "HOST_BOUND_BELOW", 1000)
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 1000)  # the threshold redecides reads
     table = SimpleNamespace(times=TIMES, prepare_ms=PREPARE, frame=pd.DataFrame({"nnz": [999, 1000]}))
     choice = {1: np.array([0, 0]), 10: np.array([1, 2]), 100: np.array([1, 2]), 1000: np.array([1, 2])}
     free = np.array([0.25, 0.5])
@@ -36,7 +38,7 @@ def test_only_matrices_the_op_redecides_on_change_their_choice(unhinted, monkeyp
 
 
 def test_the_choice_changes_only_to_what_every_larger_count_agrees_on(unhinted, monkeypatch):
-    monkeypatch.setattr(unhinted, "HOST_BOUND_BELOW", 0)
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)  # the threshold redecides reads
     table = SimpleNamespace(times=TIMES, prepare_ms=PREPARE, frame=pd.DataFrame({"nnz": [5, 5]}))
     choice = {1: np.array([0, 0]), 10: np.array([1, 2]), 100: np.array([0, 2]), 1000: np.array([1, 2])}
     costs = unhinted.policies(table, choice, np.zeros(2), 2000)
