@@ -21,6 +21,8 @@ from seer.train import TwoStageSelector
 from seer.tree import Tree
 
 SMALL, BIG = "scalar_r128", "vector_g32"
+_KNOWN = tuple(f.name for f in spmv_features.KNOWN)
+_GATHERED = tuple(f.name for f in spmv_features.GATHERED)
 
 
 def _matrix(rows=300, cols=200, density=0.05, seed=0):
@@ -96,11 +98,10 @@ def _split(features, labels, feature, threshold, left, right):
 def test_validated_matrices_skip_stage1(monkeypatch):
     """Stage 1 runs SMALL without gathering; stage 2 runs BIG on skewed rows. A validated matrix
     brings its row statistics, so stage 2 decides; an unchecked one is left to stage 1."""
-    known = tuple(f.name for f in spmv_features.KNOWN)
-    everything = known + tuple(f.name for f in spmv_features.GATHERED)
+    everything = _KNOWN + _GATHERED
     model = SelectorModel(
-        op="spmv", variants=(SMALL, BIG), known_features=known, gathered_features=everything[len(known):],
-        stage1={1: _split(known, (SMALL, BIG, GATHER), "nnz", 1e12, SMALL, GATHER)},
+        op="spmv", variants=(SMALL, BIG), known_features=_KNOWN, gathered_features=_GATHERED,
+        stage1={1: _split(_KNOWN, (SMALL, BIG, GATHER), "nnz", 1e12, SMALL, GATHER)},
         stage2={1: _split(everything, (SMALL, BIG), "row_cv", 0.5, SMALL, BIG)},
         device={"name": "cpu", "capability": None}, versions={}, training={})
     m = _matrix(400, 300, 0.02, 3)
@@ -331,9 +332,7 @@ def _leaf(features, labels, label):
 
 def _model_by_calls(stage1: dict, stage2: dict | None = None) -> SelectorModel:
     """Stage-1 (and stage-2) trees per call count from ``{calls: tree}``."""
-    known = tuple(f.name for f in spmv_features.KNOWN)
-    gathered = tuple(f.name for f in spmv_features.GATHERED)
-    return SelectorModel(op="spmv", variants=(SMALL, BIG), known_features=known, gathered_features=gathered,
+    return SelectorModel(op="spmv", variants=(SMALL, BIG), known_features=_KNOWN, gathered_features=_GATHERED,
                          stage1=stage1, stage2=stage2, device={"name": "cpu", "capability": None},
                          versions={}, training={})
 
@@ -354,8 +353,7 @@ def binds(monkeypatch):
 
 
 def test_next_count_skips_counts_whose_trees_are_the_same():
-    known = tuple(f.name for f in spmv_features.KNOWN)
-    small, big = _leaf(known, (SMALL, BIG), SMALL), _leaf(known, (SMALL, BIG), BIG)
+    small, big = _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
     model = _model_by_calls({1: small, 10: small, 100: big, 1000: big})
     assert (model.next_count(1), model.next_count(10), model.next_count(100), model.next_count(5000)) == (100, 100, None, None)
 
@@ -365,8 +363,7 @@ def test_the_choice_is_made_again_as_calls_add_up(monkeypatch, binds):
     tree's BIG once and runs it (poisoned out= filled, y against scipy); a hint or a matrix below
     the op's threshold keeps the first choice."""
     found, calls = binds
-    known = tuple(f.name for f in spmv_features.KNOWN)
-    small, big = _leaf(known, (SMALL, BIG), SMALL), _leaf(known, (SMALL, BIG), BIG)
+    small, big = _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
     model = _model_by_calls({1: small, 10: small, 100: big, 1000: big})
     monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
     m = _matrix(60, 50, 0.1, 4)
@@ -398,8 +395,7 @@ def test_the_choice_is_made_again_as_calls_add_up(monkeypatch, binds):
 ])
 def test_the_choice_changes_only_to_what_more_calls_would_keep(monkeypatch, binds, by_calls, switched_at):
     found, calls = binds
-    known = tuple(f.name for f in spmv_features.KNOWN)
-    model = _model_by_calls({count: _leaf(known, (SMALL, BIG), label) for count, label in enumerate(by_calls, 1)})
+    model = _model_by_calls({count: _leaf(_KNOWN, (SMALL, BIG), label) for count, label in enumerate(by_calls, 1)})
     monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
     m = _matrix(40, 30, 0.1, 6)
     x = torch.randn(30)
@@ -413,9 +409,8 @@ def test_deciding_again_reuses_the_gathered_features(monkeypatch, binds):
     """An unchecked matrix gathers on its first call (stage 1 says so at every count); deciding
     again at call 10 takes the 10-call stage-2 tree on the same features, gathered once."""
     found, calls = binds
-    known = tuple(f.name for f in spmv_features.KNOWN)
-    everything = known + tuple(f.name for f in spmv_features.GATHERED)
-    gather = _leaf(known, (SMALL, BIG, GATHER), GATHER)
+    everything = _KNOWN + _GATHERED
+    gather = _leaf(_KNOWN, (SMALL, BIG, GATHER), GATHER)
     model = _model_by_calls({1: gather, 10: gather},
                             {1: _leaf(everything, (SMALL, BIG), SMALL), 10: _leaf(everything, (SMALL, BIG), BIG)})
     monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
