@@ -71,6 +71,20 @@ run_stage() {
     spmv-patterns) python3 benchmarks/spmv_patterns.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-unhinted) python3 benchmarks/spmv_unhinted.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-warm-l2) python3 benchmarks/spmv_warm_l2.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
+    # Each version of kernels/spmv.py in place in turn (.carry/spmv-versions/<version>.py, the working
+    # tree's as in-kernel), two interleaved rounds, the working tree's put back; then the comparison.
+    spmv-split-sum) local tree="$OUT/spmv-in-kernel.py" round version rounds="benchmarks/results/spmv-split-sum-$device"
+                    cp kernels/spmv.py "$tree"
+                    for round in 1 2; do
+                      for version in copy sum-out in-kernel; do
+                        if [ "$version" = in-kernel ]; then cp "$tree" kernels/spmv.py
+                        else cp ".carry/spmv-versions/$version.py" kernels/spmv.py; fi
+                        python3 benchmarks/spmv_split_sum.py --matrices .carry/suitesparse --version "$version" \
+                          --round "$round" --out "$rounds" --budget-s "${SPLIT_SUM_S:-40}"
+                      done
+                    done
+                    cp "$tree" kernels/spmv.py && rm "$tree"
+                    python3 benchmarks/spmv_split_sum.py --join "$rounds"/*.json --out benchmarks/results ;;
     spmv-diagonal-major) python3 benchmarks/spmv_diagonal_major.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-staged-loads) python3 benchmarks/spmv_staged_loads.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-merge-brackets) python3 benchmarks/spmv_merge_brackets.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;

@@ -224,23 +224,43 @@ def _bin_rows(pid, bin_rows, count, indptr, indices, values, x, x_stride, y, y_s
 
 
 @triton.jit
+def _add_up_splits(sums, split, splits, block, row, mine, partials, stride, arrivals, y, y_stride):
+    """Split ``split`` of a block's ``splits`` leaves its sums in ``partials``; the last of the
+    block's splits to arrive adds them all into ``y``, in split order (so that the result does not
+    depend on which arrived last), and sets the block's count back to zero for the next launch.
+    One launch a call: a separate reduction costs a launch's host time, which is most of a call on
+    the L2-sized matrices that take this path (NOTES SpMV 48)."""
+    tl.store(partials + split * stride + row, sums, mask=mine)
+    tl.debug_barrier()  # every lane's partial stored before the count says so
+    arrived = tl.atomic_add(arrivals + block, 1, sem="acq_rel", scope="gpu")
+    if arrived == splits - 1:
+        total = tl.zeros_like(sums)
+        for s in range(splits):
+            # .cg: from L2, where the other splits' stores are; never a stale line of this SM's L1.
+            total += tl.load(partials + s * stride + row, mask=mine, other=0.0, cache_modifier=".cg")
+        tl.store(y + row * y_stride, total.to(y.dtype.element_ty), mask=mine)
+        tl.store(arrivals + block, 0)  # every split of the block has counted: none reads it again
+
+
+@triton.jit
 def _diagonal_major_kernel(diagonals, stride, offsets, length, per_split, splits, follows, rest_rows, rest_count,
-                           rest_programs, indptr, indices, values, x, x_stride, y, y_stride, rows,
-                           ROWS: tl.constexpr, DIAGONALS: tl.constexpr, REST_ROWS: tl.constexpr,
+                           rest_programs, partials, arrivals, indptr, indices, values, x, x_stride, y, y_stride,
+                           rows, ROWS: tl.constexpr, DIAGONALS: tl.constexpr, REST_ROWS: tl.constexpr,
                            REST_G: tl.constexpr):
     """The first ``rest_programs`` programs sum the rows that do not follow the pattern from CSR
     (vector CSR over their list, REST_G lanes a row). The others sum the rows that follow it from
     the diagonal-major copy of their values: DIAGONALS diagonals of ROWS consecutive rows a step,
     each a contiguous, aligned run of values (16-byte loads) and of x. Program p past the rest
     takes the rows of block p // splits and the diagonals of split p % splits; with several splits
-    (wide bands on few rows) ``y`` is a float32 buffer of ``splits`` rows of ``stride`` partial
-    sums, the rest rows' sums in the first."""
+    (wide bands on few rows) the splits' sums meet in ``partials`` (float32, ``splits`` rows of
+    ``stride``) and one int32 count a block in ``arrivals`` (:func:`_add_up_splits`)."""
     pid = tl.program_id(0)
     if pid < rest_programs:
         _bin_rows(pid, rest_rows, rest_count, indptr, indices, values, x, x_stride, y, y_stride, REST_ROWS, REST_G)
     else:
+        block = (pid - rest_programs) // splits
         split = (pid - rest_programs) % splits
-        row = ((pid - rest_programs) // splits) * ROWS + tl.arange(0, ROWS)
+        row = block * ROWS + tl.arange(0, ROWS)
         ok = row < rows
         flagged = tl.load(follows + row, mask=ok, other=0) != 0
         first = split * per_split
@@ -255,9 +275,11 @@ def _diagonal_major_kernel(diagonals, stride, offsets, length, per_split, splits
             xv = tl.load(x + (row[None, :] + offset[:, None]) * x_stride,
                          mask=in_split[:, None] & flagged[None, :], other=0.0)
             acc += a.to(tl.float32) * xv.to(tl.float32)
-        # The rest rows' own sums are the first split's: the other splits add zeros for them.
-        mine = ok & (flagged | (tl.zeros_like(row) + split > 0))
-        tl.store(y + split * stride + row * y_stride, tl.sum(acc, axis=0).to(y.dtype.element_ty), mask=mine)
+        sums = tl.sum(acc, axis=0)
+        if splits == 1:
+            tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=ok & flagged)
+        else:
+            _add_up_splits(sums, split, splits, block, row, ok & flagged, partials, stride, arrivals, y, y_stride)
 
 
 @triton.jit
@@ -604,11 +626,13 @@ def _diagonal_major_variant(rows_per_program: int, diagonals_per_step: int, num_
         diagonals, stride, refresh = _diagonal_copy(csr, follows, length)
         row_blocks = cdiv(rows, rows_per_program)
         splits, per_split = _split_diagonals(csr.device, row_blocks, length, diagonals_per_step)
-        partials = torch.empty(splits * stride, dtype=torch.float32, device=csr.device) if splits > 1 else None
+        # One split needs neither: a valid pointer of each type stands in.
+        partials = torch.empty(splits * stride if splits > 1 else 1, dtype=torch.float32, device=csr.device)
+        arrivals = torch.zeros(row_blocks if splits > 1 else 1, dtype=torch.int32, device=csr.device)
         rest_shape = _vector_tile(length)
         rest_programs = cdiv(layout.rest_count, rest_shape[0])
         fixed = (diagonals, stride, layout.offsets, length, per_split, splits, follows, layout.rest_rows,
-                 layout.rest_count, rest_programs)
+                 layout.rest_count, rest_programs, partials, arrivals)
         fixed_at = addresses(fixed)
         launches = InputLaunches(_diagonal_major_launch,
                                  (csr.device, specialisation(*fixed, indptr, indices, values, rows), *shape,
@@ -619,17 +643,10 @@ def _diagonal_major_variant(rows_per_program: int, diagonals_per_step: int, num_
             check(x)
             y = x.new_empty(rows) if out is None else out_check(out)
             refresh()
-            target = y if partials is None else partials
-            vectors, x_at, x_stride, target_at, target_stride = vector_operands(x, target)
-            launches.launch(vectors, grid, (*fixed, indptr, indices, values, x, x_stride, target, target_stride, *tail),
+            vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
+            launches.launch(vectors, grid, (*fixed, indptr, indices, values, x, x_stride, y, y_stride, *tail),
                             (*fixed_at, indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), x_at, x_stride,
-                             target_at, target_stride, *tail))
-            if partials is not None:
-                summed = partials.view(splits, stride)[:, :rows]
-                if y.dtype == torch.float32:  # added straight into y: no temporary, no copy launch
-                    torch.sum(summed, dim=0, out=y)
-                else:
-                    y.copy_(summed.sum(0))
+                             y_at, y_stride, *tail))
             return y
 
         return call

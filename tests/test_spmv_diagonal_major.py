@@ -1,9 +1,9 @@
 """The diagonal-major variant (``diagonal_major_r512``): rows that follow the longest row's
 diagonals read from a copy of their values stored by diagonals. On the CPU (Triton interpreter)
 against scipy float64: where the copy is made and where it is not, the rows that do not follow,
-diagonals split over several programs, every dtype pair, values changed in place (inference
-tensors too; through dispatch: tests/test_spmv_diagonal.py), and x holding infinities only where
-a row does not reach.
+diagonals split over several programs (on the GPU also replayed from a CUDA graph, and the same
+bits on every call), every dtype pair, values changed in place (inference tensors too; through
+dispatch: tests/test_spmv_diagonal.py), and x holding infinities only where a row does not reach.
 """
 from __future__ import annotations
 
@@ -67,8 +67,8 @@ def test_wide_band_splits_its_diagonals_over_programs():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 def test_split_diagonals_add_up_into_a_strided_out(dtype):
-    """The split path's partial sums land in every other element of a poisoned buffer (float32 adds
-    them into y directly, other dtypes through a float32 sum), and nowhere else."""
+    """The split path's sums, added up in float32 by the last split of each block of rows, land in
+    every other element of a poisoned buffer, and nowhere else."""
     matrix = generators.banded(1500, 120, seed=8)
     csr, exact = to_seer(matrix, dtype)
     x = random_vector(np.random.default_rng(5), 2 * csr.cols, dtype)[::2]
@@ -77,6 +77,18 @@ def test_split_diagonals_add_up_into_a_strided_out(dtype):
     assert y.data_ptr() == buffer.data_ptr() and y.stride() == (2,)
     assert_spmv_close(y, exact, x, dtype)
     assert torch.isnan(buffer[1::2]).all()
+
+
+def test_split_diagonals_count_afresh_on_every_call():
+    """Each block's count of arrived splits is set back to zero by its last split: on a count left
+    over from the call before, no split would see itself last and y would keep its poison."""
+    matrix = generators.banded(1500, 120, seed=8)
+    csr, exact = to_seer(matrix)
+    rng = np.random.default_rng(9)
+    for _ in range(3):
+        x = random_vector(rng, csr.cols, torch.float32)
+        assert_spmv_close(spmv.VARIANTS[NAME].run(csr, x, torch.full((csr.rows,), float("nan"))), exact, x,
+                          torch.float32)
 
 
 def test_rows_of_the_pattern_length_off_the_pattern_read_their_columns():
@@ -136,13 +148,33 @@ def test_inference_values_are_copied_on_every_call():
     assert_spmv_close(y, exact, x, torch.float32)
 
 
-@pytest.mark.gpu
-def test_split_diagonals_replay_from_a_cuda_graph():
-    """A band of 601 on 30,000 rows (59 blocks of rows, so its diagonals split) captured with a
-    float32 out: each replay on a new x adds the partial sums into out, poisoned before it."""
+def split_band_on_the_gpu():
+    """A band of 601 on 30,000 rows on the GPU (59 blocks of rows: its diagonals split) and scipy's."""
     matrix = generators.banded(30_000, 300, seed=16)
     host, exact = to_seer(matrix)
     csr = spmv.problem((host.indptr.cuda(), host.indices.cuda(), host.values.cuda(), host.shape))
     found = spmv._diagonal_major_layout(csr, *spmv._rows_following_pattern(csr))
     assert spmv._split_diagonals(csr.device, -(-csr.rows // ROWS), found.length, DIAGONALS)[0] > 1
+    return csr, exact
+
+
+@pytest.mark.gpu
+def test_split_diagonals_replay_from_a_cuda_graph():
+    """Captured with a float32 out: each replay on a new x adds the splits' sums into out, poisoned
+    before it."""
+    csr, exact = split_band_on_the_gpu()
     assert_graph_replays(spmv.VARIANTS[NAME].run, csr, exact, np.random.default_rng(8), torch.float32)
+
+
+@pytest.mark.gpu
+def test_split_diagonals_give_the_same_bits_on_every_call():
+    """Which split of a block arrives last varies from call to call on a GPU; the last one adds
+    the splits up in split order, so y does not."""
+    csr, exact = split_band_on_the_gpu()
+    x = random_vector(np.random.default_rng(10), csr.cols, torch.float32).cuda()
+    first = spmv.VARIANTS[NAME].run(csr, x)
+    assert_spmv_close(first.cpu(), exact, x.cpu(), torch.float32)
+    out = torch.empty_like(first)
+    for _ in range(50):
+        out.fill_(float("nan"))
+        assert torch.equal(spmv.VARIANTS[NAME].run(csr, x, out), first)
