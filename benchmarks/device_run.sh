@@ -20,12 +20,14 @@ merge_and_train() {
     seer train "$table"
 }
 # benchmarks/spmv_preparation.py with its arguments over both campaign tables, then merge_and_train;
-# a table the deadline left unfinished keeps its marker column and the next run resumes it.
+# a table the deadline left unfinished keeps its marker column and the next run resumes it, on the
+# still marked tables alone (with --again a finished one would start over).
 each_campaign() {
-  local marker=$1 campaign; shift
-  for campaign in first repeat; do
-    python3 benchmarks/spmv_preparation.py "datasets/profiles/spmv-$device-$campaign.csv" \
-      --matrices .carry/suitesparse "$@" --deadline "$budget" || return
+  local marker=$1 campaign tables; shift
+  tables=$(grep -l "$marker" datasets/profiles/spmv-$device-{first,repeat}.csv)
+  [ -n "$tables" ] || tables=$(echo datasets/profiles/spmv-$device-{first,repeat}.csv)
+  for campaign in $tables; do
+    python3 benchmarks/spmv_preparation.py "$campaign" --matrices .carry/suitesparse "$@" --deadline "$budget" || return
   done
   grep -q "$marker" datasets/profiles/spmv-$device-{first,repeat}.csv && return 4
   merge_and_train
@@ -50,8 +52,10 @@ run_stage() {
     spmv-regather) each_campaign remeasured_gather --gather ;;
     # A variant registered since the campaigns (VARIANT=name): its columns measured into both tables
     # beside two anchors re-timed (their ratios to the tables go to the metadata), then merged and
-    # the model retrained, resuming as spmv-regather does. AGAIN=1: measured again (its code changed).
-    spmv-add-variant) each_campaign "added_$VARIANT" --add-variant "$VARIANT" ${AGAIN:+--again} ;;
+    # the model retrained, resuming as spmv-regather does. AGAIN=1: measured again (its code changed);
+    # KERNEL_ONLY=1 with it: the kernel time alone (its host work did not change).
+    spmv-add-variant) each_campaign "added_$VARIANT" --add-variant "$VARIANT" ${AGAIN:+--again} \
+                        ${KERNEL_ONLY:+--kernel-time-only} ;;
     gemm) python3 benchmarks/gemm_profile.py --out "benchmarks/results/gemm-$device" --budget-s "$budget"
           cp "benchmarks/results/gemm-$device/gemm.csv" "datasets/profiles/gemm-$device.csv"
           cp "benchmarks/results/gemm-$device/gemm.meta.json" "datasets/profiles/gemm-$device.meta.json" ;;

@@ -57,10 +57,12 @@ def gathering(case, loaded) -> dict[str, float]:
 ANCHORS = ("diagonal_r128", "cusparse_prepared")
 
 
-def addition(name: str):
+def addition(name: str, kernel_time_only: bool = False):
     """The measure of a variant the table lacks: its kernel time (least of interleaved rounds
     beside the anchors', as ``seer profile`` times every variant), host call time and preparation,
-    each checked against float64 first (a wrong or failing variant gets NaN, as in a campaign)."""
+    each checked against float64 first (a wrong or failing variant gets NaN, as in a campaign).
+    ``kernel_time_only``: the kernel time alone, for a variant whose kernel changed but whose host
+    work did not: the lent hosts differ in host time by more than such a change (NOTES SpMV 49)."""
 
     def measure(case, loaded) -> dict[str, float]:
         op = get_op("spmv")
@@ -68,8 +70,10 @@ def addition(name: str):
         problem = op.kernels.problem(source)
         fns = {n: (lambda v=op.variants[n]: v.run(problem, *operands)) for n in (name, *ANCHORS)}
         checked, times = timed_if_correct(op, problem, operands, fns, case.id)
-        row = {f"time_ms:{name}": times[name], f"call_us:{name}": float("nan"), f"prepare_ms:{name}": float("nan"),
-               **{f"{ANCHOR_PREFIX}{n}": times[n] for n in ANCHORS}}
+        row = {f"time_ms:{name}": times[name], **{f"{ANCHOR_PREFIX}{n}": times[n] for n in ANCHORS}}
+        if kernel_time_only:
+            return row
+        row.update({f"call_us:{name}": float("nan"), f"prepare_ms:{name}": float("nan")})
         if name in checked:
             if case.extra.get("size", 0) < SPMV_CALL_OVERHEAD_BELOW:  # as seer profile decides
                 row[f"call_us:{name}"] = host_call_us(checked[name])
@@ -108,10 +112,14 @@ def main() -> int:
     what.add_argument("--add-variant", metavar="NAME", help="measure a registered variant the table lacks")
     parser.add_argument("--again", action="store_true",
                         help="with --add-variant: measure the variant's columns again (its code changed)")
+    parser.add_argument("--kernel-time-only", action="store_true",
+                        help="with --add-variant --again: measure the kernel time alone; the host columns keep theirs")
     parser.add_argument("--deadline", type=float, default=500, help="seconds; stops between inputs")
     args = parser.parse_args()
+    if args.kernel_time_only and not (args.add_variant and args.again):
+        parser.error("--kernel-time-only measures a variant the table has again: give --add-variant NAME --again")
     if args.add_variant:
-        measure, marker = addition(args.add_variant), f"added_{args.add_variant}"
+        measure, marker = addition(args.add_variant, args.kernel_time_only), f"added_{args.add_variant}"
     else:
         measure, marker = (gathering, "remeasured_gather") if args.gather else (preparation, "remeasured_preparation")
     # read_frame: every cell it does not re-measure is written back to the last bit

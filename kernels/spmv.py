@@ -628,7 +628,8 @@ def _diagonal_major_variant(rows_per_program: int, diagonals_per_step: int, num_
         splits, per_split = _split_diagonals(csr.device, row_blocks, length, diagonals_per_step)
         # One split needs neither: a valid pointer of each type stands in.
         partials = torch.empty(splits * stride if splits > 1 else 1, dtype=torch.float32, device=csr.device)
-        arrivals = torch.zeros(row_blocks if splits > 1 else 1, dtype=torch.int32, device=csr.device)
+        arrivals = (torch.zeros(row_blocks, dtype=torch.int32, device=csr.device) if splits > 1
+                    else torch.empty(1, dtype=torch.int32, device=csr.device))
         rest_shape = _vector_tile(length)
         rest_programs = cdiv(layout.rest_count, rest_shape[0])
         fixed = (diagonals, stride, layout.offsets, length, per_split, splits, follows, layout.rest_rows,

@@ -99,3 +99,36 @@ def test_an_added_variant_gets_its_columns_where_profiling_puts_them(tmp_path, s
     meta = json.loads(meta_path(out).read_text())
     assert meta["added_variants"][0]["variant"] == "diagonal_major_r512"
     assert set(meta["added_variants"][0]["anchor_ratio_median"]) == set(script.ANCHORS)
+
+
+def test_kernel_time_only_leaves_the_host_columns_as_they_were(tmp_path, suitesparse_dir, monkeypatch):
+    """``--again --kernel-time-only`` re-measures a variant's kernel time and nothing else: its
+    call and preparation cells keep their bits (here planted, so a re-measure would change them)."""
+    script = load_benchmark("spmv_preparation")
+    variants = get_op("spmv").kernels.VARIANTS
+    kept = ("scalar_r128", "diagonal_r128", "diagonal_major_r512", "cusparse_prepared")
+    monkeypatch.setattr(get_op("spmv").kernels, "VARIANTS", {n: variants[n] for n in kept})
+    monkeypatch.setattr(profiling, "time_ms", lambda fn, **_: profiling._median_wall_ms(fn, repeats=2))
+    out = tmp_path / "spmv-test.csv"
+    cases = spmv_cases([suitesparse_dir], max_nnz=2000, device="cpu")[:2]
+    profiling.profile("spmv", cases, out, command="test", progress=False,
+                      call_overhead_below=profiling.SPMV_CALL_OVERHEAD_BELOW)
+    planted = read_frame(out)
+    host = ["call_us:diagonal_major_r512", "prepare_ms:diagonal_major_r512"]
+    planted[host] = STALE_MS
+    planted["time_ms:diagonal_major_r512"] = STALE_MS
+    planted.to_csv(out, index=False)
+    _run(script, out, suitesparse_dir, monkeypatch, "--add-variant", "diagonal_major_r512", "--again",
+         "--kernel-time-only")
+    after = read_frame(out)
+    assert (after["time_ms:diagonal_major_r512"] < STALE_MS).all()
+    pd.testing.assert_frame_equal(after.drop(columns="time_ms:diagonal_major_r512"),
+                                  planted.drop(columns="time_ms:diagonal_major_r512"), check_exact=True)
+
+
+def test_kernel_time_only_needs_a_variant_measured_again(table, suitesparse_dir, monkeypatch):
+    script = load_benchmark("spmv_preparation")
+    monkeypatch.setattr(sys, "argv", ["spmv_preparation.py", str(table), "--matrices", str(suitesparse_dir),
+                                      "--add-variant", "scalar_r128", "--kernel-time-only"])
+    with pytest.raises(SystemExit):
+        script.main()
