@@ -34,8 +34,8 @@ import triton.language as tl
 
 from seer import cusparse, sparse
 from seer.errors import InputError, warn
-from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, sm_count, specialisation,
-                         vector_operands)
+from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, current_stream, sm_count,
+                         specialisation, vector_operands)
 from seer.registry import Variant
 from seer.sparse import (CsrMatrix, add_up_found, as_csr, check_dense_vector, dense_vector_check, row_statistics,
                          store_found, zero_counts)
@@ -225,21 +225,26 @@ def _bin_rows(pid, bin_rows, count, indptr, indices, values, x, x_stride, y, y_s
 
 @triton.jit
 def _add_up_splits(sums, split, splits, block, row, mine, partials, stride, arrivals, y, y_stride):
-    """Split ``split`` of a block's ``splits`` leaves its sums in ``partials``; the last of the
-    block's splits to arrive adds them all into ``y``, in split order (so that the result does not
-    depend on which arrived last), and sets the block's count back to zero for the next launch.
-    One launch a call: a separate reduction costs a launch's host time, which is most of a call on
-    the L2-sized matrices that take this path (NOTES SpMV 48)."""
+    """Split ``split`` of a block's ``splits`` leaves its sums in ``partials``; the split whose
+    arrival makes the block's count a multiple of ``splits`` (the last) adds them all into ``y``, in
+    split order (so that the result does not depend on which arrived last), and takes ``splits``
+    off the count. One launch a call: a separate reduction costs a launch's host time, which is
+    most of a call on the L2-sized matrices that take this path (NOTES SpMV 48).
+
+    Taking ``splits`` off, rather than storing zero, keeps the count right even if two launches
+    ever share it (the plan gives each stream its own, but two CUDA graphs captured on one stream
+    and replayed at once would share): every ``splits``-th arrival finds a multiple whatever the
+    order, so a race could spoil those launches' y, never a later call's."""
     tl.store(partials + split * stride + row, sums, mask=mine)
     tl.debug_barrier()  # every lane's partial stored before the count says so
     arrived = tl.atomic_add(arrivals + block, 1, sem="acq_rel", scope="gpu")
-    if arrived == splits - 1:
+    if (arrived + 1) % splits == 0:
         total = tl.zeros_like(sums)
         for s in range(splits):
             # .cg: from L2, where the other splits' stores are; never a stale line of this SM's L1.
             total += tl.load(partials + s * stride + row, mask=mine, other=0.0, cache_modifier=".cg")
         tl.store(y + row * y_stride, total.to(y.dtype.element_ty), mask=mine)
-        tl.store(arrivals + block, 0)  # every split of the block has counted: none reads it again
+        tl.atomic_add(arrivals + block, -splits, sem="relaxed", scope="gpu")
 
 
 @triton.jit
@@ -579,6 +584,33 @@ def _split_diagonals(device: torch.device, row_blocks: int, length: int, diagona
     return cdiv(length, per_split), per_split
 
 
+def _split_scratch(device: torch.device, splits: int, stride: int, row_blocks: int) -> tuple:
+    """The split path's scratch, ``(partials, arrivals)``: float32 partial sums and an int32 count
+    a block of rows (:func:`_add_up_splits`). One split needs neither: a valid pointer of each type
+    stands in."""
+    if splits == 1:
+        return torch.empty(1, dtype=torch.float32, device=device), torch.empty(1, dtype=torch.int32, device=device)
+    return (torch.empty(splits * stride, dtype=torch.float32, device=device),
+            torch.zeros(row_blocks, dtype=torch.int32, device=device))
+
+
+def _per_stream(make: Callable[[], tuple], device: torch.device) -> Callable[[], tuple]:
+    """``get()``: ``(arguments, their addresses)`` that ``make()`` built for the current CUDA stream,
+    on the first call there. Scratch shared by launches on two streams at once would mix their
+    sums; a launch's own stream orders it after the last one on that stream."""
+    on_cuda, made = device.type == "cuda", {}
+
+    def get() -> tuple:
+        stream = current_stream() if on_cuda else 0
+        found = made.get(stream)
+        if found is None:
+            arguments = make()
+            found = made[stream] = (arguments, addresses(arguments))
+        return found
+
+    return get
+
+
 def _values_version(values: torch.Tensor) -> int | None:
     """The in-place version of ``values``; None for an inference tensor, which keeps none."""
     return None if values.is_inference() else values._version
@@ -626,24 +658,22 @@ def _diagonal_major_variant(rows_per_program: int, diagonals_per_step: int, num_
         diagonals, stride, refresh = _diagonal_copy(csr, follows, length)
         row_blocks = cdiv(rows, rows_per_program)
         splits, per_split = _split_diagonals(csr.device, row_blocks, length, diagonals_per_step)
-        # One split needs neither: a valid pointer of each type stands in.
-        partials = torch.empty(splits * stride if splits > 1 else 1, dtype=torch.float32, device=csr.device)
-        arrivals = (torch.zeros(row_blocks, dtype=torch.int32, device=csr.device) if splits > 1
-                    else torch.empty(1, dtype=torch.int32, device=csr.device))
         rest_shape = _vector_tile(length)
         rest_programs = cdiv(layout.rest_count, rest_shape[0])
-        fixed = (diagonals, stride, layout.offsets, length, per_split, splits, follows, layout.rest_rows,
-                 layout.rest_count, rest_programs, partials, arrivals)
-        fixed_at = addresses(fixed)
+        head = (diagonals, stride, layout.offsets, length, per_split, splits, follows, layout.rest_rows,
+                layout.rest_count, rest_programs)
+        fixed_arguments = _per_stream(lambda: (*head, *_split_scratch(csr.device, splits, stride, row_blocks)),
+                                      csr.device)
         launches = InputLaunches(_diagonal_major_launch,
-                                 (csr.device, specialisation(*fixed, indptr, indices, values, rows), *shape,
-                                  *rest_shape), {"num_warps": num_warps})
+                                 (csr.device, specialisation(*fixed_arguments()[0], indptr, indices, values, rows),
+                                  *shape, *rest_shape), {"num_warps": num_warps})
         tail, grid = (rows, *shape, *rest_shape), rest_programs + row_blocks * splits
 
         def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
             check(x)
             y = x.new_empty(rows) if out is None else out_check(out)
             refresh()
+            fixed, fixed_at = fixed_arguments()
             vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
             launches.launch(vectors, grid, (*fixed, indptr, indices, values, x, x_stride, y, y_stride, *tail),
                             (*fixed_at, indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), x_at, x_stride,

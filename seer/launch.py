@@ -166,21 +166,21 @@ def direct_launch(compiled) -> Callable:
                      launcher.arg_annotations, launcher.kernel_signature)
 
             def launch(grid_x: int, args: tuple) -> None:
-                entry(grid_x, 1, 1, _current_stream(), *fixed, args)
+                entry(grid_x, 1, 1, current_stream(), *fixed, args)
         else:
             fixed = (*head, None, None, compiled.packed_metadata, None, None, None)
 
             def launch(grid_x: int, args: tuple) -> None:
-                entry(grid_x, 1, 1, _current_stream(), *fixed, *args)
+                entry(grid_x, 1, 1, current_stream(), *fixed, *args)
         return launch
 
     def launch(grid_x: int, args: tuple) -> None:
-        launcher(grid_x, 1, 1, _current_stream(), compiled.function, compiled.packed_metadata, None, None, None,
+        launcher(grid_x, 1, 1, current_stream(), compiled.function, compiled.packed_metadata, None, None, None,
                  *args)
     return launch
 
 
-def _current_stream() -> int:
+def current_stream() -> int:
     """torch's current stream on the current device, as Triton launches on (read through torch's
     C bindings: ``torch.cuda.current_device()`` adds a Python call and an initialisation check)."""
     return torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())

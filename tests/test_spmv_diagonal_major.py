@@ -1,9 +1,10 @@
 """The diagonal-major variant (``diagonal_major_r512``): rows that follow the longest row's
 diagonals read from a copy of their values stored by diagonals. On the CPU (Triton interpreter)
 against scipy float64: where the copy is made and where it is not, the rows that do not follow,
-diagonals split over several programs (on the GPU also replayed from a CUDA graph, and the same
-bits on every call), every dtype pair, values changed in place (inference tensors too; through
-dispatch: tests/test_spmv_diagonal.py), and x holding infinities only where a row does not reach.
+diagonals split over several programs (their counts back to zero after each call; on the GPU
+also replayed from a CUDA graph, the same bits on every call, and two streams at once), every
+dtype pair, values changed in place (inference tensors too; through dispatch:
+tests/test_spmv_diagonal.py), and x holding infinities only where a row does not reach.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import seer.kernels.spmv as spmv
 from seer.datasets import generators
 
 NAME = "diagonal_major_r512"
+spmv_split_scratch = spmv._split_scratch
 ROWS, DIAGONALS = (spmv.VARIANTS[NAME].params[k] for k in ("rows", "diagonals"))
 
 
@@ -79,9 +81,9 @@ def test_split_diagonals_add_up_into_a_strided_out(dtype):
     assert torch.isnan(buffer[1::2]).all()
 
 
-def test_split_diagonals_count_afresh_on_every_call():
-    """Each block's count of arrived splits is set back to zero by its last split: on a count left
-    over from the call before, no split would see itself last and y would keep its poison."""
+def test_split_diagonals_add_up_on_every_call():
+    """The last split of each block is found again on every call, not only on the first: were it
+    missed, y would keep its poison."""
     matrix = generators.banded(1500, 120, seed=8)
     csr, exact = to_seer(matrix)
     rng = np.random.default_rng(9)
@@ -89,6 +91,20 @@ def test_split_diagonals_count_afresh_on_every_call():
         x = random_vector(rng, csr.cols, torch.float32)
         assert_spmv_close(spmv.VARIANTS[NAME].run(csr, x, torch.full((csr.rows,), float("nan"))), exact, x,
                           torch.float32)
+
+
+def test_each_call_takes_its_arrivals_off_the_count(monkeypatch):
+    """The last split of a block takes ``splits`` off its count: after every call each count is
+    back to zero (a count left growing would overflow int32 after ~2**31 arrivals)."""
+    made = []
+    monkeypatch.setattr(spmv, "_split_scratch", lambda *shape: made.append(spmv_split_scratch(*shape)) or made[-1])
+    csr, exact = to_seer(generators.banded(1500, 120, seed=8))
+    rng = np.random.default_rng(11)
+    for _ in range(3):
+        x = random_vector(rng, csr.cols, torch.float32)
+        assert_spmv_close(spmv.VARIANTS[NAME].run(csr, x), exact, x, torch.float32)
+        (partials, arrivals), = made  # one stream (the CPU's), so one pair
+        assert partials.numel() > 1 and arrivals.numel() == -(-1500 // ROWS) and not arrivals.any()
 
 
 def test_rows_of_the_pattern_length_off_the_pattern_read_their_columns():
@@ -178,3 +194,25 @@ def test_split_diagonals_give_the_same_bits_on_every_call():
     for _ in range(50):
         out.fill_(float("nan"))
         assert torch.equal(spmv.VARIANTS[NAME].run(csr, x, out), first)
+
+
+@pytest.mark.gpu
+def test_split_diagonals_on_two_streams_at_once():
+    """Calls on one matrix from two CUDA streams, queued alternately without waiting, each into its
+    own poisoned out: each stream has its own partial sums and counts, so neither adds up the
+    other's; then a call on the default stream is right too."""
+    csr, exact = split_band_on_the_gpu()
+    rng = np.random.default_rng(12)
+    xs = [random_vector(rng, csr.cols, torch.float32).cuda() for _ in range(2)]
+    outs = [torch.full((csr.rows,), float("nan"), device="cuda") for _ in range(2)]
+    streams = [torch.cuda.Stream() for _ in range(2)]
+    torch.cuda.synchronize()
+    for _ in range(20):
+        for stream, x, out in zip(streams, xs, outs):
+            with torch.cuda.stream(stream):
+                spmv.VARIANTS[NAME].run(csr, x, out)
+    torch.cuda.synchronize()
+    for x, out in zip(xs, outs):
+        assert_spmv_close(out.cpu(), exact, x.cpu(), torch.float32)
+    assert_spmv_close(spmv.VARIANTS[NAME].run(csr, xs[0]).cpu(), exact, xs[0].cpu(), torch.float32)
+
