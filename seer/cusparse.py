@@ -101,6 +101,7 @@ class SpmvPlan:
             raise SeerError("cuSPARSE is not loaded in this process (torch without CUDA?)")
         self._arrays = (indptr, indices, values)
         self._device = values.device.index
+        self._lock = threading.Lock()
         self._algorithm = ALGORITHMS[algorithm]
         value_type, index_type = _VALUE_TYPES[values.dtype], _INDEX_TYPES[indptr.dtype]
         self._matrix, self._x, self._y = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
@@ -123,16 +124,20 @@ class SpmvPlan:
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         handle = self._handle()
-        _library.cusparseDnVecSetValues(self._x, x.data_ptr())
-        _library.cusparseDnVecSetValues(self._y, y.data_ptr())
-        _check(_library.cusparseSpMV(handle, *self._operands(), self._workspace.data_ptr()), "cusparseSpMV")
+        # One pair of vector descriptors a plan, repointed on every call: from pointing them to the
+        # launch no other thread may repoint them (ctypes lets go of the GIL in between).
+        with self._lock:
+            _library.cusparseDnVecSetValues(self._x, x.data_ptr())
+            _library.cusparseDnVecSetValues(self._y, y.data_ptr())
+            _check(_library.cusparseSpMV(handle, *self._operands(), self._workspace.data_ptr()), "cusparseSpMV")
         return y
 
     def repoint(self, indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor) -> None:
         """Point the matrix descriptor at moved arrays of the same structure."""
-        self._arrays = (indptr, indices, values)
-        _check(_library.cusparseCsrSetPointers(self._matrix, indptr.data_ptr(), indices.data_ptr(),
-                                               values.data_ptr()), "cusparseCsrSetPointers")
+        with self._lock:
+            self._arrays = (indptr, indices, values)
+            _check(_library.cusparseCsrSetPointers(self._matrix, indptr.data_ptr(), indices.data_ptr(),
+                                                   values.data_ptr()), "cusparseCsrSetPointers")
 
     def _handle(self) -> int:
         """This thread's handle on the matrix's device, bound to torch's current stream there."""

@@ -1,8 +1,10 @@
 """SpMV variants on a CUDA GPU against float64 references: random and large generated matrices,
-every value dtype, no host synchronisation after the first call, and CUDA graph capture."""
+every value dtype, no host synchronisation after the first call, CUDA graph capture, and one
+matrix's plan called from several threads at once."""
 from __future__ import annotations
 
 import functools
+import threading
 
 import numpy as np
 import pytest
@@ -130,3 +132,36 @@ def test_values_moved_in_place_are_followed(name):
     csr.values.set_(moved)
     csr.values.mul_(-1)
     assert_spmv_close(run(csr, x.cuda()).cpu(), -exact, x, torch.float16)
+
+
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+def test_threads_share_one_plan(name):
+    """Four threads call one matrix's plan 25 times each on their own x, into their own poisoned
+    out, on one stream: a plan's state that a call changes (cuSPARSE's vector descriptors, the
+    split diagonals' scratch) must not let one thread's call read another's x."""
+    rng = np.random.default_rng(21)
+    csr, exact = to_seer(banded(3000, 40, rng))  # 6 blocks of rows: diagonal_major splits its 81 diagonals
+    csr = on_gpu(csr)
+    xs = [random_vector(rng, csr.cols, torch.float32) for _ in range(4)]
+    spmv.VARIANTS[name].run(csr, xs[0].cuda())  # planned before the threads start
+    torch.cuda.synchronize()
+    errors = []
+
+    def worker(x):
+        try:
+            x_gpu, out = x.cuda(), torch.empty(csr.rows, device="cuda")
+            for _ in range(25):
+                out.fill_(float("nan"))
+                spmv.VARIANTS[name].run(csr, x_gpu, out)
+                torch.cuda.current_stream().synchronize()
+                assert_spmv_close(out.cpu(), exact, x, torch.float32)
+        except Exception as error:  # re-raised below
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(x,)) for x in xs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors[0]
+
