@@ -31,6 +31,7 @@ rounds, on the matrices every version measured, and writes ``spmv-split-sum-<dev
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import re
 import sys
@@ -116,7 +117,7 @@ def least_per_version(results: list[dict]) -> dict:
     joined: dict = {}
     for result in results:
         for row in result["matrices"]:
-            kept = joined.setdefault(result["version"], {}).setdefault(row["id"], json.loads(json.dumps(row)))
+            kept = joined.setdefault(result["version"], {}).setdefault(row["id"], copy.deepcopy(row))
             for measure_name in ("time_ms", "warm_ms", "loop_us"):
                 for variant, value in row[measure_name].items():
                     kept[measure_name][variant] = min(kept[measure_name][variant], value)
@@ -150,11 +151,11 @@ def markdown(result: dict) -> str:
               " | ".join(f"{a} loop ({versions[-1]})" for a in ANCHORS) + " |",
               "|---|---|---|" + "---|" * (len(versions) + len(ANCHORS))]
     for i in ids:
-        first = per[versions[-1]][i]
+        latest = per[versions[-1]][i]
         cells = [f"{per[v][i]['loop_us'][VARIANT]:.1f} / {per[v][i]['warm_ms'][VARIANT] * 1e3:.1f} / "
                  f"{per[v][i]['time_ms'][VARIANT] * 1e3:.1f}" for v in versions]
-        lines.append(f"| {i} | {first['nnz']:,} | {first['splits']} | " + " | ".join(cells) + " | " +
-                     " | ".join(f"{first['loop_us'][a]:.1f}" for a in ANCHORS) + " |")
+        lines.append(f"| {i} | {latest['nnz']:,} | {latest['splits']} | " + " | ".join(cells) + " | " +
+                     " | ".join(f"{latest['loop_us'][a]:.1f}" for a in ANCHORS) + " |")
     return "\n".join(lines) + "\n"
 
 

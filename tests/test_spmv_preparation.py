@@ -74,11 +74,10 @@ def test_gather_adds_a_feature_column_the_table_lacks(table, suitesparse_dir, mo
     assert profiled["shifted_row_frac"].notna().all()
 
 
-def test_an_added_variant_gets_its_columns_where_profiling_puts_them(tmp_path, suitesparse_dir, monkeypatch):
-    """A table profiled before a variant existed gets its time, call and preparation columns,
-    measured and checked as profiling does, in profiling's column order; every other cell stays to
-    the bit and the metadata records the anchors' ratios to the table."""
-    script = load_benchmark("spmv_preparation")
+@pytest.fixture
+def anchored_table(tmp_path, suitesparse_dir, monkeypatch):
+    """A table of two small matrices profiled with diagonal_major_r512 and both anchors, call times
+    recorded (as ``seer profile`` records them under its size bound)."""
     variants = get_op("spmv").kernels.VARIANTS
     kept = ("scalar_r128", "diagonal_r128", "diagonal_major_r512", "cusparse_prepared")
     monkeypatch.setattr(get_op("spmv").kernels, "VARIANTS", {n: variants[n] for n in kept})
@@ -87,6 +86,14 @@ def test_an_added_variant_gets_its_columns_where_profiling_puts_them(tmp_path, s
     cases = spmv_cases([suitesparse_dir], max_nnz=2000, device="cpu")[:2]
     profiling.profile("spmv", cases, out, command="test", progress=False,
                       call_overhead_below=profiling.SPMV_CALL_OVERHEAD_BELOW)
+    return out
+
+
+def test_an_added_variant_gets_its_columns_where_profiling_puts_them(anchored_table, suitesparse_dir, monkeypatch):
+    """A table profiled before a variant existed gets its time, call and preparation columns,
+    measured and checked as profiling does, in profiling's column order; every other cell stays to
+    the bit and the metadata records the anchors' ratios to the table."""
+    script, out = load_benchmark("spmv_preparation"), anchored_table
     profiled = read_frame(out)
     added = [c for c in profiled.columns if c.endswith(":diagonal_major_r512")]
     assert len(added) == 3
@@ -101,18 +108,10 @@ def test_an_added_variant_gets_its_columns_where_profiling_puts_them(tmp_path, s
     assert set(meta["added_variants"][0]["anchor_ratio_median"]) == set(script.ANCHORS)
 
 
-def test_kernel_time_only_leaves_the_host_columns_as_they_were(tmp_path, suitesparse_dir, monkeypatch):
+def test_kernel_time_only_leaves_the_host_columns_as_they_were(anchored_table, suitesparse_dir, monkeypatch):
     """``--again --kernel-time-only`` re-measures a variant's kernel time and nothing else: its
     call and preparation cells keep their bits (here planted, so a re-measure would change them)."""
-    script = load_benchmark("spmv_preparation")
-    variants = get_op("spmv").kernels.VARIANTS
-    kept = ("scalar_r128", "diagonal_r128", "diagonal_major_r512", "cusparse_prepared")
-    monkeypatch.setattr(get_op("spmv").kernels, "VARIANTS", {n: variants[n] for n in kept})
-    monkeypatch.setattr(profiling, "time_ms", lambda fn, **_: profiling._median_wall_ms(fn, repeats=2))
-    out = tmp_path / "spmv-test.csv"
-    cases = spmv_cases([suitesparse_dir], max_nnz=2000, device="cpu")[:2]
-    profiling.profile("spmv", cases, out, command="test", progress=False,
-                      call_overhead_below=profiling.SPMV_CALL_OVERHEAD_BELOW)
+    script, out = load_benchmark("spmv_preparation"), anchored_table
     planted = read_frame(out)
     host = ["call_us:diagonal_major_r512", "prepare_ms:diagonal_major_r512"]
     planted[host] = STALE_MS
