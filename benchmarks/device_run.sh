@@ -74,6 +74,8 @@ run_stage() {
     spmv-row-occupancy) python3 benchmarks/spmv_row_occupancy.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-patterns) python3 benchmarks/spmv_patterns.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-unhinted) python3 benchmarks/spmv_unhinted.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
+    spmv-loop-parts) python3 benchmarks/spmv_loop_parts.py --matrices .carry/suitesparse --out benchmarks/results \
+                       --loops "benchmarks/results/spmv-unhinted-loops-$device.json" --budget-s "$budget" ;;
     spmv-warm-l2) python3 benchmarks/spmv_warm_l2.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     # Each version of kernels/spmv.py in place in turn (.carry/spmv-versions/<version>.py, the working
     # tree's as in-kernel), two interleaved rounds, the working tree's put back; then the comparison.

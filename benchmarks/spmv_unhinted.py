@@ -148,19 +148,27 @@ def loop_seconds(paths: dict, new_matrix, n: int, rounds: int) -> dict[str, floa
     return {name: t / 1e6 for name, t in us.items()}
 
 
-def matrix_loops(case, loaded, n: int, rounds: int) -> dict:
+def checked_matrix(case, loaded, hints) -> tuple:
+    """``(new_matrix, x)`` for ``case``: ``new_matrix()`` a new torch CSR object on the same
+    arrays each time (so seer decides afresh), after ``seer.dispatch`` with each of ``hints`` for
+    ``calls`` was checked against torch CSR."""
     parts, (x,) = case.build(loaded)
 
     def new_matrix():
         return torch.sparse_csr_tensor(*parts[:3], parts[3])
 
-    A = new_matrix()
-    expected = A @ x
-    for calls in (None, 1, n):
+    expected = new_matrix() @ x
+    for calls in hints:
         y = seer.dispatch("spmv", (new_matrix(), x), calls=calls)
         error = ((y - expected).norm() / expected.norm().clamp_min(1e-30)).item()
         if not error < 1e-4:
             raise AssertionError(f"seer (calls={calls}) and torch CSR disagree on {case.id}: {error:.1e}")
+    return new_matrix, x
+
+
+def matrix_loops(case, loaded, n: int, rounds: int) -> dict:
+    new_matrix, x = checked_matrix(case, loaded, (None, 1, n))
+    A = new_matrix()
     paths = {"unhinted": lambda B: seer.dispatch("spmv", (B, x)),
              "kept": lambda B: seer.dispatch("spmv", (B, x), calls=1),
              "hinted": lambda B: seer.dispatch("spmv", (B, x), calls=n),
