@@ -5,8 +5,9 @@ cuSPARSE's CSR algorithm then runs a partition kernel before its SpMV kernel, ev
 GPU time on an H200, more than the SpMV itself on a matrix of a million nonzeros
 (``benchmarks/NOTES.md``, SpMV 26). ``cusparseSpMV_preprocess`` does that work once for a matrix
 and keeps it in the workspace. :class:`SpmvPlan` holds one matrix's descriptors, workspace and
-preprocessing; each call points the vector descriptors at x and y and launches on torch's
-current stream. The library is the one torch has loaded (no second copy, no new dependency).
+preprocessing; a call points the vector descriptors at x and y (where they moved since the last
+one) and launches on torch's current stream. The library is the one torch has loaded (no second
+copy, no new dependency).
 """
 from __future__ import annotations
 
@@ -45,7 +46,9 @@ _SIGNATURES = {
     "cusparseSpMV": [_void, ctypes.c_int, _void, _void, _void, _void, _void, ctypes.c_int, ctypes.c_int, _void],
 }
 _library = None  # the loaded library's functions, found on first use; False when it cannot be found
-_handles = threading.local()  # a handle per thread and device: a handle must not be used by two threads at once
+# A handle per thread and device (a handle must not be used by two threads at once), with the
+# stream last bound to it: binding it again on every call cost a ctypes call each.
+_handles = threading.local()
 
 
 def available() -> bool:
@@ -76,14 +79,19 @@ def _check(status: int, what: str) -> None:
 
 
 def _handle(device_index: int) -> int:
+    """This thread's handle on the device, bound to torch's current stream there."""
     handles = _handles.__dict__.setdefault("by_device", {})
-    handle = handles.get(device_index)
-    if handle is None:
+    entry = handles.get(device_index)
+    if entry is None:
         with torch.cuda.device(device_index):
             created = ctypes.c_void_p()
             _check(_library.cusparseCreate(ctypes.byref(created)), "cusparseCreate")
-        handle = handles[device_index] = created.value
-    return handle
+        entry = handles[device_index] = [created.value, None]
+    stream = torch._C._cuda_getCurrentRawStream(device_index)
+    if entry[1] != stream:
+        _library.cusparseSetStream(entry[0], stream)
+        entry[1] = stream
+    return entry[0]
 
 
 class SpmvPlan:
@@ -105,31 +113,42 @@ class SpmvPlan:
         self._algorithm = ALGORITHMS[algorithm]
         value_type, index_type = _VALUE_TYPES[values.dtype], _INDEX_TYPES[indptr.dtype]
         self._matrix, self._x, self._y = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        self._operands = (_NON_TRANSPOSE, ctypes.byref(_ONE), self._matrix, self._x, ctypes.byref(_ZERO), self._y,
+                          _COMPUTE_32F, self._algorithm)
         _check(_library.cusparseCreateCsr(ctypes.byref(self._matrix), shape[0], shape[1], values.numel(),
                                           indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), index_type,
                                           index_type, _INDEX_BASE_ZERO, value_type), "cusparseCreateCsr")
-        # Placeholder vectors for the workspace query and the preprocessing; every call repoints them.
+        # Placeholder vectors for the workspace query and the preprocessing; calls repoint them.
         x, y = values.new_empty(shape[1]), values.new_empty(shape[0])
         _check(_library.cusparseCreateDnVec(ctypes.byref(self._x), shape[1], x.data_ptr(), value_type),
                "cusparseCreateDnVec")
         _check(_library.cusparseCreateDnVec(ctypes.byref(self._y), shape[0], y.data_ptr(), value_type),
                "cusparseCreateDnVec")
+        # Where each vector descriptor points: a call repoints one only when its vector moved (a
+        # loop on one x into one out then costs one ctypes call, the product).
+        self._pointed = [x.data_ptr(), y.data_ptr()]
         size = ctypes.c_size_t()
-        _check(_library.cusparseSpMV_bufferSize(self._handle(), *self._operands(), ctypes.byref(size)),
+        _check(_library.cusparseSpMV_bufferSize(_handle(self._device), *self._operands, ctypes.byref(size)),
                "cusparseSpMV_bufferSize")
         self._workspace = torch.empty(max(size.value, 1), dtype=torch.uint8, device=values.device)
+        self._workspace_at = self._workspace.data_ptr()
         if preprocess:
-            _check(_library.cusparseSpMV_preprocess(self._handle(), *self._operands(), self._workspace.data_ptr()),
+            _check(_library.cusparseSpMV_preprocess(_handle(self._device), *self._operands, self._workspace_at),
                    "cusparseSpMV_preprocess")
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        handle = self._handle()
-        # One pair of vector descriptors a plan, repointed on every call: from pointing them to the
-        # launch no other thread may repoint them (ctypes lets go of the GIL in between).
+        handle, x_at, y_at = _handle(self._device), x.data_ptr(), y.data_ptr()
+        # One pair of vector descriptors a plan: from pointing them to the launch no other thread
+        # may repoint them (ctypes lets go of the GIL in between).
         with self._lock:
-            _library.cusparseDnVecSetValues(self._x, x.data_ptr())
-            _library.cusparseDnVecSetValues(self._y, y.data_ptr())
-            _check(_library.cusparseSpMV(handle, *self._operands(), self._workspace.data_ptr()), "cusparseSpMV")
+            pointed = self._pointed
+            if pointed[0] != x_at:
+                _library.cusparseDnVecSetValues(self._x, x_at)
+                pointed[0] = x_at
+            if pointed[1] != y_at:
+                _library.cusparseDnVecSetValues(self._y, y_at)
+                pointed[1] = y_at
+            _check(_library.cusparseSpMV(handle, *self._operands, self._workspace_at), "cusparseSpMV")
         return y
 
     def repoint(self, indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor) -> None:
@@ -138,16 +157,6 @@ class SpmvPlan:
             self._arrays = (indptr, indices, values)
             _check(_library.cusparseCsrSetPointers(self._matrix, indptr.data_ptr(), indices.data_ptr(),
                                                    values.data_ptr()), "cusparseCsrSetPointers")
-
-    def _handle(self) -> int:
-        """This thread's handle on the matrix's device, bound to torch's current stream there."""
-        handle = _handle(self._device)
-        _library.cusparseSetStream(handle, torch._C._cuda_getCurrentRawStream(self._device))
-        return handle
-
-    def _operands(self) -> tuple:
-        return (_NON_TRANSPOSE, ctypes.byref(_ONE), self._matrix, self._x, ctypes.byref(_ZERO), self._y,
-                _COMPUTE_32F, self._algorithm)
 
     def __del__(self):
         if _library:  # descriptors only: the workspace is a tensor and goes with the plan

@@ -4,6 +4,7 @@ matrix's plan called from several threads at once."""
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 
 import numpy as np
@@ -165,3 +166,30 @@ def test_threads_share_one_plan(name):
         thread.join()
     assert not errors, errors[0]
 
+
+
+def test_cusparse_plan_follows_moved_vectors_and_new_streams():
+    """The prepared cuSPARSE plan repoints a vector descriptor only when its vector moved, and binds
+    its handle to a stream only when torch's current stream changed: calls alternating two x, two
+    outs and three streams, then an x changed in place, each get their own product."""
+    rng = np.random.default_rng(5)
+    csr, exact = to_seer(banded(3000, 40, rng))
+    csr = on_gpu(csr)
+    run = spmv.VARIANTS["cusparse_prepared"].run
+    xs = [random_vector(rng, csr.cols, torch.float32) for _ in range(2)]
+    xs_gpu = [x.cuda() for x in xs]
+    outs = [torch.empty(csr.rows, device="cuda") for _ in range(2)]
+    streams = [torch.cuda.Stream(), torch.cuda.Stream(), torch.cuda.current_stream()]
+    for x_index, out_index, stream in itertools.product(range(2), range(2), streams):
+        with torch.cuda.stream(stream):
+            # A launch on any other stream would run at once, and this stream's poison, queued
+            # behind the sleep, would then land after it.
+            torch.cuda._sleep(1_000_000)
+            outs[out_index].fill_(float("nan"))
+            assert run(csr, xs_gpu[x_index], outs[out_index]) is outs[out_index]
+        stream.synchronize()
+        assert_spmv_close(outs[out_index].cpu(), exact, xs[x_index], torch.float32)
+    xs_gpu[0].mul_(-1)  # same place, new values: nothing to repoint
+    outs[0].fill_(float("nan"))
+    run(csr, xs_gpu[0], outs[0])
+    assert_spmv_close(outs[0].cpu(), exact, -xs[0], torch.float32)
