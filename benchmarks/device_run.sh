@@ -98,7 +98,6 @@ run_stage() {
     # .carry/cusparse-before.py: an earlier seer/cusparse.py (git show <commit>:seer/cusparse.py).
     cusparse-call-host) python3 benchmarks/cusparse_call_host.py --matrices .carry/suitesparse \
                           --before .carry/cusparse-before.py --out benchmarks/results ;;
-    merge-zero-host) python3 benchmarks/merge_zero_host.py --matrices .carry/suitesparse --out benchmarks/results ;;
     spmv-cusparse) python3 benchmarks/spmv_cusparse.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-preparation) python3 benchmarks/spmv_preparation.py "$table" --matrices .carry/suitesparse --deadline "$budget" ;;
     spmv-gather) python3 benchmarks/spmv_preparation.py "$table" --matrices .carry/suitesparse --gather --deadline "$budget" ;;

@@ -35,7 +35,7 @@ import triton.language as tl
 from seer import cusparse, sparse
 from seer.errors import InputError, warn
 from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, current_stream, sm_count,
-                         specialisation, vector_operands, zero_)
+                         specialisation, vector_operands)
 from seer.registry import Variant
 from seer.sparse import (CsrMatrix, add_up_found, as_csr, check_dense_vector, dense_vector_check, row_statistics,
                          store_found, zero_counts)
@@ -711,7 +711,7 @@ def _merge_variant(chunk: int, sub: int, num_warps: int) -> tuple[Callable, Call
         def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
             check(x)
             y = x.new_empty(rows) if out is None else out_check(out)
-            acc = zero_(y if y.dtype == torch.float32 else torch.empty(rows, dtype=torch.float32, device=y.device))
+            acc = y.zero_() if y.dtype == torch.float32 else torch.zeros(rows, dtype=torch.float32, device=y.device)
             vectors, x_at, x_stride, acc_at, acc_stride = vector_operands(x, acc)
             launches.launch(vectors, grid, (indptr, indices, values, x, x_stride, acc, acc_stride, sub_rows, nnz,
                                             chunk, sub),

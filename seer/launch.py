@@ -13,16 +13,12 @@ the interpreter, goes through Triton's normal path.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import os
 from typing import Callable
 
 import torch
 import triton
-
-from seer.errors import SeerError
-from seer.native import loaded_library
 
 INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 # How the C entry of the Triton launcher's (``CompiledKernel.run``) takes its arguments, for the
@@ -188,32 +184,6 @@ def current_stream() -> int:
     """torch's current stream on the current device, as Triton launches on (read through torch's
     C bindings: ``torch.cuda.current_device()`` adds a Python call and an initialisation check)."""
     return torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
-
-
-def zero_(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor.zero_()`` for a contiguous tensor on the one GPU, by ``cudaMemsetAsync`` on the
-    current stream: one ctypes call where torch dispatches a fill kernel, several µs of host time
-    on the lent hosts (benchmarks/NOTES.md, SpMV 52). Elsewhere (CPU, several GPUs, strided,
-    no CUDA runtime found) torch's ``zero_``. Capturable in a CUDA graph, as a memset node."""
-    memset = _memset()
-    if memset is None or tensor.device.type != "cuda" or not tensor.is_contiguous() or several_gpus():
-        return tensor.zero_()
-    status = memset(tensor.data_ptr(), 0, tensor.numel() * tensor.element_size(), current_stream())
-    if status:
-        raise SeerError(f"cudaMemsetAsync failed with CUDA error {status}")
-    return tensor
-
-
-@functools.cache
-def _memset():
-    """``cudaMemsetAsync`` of the CUDA runtime torch loaded, or None where there is none."""
-    path = loaded_library("libcudart.so") if torch.cuda.is_available() else None
-    if path is None:
-        return None
-    function = ctypes.CDLL(path).cudaMemsetAsync
-    function.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p]
-    function.restype = ctypes.c_int
-    return function
 
 
 def _launchable(compiled) -> bool:

@@ -104,10 +104,3 @@ def test_on_device_switches_only_to_another_gpu_of_several(monkeypatch):
         assert isinstance(launch.on_device(device), contextlib.nullcontext)
     gpus[0] = 1
     assert isinstance(launch.on_device(torch.device("cuda", 1)), contextlib.nullcontext)
-
-
-def test_zero_off_the_gpu_is_torchs():
-    from seer.launch import zero_
-
-    tensor = torch.full((5,), 3.0)
-    assert zero_(tensor) is tensor and (tensor == 0).all()

@@ -5,7 +5,7 @@ import triton
 import triton.language as tl
 from triton.backends.nvidia.driver import CudaLauncher
 
-from seer.launch import LAUNCHER_LAYOUT, LaunchCache, specialisation, zero_
+from seer.launch import LAUNCHER_LAYOUT, LaunchCache, specialisation
 
 pytestmark = pytest.mark.gpu
 
@@ -71,33 +71,3 @@ def test_direct_launch_calls_the_launchers_c_entry_not_its_python_wrapper(monkey
     _launch(cache, x, y, out, alpha=-1.5)
     torch.cuda.synchronize()
     torch.testing.assert_close(out, -1.5 * x + y)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int64], ids=str)
-def test_zero_by_memset_on_the_current_stream_and_in_a_graph(dtype):
-    """``zero_`` clears every byte of a contiguous view (odd length, odd offset) and nothing
-    beside it, on the current stream: queued behind a sleep on a side stream, a memset sent to any
-    other stream would run first and the side stream's fill, queued after the sleep, would win."""
-    base = torch.full((1003,), 7, dtype=dtype, device="cuda")
-    view = base[1:1002]
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        torch.cuda._sleep(1_000_000)
-        view.fill_(5)
-        assert zero_(view) is view
-    side.synchronize()
-    assert (view == 0).all() and base[0] == 7 and base[-1] == 7
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        zero_(view)
-    view.fill_(3)
-    graph.replay()
-    torch.cuda.synchronize()
-    assert (view == 0).all() and base[0] == 7 and base[-1] == 7
-
-
-def test_zero_of_a_strided_view_leaves_the_gaps():
-    base = torch.full((20,), 9.0, device="cuda")
-    zero_(base[::2])
-    assert (base[::2] == 0).all() and (base[1::2] == 9).all()
