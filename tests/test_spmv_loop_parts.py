@@ -15,12 +15,12 @@ def test_the_first_call_is_timed_apart_from_the_rest(loop_parts):
     assert first > 0 and rest > 0
 
 
+@pytest.mark.filterwarnings("ignore")  # no model for the CPU: the hand rule decides (said once)
 def test_a_real_matrix_gets_both_paths_and_their_loops(loop_parts, suitesparse_dir):
     from seer.datasets.cases import spmv_cases
 
     case = spmv_cases([suitesparse_dir], max_nnz=2_000, device="cpu")[0]
-    with pytest.warns(Warning):  # no model for the CPU: the hand rule decides
-        row = loop_parts.matrix_parts(case, case.load(), 3, 2)
+    row = loop_parts.matrix_parts(case, case.load(), 3, 2)
     assert row["id"] == case.id and row["nnz"] > 0
     for path in ("kept", "hinted"):
         assert isinstance(row[f"{path}_variant"], str)

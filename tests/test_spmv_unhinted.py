@@ -80,11 +80,11 @@ def test_the_table_summary_names_its_table_versions_and_date(unhinted):
     assert "| 1,000 | 0.900 | 0.950 | 0.970 | 0.900 | 0.950 | 0.970 |" in text and "Note: n" in text
 
 
+@pytest.mark.filterwarnings("ignore")  # no model for the CPU: the hand rule decides (said once)
 def test_loops_on_a_real_matrix_time_every_path(unhinted, suitesparse_dir):
     from seer.datasets.cases import spmv_cases
 
     case = spmv_cases([suitesparse_dir], max_nnz=2_000, device="cpu")[0]
-    with pytest.warns(Warning):  # no model for the CPU: the hand rule decides
-        row = unhinted.matrix_loops(case, case.load(), 3, 1)
+    row = unhinted.matrix_loops(case, case.load(), 3, 1)
     assert row["id"] == case.id and row["nnz"] > 0
     assert all(row[f"{path}_s"] > 0 for path in ("unhinted", "kept", "hinted", "torch"))
