@@ -220,8 +220,6 @@ def test_unknown_op_trains_without_hand_rule(tmp_path):
 
 # ---------------------------------------------------------------------- preparation costs
 
-BREAK_EVEN_CALLS = 40  # fast: 0.5 + 20 / c base times per call; plain: 1
-
 
 def prepared_frame(groups=30, per_group=3, seed=2, prepare=20.0):
     """Two variants on the planted inputs: "fast" takes half of "plain"'s time per call but
