@@ -23,12 +23,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 from scipy.stats import gmean
 
 from seer import cusparse
-from seer.datasets.suitesparse import list_matrices, read_matrix
+from seer.datasets.cases import spmv_cases
+from seer.kernels import spmv
 from seer.profiling import alternated_host_us, device_tag, environment, relative_error, write_result
 
 PATTERNS = ("same", "new_out", "alternating")
@@ -42,9 +42,10 @@ def module_from(path: Path):
 
 
 def spread(folder: Path, count: int) -> list:
-    """``count`` real matrices spread evenly over the folder's sizes (smallest first)."""
-    infos = list_matrices(folder)
-    return [infos[i] for i in np.linspace(0, len(infos) - 1, count).round().astype(int)]
+    """``count`` real matrices of the folder, as profiling cases, spread evenly over its sizes
+    (smallest first)."""
+    cases = spmv_cases([folder])
+    return [cases[i] for i in np.linspace(0, len(cases) - 1, count).round().astype(int)]
 
 
 def loops(plan, x: torch.Tensor, rows: int) -> dict:
@@ -59,25 +60,20 @@ def loops(plan, x: torch.Tensor, rows: int) -> dict:
             "alternating": alternating}
 
 
-def matrix_row(info, versions: dict, calls: int, rounds: int) -> dict:
-    matrix = read_matrix(info.path)
-    rng = np.random.default_rng(0)
-    values = rng.uniform(0.5, 1.5, matrix.nnz) * rng.choice([-1.0, 1.0], matrix.nnz)
-    arrays = [torch.from_numpy(a).cuda() for a in (matrix.indptr, matrix.indices, values.astype(np.float32))]
-    x = torch.from_numpy(rng.uniform(-1, 1, matrix.shape[1]).astype(np.float32))
-    reference = torch.from_numpy(sp.csr_matrix((values, matrix.indices, matrix.indptr), shape=matrix.shape)
-                                 @ x.double().numpy())
-    x = x.cuda()
+def matrix_row(case, versions: dict, calls: int, rounds: int) -> dict:
+    parts, (x,) = case.build(case.load())
+    csr = spmv.problem(parts)
+    reference = spmv.reference(csr, x)
     fns = {}
     for version, module in versions.items():
-        plan = module.SpmvPlan(*arrays, matrix.shape)
-        y = plan(x, torch.full((matrix.shape[0],), float("nan"), device="cuda"))
+        plan = module.SpmvPlan(*parts[:3], csr.shape)
+        y = plan(x, torch.full((csr.rows,), float("nan"), device=x.device))
         error = relative_error(y, reference)
         if not error < 1e-4:
-            raise AssertionError(f"{version} plan disagrees with float64 on {info.id}: {error:.1e}")
-        fns.update({f"{version}:{p}": fn for p, fn in loops(plan, x, matrix.shape[0]).items()})
+            raise AssertionError(f"{version} plan disagrees with float64 on {case.id}: {error:.1e}")
+        fns.update({f"{version}:{p}": fn for p, fn in loops(plan, x, csr.rows).items()})
     least = {name: min(samples) for name, samples in alternated_host_us(fns, calls, rounds).items()}
-    return {"id": info.id, "nnz": int(matrix.nnz), **{f"{name}_us": us for name, us in least.items()}}
+    return {"id": case.id, "nnz": csr.nnz, **{f"{name}_us": us for name, us in least.items()}}
 
 
 def summary(rows: list[dict]) -> dict:
@@ -114,9 +110,9 @@ def main() -> int:
     args = parser.parse_args()
     versions = {"before": module_from(args.before), "now": cusparse}
     rows = []
-    for info in spread(args.matrices, args.count):
-        rows.append(matrix_row(info, versions, args.calls, args.rounds))
-        print(f"{info.id}: " + ", ".join(f"{p} {rows[-1][f'before:{p}_us']:.1f} -> {rows[-1][f'now:{p}_us']:.1f} µs"
+    for case in spread(args.matrices, args.count):
+        rows.append(matrix_row(case, versions, args.calls, args.rounds))
+        print(f"{case.id}: " + ", ".join(f"{p} {rows[-1][f'before:{p}_us']:.1f} -> {rows[-1][f'now:{p}_us']:.1f} µs"
                                          for p in PATTERNS), flush=True)
     result = {"benchmark": "prepared cuSPARSE call host time", **environment(torch.device("cuda")),
               "command": " ".join(["python", *sys.argv]), "calls": args.calls, "rounds": args.rounds,

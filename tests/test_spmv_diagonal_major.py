@@ -19,7 +19,6 @@ import seer.kernels.spmv as spmv
 from seer.datasets import generators
 
 NAME = "diagonal_major_r512"
-spmv_split_scratch = spmv._split_scratch
 ROWS, DIAGONALS = (spmv.VARIANTS[NAME].params[k] for k in ("rows", "diagonals"))
 
 
@@ -96,8 +95,8 @@ def test_split_diagonals_add_up_on_every_call():
 def test_each_call_takes_its_arrivals_off_the_count(monkeypatch):
     """The last split of a block takes ``splits`` off its count: after every call each count is
     back to zero (a count left growing would overflow int32 after ~2**31 arrivals)."""
-    made = []
-    monkeypatch.setattr(spmv, "_split_scratch", lambda *shape: made.append(spmv_split_scratch(*shape)) or made[-1])
+    made, split_scratch = [], spmv._split_scratch
+    monkeypatch.setattr(spmv, "_split_scratch", lambda *shape: made.append(split_scratch(*shape)) or made[-1])
     csr, exact = to_seer(generators.banded(1500, 120, seed=8))
     rng = np.random.default_rng(11)
     for _ in range(3):
