@@ -11,7 +11,8 @@ its next N - 1 calls (synchronised at the end), the least of alternated rounds f
     python benchmarks/spmv_loop_parts.py --matrices .carry/suitesparse \\
         --loops benchmarks/results/spmv-unhinted-loops-h100.json
 
-Writes ``benchmarks/results/spmv-loop-parts-<device>.json`` / ``.md``.
+Writes ``benchmarks/results/spmv-loop-parts-<device>.json`` / ``.md``; ``--render RESULT.json``
+writes a result's Markdown again from its JSON.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from scipy.stats import gmean
 from spmv_unhinted import checked_matrix
 
 import seer
@@ -59,10 +61,29 @@ def matrix_parts(case, loaded, n: int, rounds: int) -> dict:
     return row
 
 
+L2_SIZED_BELOW = 6_000_000  # nnz under which the H100's loops were bound by the host (NOTES SpMV 50)
+
+
+def by_hinted_variant(rows: list[dict]) -> list[tuple]:
+    """Per variant the hint chose: (variant, matrices under L2_SIZED_BELOW nonzeros, their median
+    later-call time over the kept variant's, the same two from there up; None where there are none)."""
+    def band(mine):
+        return len(mine), float(np.median([r["hinted_rest_us"] / r["kept_rest_us"] for r in mine])) if mine else None
+
+    out = []
+    for variant in sorted({r["hinted_variant"] for r in rows}):
+        mine = [r for r in rows if r["hinted_variant"] == variant]
+        out.append((variant, *band([r for r in mine if r["nnz"] < L2_SIZED_BELOW]),
+                    *band([r for r in mine if r["nnz"] >= L2_SIZED_BELOW])))
+    return out
+
+
 def markdown(result: dict) -> str:
     n, rows = result["calls"], result["matrices"]
     first_gap = [r["hinted_first_us"] - r["kept_first_us"] for r in rows]
     rest_ratio = [r["hinted_rest_us"] / r["kept_rest_us"] for r in rows]
+    slower = [r for r in rows if r["hinted_loop_us"] > 1.03 * r["kept_loop_us"]]
+    speedup = float(gmean([r["kept_loop_us"] / r["hinted_loop_us"] for r in rows]))
     lines = [f"# SpMV loops in parts, {result['device']['name']}", "",
              f"{result['date']}; torch {result['versions']['torch']}, triton {result['versions']['triton']}; "
              f"`{result['command']}`", "",
@@ -71,9 +92,18 @@ def markdown(result: dict) -> str:
              f"(each synchronised, the least of {result['rounds']} alternated rounds); loop: both together, "
              f"per call. kept: `calls=1`; hinted: `calls={n}`.", "",
              f"Median over {len(rows)} matrices: the hinted first call {np.median(first_gap):+.0f} µs against "
-             f"the kept one's; the hinted later calls {np.median(rest_ratio):.2f}x the kept ones' time.", "",
-             "| matrix | nnz | kept | first µs | later µs | loop µs | hinted | first µs | later µs | loop µs |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             f"the kept one's; the hinted later calls {np.median(rest_ratio):.2f}x the kept ones' time. "
+             f"The hinted loops {speedup:.2f}x faster than the kept ones (geometric mean); {len(slower)} slower "
+             f"by more than 3%, {sum(r['nnz'] < L2_SIZED_BELOW for r in slower)} of them under "
+             f"{L2_SIZED_BELOW:,} nonzeros.", "",
+             f"| hinted variant | matrices under {L2_SIZED_BELOW:,} nnz | their later calls over the kept ones' "
+             f"(median) | matrices from {L2_SIZED_BELOW:,} | their later calls over the kept ones' (median) |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {v} | {n_small} | {'-' if r_small is None else f'{r_small:.2f}x'} | {n_large} | "
+              f"{'-' if r_large is None else f'{r_large:.2f}x'} |" for v, n_small, r_small, n_large, r_large
+              in by_hinted_variant(rows)]
+    lines += ["", "| matrix | nnz | kept | first µs | later µs | loop µs | hinted | first µs | later µs | loop µs |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['id']} | {r['nnz']:,} | {r['kept_variant']} | {r['kept_first_us']:,.0f} | "
               f"{r['kept_rest_us']:.1f} | {r['kept_loop_us']:.1f} | {r['hinted_variant']} | "
               f"{r['hinted_first_us']:,.0f} | {r['hinted_rest_us']:.1f} | {r['hinted_loop_us']:.1f} |" for r in rows]
@@ -82,12 +112,19 @@ def markdown(result: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--matrices", type=Path, required=True, help="folder of the real matrices")
-    parser.add_argument("--loops", type=Path, required=True, help="spmv-unhinted-loops-<device>.json")
+    parser.add_argument("--matrices", type=Path, help="folder of the real matrices")
+    parser.add_argument("--loops", type=Path, help="spmv-unhinted-loops-<device>.json")
+    parser.add_argument("--render", type=Path, help="a result of this script: write its Markdown again (CPU)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--budget-s", type=float, default=150)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args()
+    if args.render is not None:
+        result = json.loads(args.render.read_text())
+        write_result(args.render.parent, args.render.stem, result, markdown(result))
+        return 0
+    if args.matrices is None or args.loops is None:
+        parser.error("give --matrices and --loops (on a GPU), or --render a result")
     loops = json.loads(args.loops.read_text())
     wanted = {m["id"] for m in loops["matrices"] if m["first_choice"] != m["choice_for_n"]}
     cases = [c for c in spmv_cases([args.matrices], synthetic="large") if c.id in wanted]
