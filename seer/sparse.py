@@ -398,11 +398,30 @@ def shifts_previous_row(indptr, indices, row, lo, hi, mask, nnz):
     The matrix is not trusted yet: a garbage ``indptr`` reads nothing out of bounds (its rows
     count as not shifting) and is only reported."""
     before = tl.load(indptr + row - 1, mask=mask, other=0)
+    return _shifts(indices, lo, hi, before, mask, nnz)
+
+
+@triton.jit
+def _shifts(indices, lo, hi, before, mask, nnz):
+    """:func:`shifts_previous_row` once ``before = indptr[row - 1]`` is loaded too."""
     length = hi - lo
     same = mask & (length > 0) & (lo - before == length) & (before >= 0) & (lo < nnz)
     first = tl.load(indices + lo, mask=same, other=0)
     first_before = tl.load(indices + before, mask=same, other=0)
     return same & (first == first_before + 1)
+
+
+@triton.jit
+def _sampled_rows(indptr, rows, shift_stride, block, sample_blocks, SAMPLE_BLOCK: tl.constexpr):
+    """Sample block ``block`` of the shifted-row count: its rows (stride, 2 stride, ...), which of
+    them count, and their row pointers ``indptr[row]``, ``indptr[row + 1]``, ``indptr[row - 1]``."""
+    sample = block * SAMPLE_BLOCK + tl.arange(0, SAMPLE_BLOCK)
+    row = (sample + 1) * shift_stride  # no division per row
+    inside = (sample < sample_blocks * SAMPLE_BLOCK) & (row > 0) & (row < rows)  # > 0: lanes past the last may wrap
+    lo = tl.load(indptr + row, mask=inside, other=0)
+    hi = tl.load(indptr + row + 1, mask=inside, other=0)
+    before = tl.load(indptr + row - 1, mask=inside, other=0)
+    return inside, lo, hi, before
 
 
 @triton.jit
@@ -414,19 +433,23 @@ def _index_block(indices, start, nnz, cols, outside, ROW_BLOCK: tl.constexpr, IN
 
 
 @triton.jit
-def _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks, pid, programs,
+def _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks, first, pid, programs,
                         SAMPLE_BLOCK: tl.constexpr):
     """How many of the sampled rows (stride, 2 stride, ...) shift the row before them, counted
     in blocks of SAMPLE_BLOCK rows by the last programs, which the main loop gives a block fewer
     whenever the blocks do not divide evenly: each gathers little, and its gathers' latency ends
-    no later than the others' loops (1024-row blocks on 16 programs added 2.4 us)."""
-    sampled = tl.zeros([SAMPLE_BLOCK], dtype=tl.int32)
-    for block in range(programs - 1 - pid, sample_blocks, programs):
-        row = (block * SAMPLE_BLOCK + tl.arange(0, SAMPLE_BLOCK) + 1) * shift_stride  # no division per row
-        inside = (row > 0) & (row < rows)  # > 0: lanes past the last sample may wrap
-        lo = tl.load(indptr + row, mask=inside, other=0)
-        hi = tl.load(indptr + row + 1, mask=inside, other=0)
-        sampled += shifts_previous_row(indptr, indices, row, lo, hi, inside, nnz).to(tl.int32)
+    no later than the others' loops (1024-row blocks on 16 programs added 2.4 us). ``first``:
+    this program's first sample block, already loaded (:func:`_sampled_rows`), or None."""
+    if first is None:
+        sampled = tl.zeros([SAMPLE_BLOCK], dtype=tl.int32)
+        start = programs - 1 - pid
+    else:
+        inside, lo, hi, before = first
+        sampled = _shifts(indices, lo, hi, before, inside, nnz).to(tl.int32)
+        start = 2 * programs - 1 - pid
+    for block in range(start, sample_blocks, programs):
+        inside, lo, hi, before = _sampled_rows(indptr, rows, shift_stride, block, sample_blocks, SAMPLE_BLOCK)
+        sampled += _shifts(indices, lo, hi, before, inside, nnz).to(tl.int32)
     return tl.sum(sampled, 0)
 
 
@@ -434,22 +457,25 @@ def _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks,
 def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blocks, found, totals, arrived, programs,
                       blocks, CHECK: tl.constexpr, STATS: tl.constexpr, NARROW: tl.constexpr, LONG_ROW: tl.constexpr,
                       ROW_BLOCK: tl.constexpr, INDEX_BLOCK: tl.constexpr, SAMPLE_BLOCK: tl.constexpr,
-                      ROWS_AT_ONCE: tl.constexpr):
+                      ROWS_AT_ONCE: tl.constexpr, STAGES: tl.constexpr, EARLY_COUNT: tl.constexpr):
     # found[pid]: [decreasing rows, out-of-range columns, sum of squared lengths, longest row,
     #              empty rows, nnz in long rows, indptr[0], indptr[rows], shifted rows sampled];
     # the last program to finish adds them up into totals (add_up_found).
     pid = tl.program_id(0)
     decreasing, outside, sum_sq, longest, empty, long_nnz = zero_counts(ROW_BLOCK, NARROW)
     shifted = 0
-    for block in range(pid, blocks, programs):
+    first_samples = None
+    if STATS and EARLY_COUNT:
+        first_samples = _sampled_rows(indptr, rows, shift_stride, programs - 1 - pid, sample_blocks, SAMPLE_BLOCK)
+    for block in tl.range(pid, blocks, programs, num_stages=STAGES):
         if CHECK:
             outside = _index_block(indices, block * INDEX_BLOCK, nnz, cols, outside, ROW_BLOCK, INDEX_BLOCK)
         decreasing, sum_sq, longest, empty, long_nnz = _row_block(
             indptr, block * ROW_BLOCK, rows, decreasing, sum_sq, longest, empty, long_nnz,
             STATS, NARROW, LONG_ROW, ROW_BLOCK)
     if STATS:
-        shifted = _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks, pid, programs,
-                                      SAMPLE_BLOCK)
+        shifted = _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks, first_samples, pid,
+                                      programs, SAMPLE_BLOCK)
     store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted)
     add_up_found(found, programs, totals, arrived, ROWS_AT_ONCE)
 
@@ -520,19 +546,39 @@ def _structure_of(totals: list[int]) -> Structure:
                      RowLengthSums(totals[2], totals[3], totals[4], totals[5], totals[8]))
 
 
-def launch_structure(csr: CsrMatrix, check: bool, stats: bool) -> torch.Tensor:
+class PassTiles(NamedTuple):
+    """How the pass's kernel is cut: rows and column indices per loop step, warps per program,
+    software-pipeline stages of the main loop (``tl.range``'s ``num_stages``; 1: none), and
+    whether the shifted-row count loads its first sample block's row pointers before the main
+    loop (their latency then passes under it) rather than after; and programs per SM (None: as
+    many as this thread's totals buffers hold, :func:`max_programs`)."""
+    row_block: int = _ROW_BLOCK
+    index_block: int = _INDEX_BLOCK
+    warps: int = 4
+    stages: int = 1
+    early_count: bool = False
+    programs_per_sm: int | None = None
+
+
+SHIPPED_TILES = PassTiles()
+
+
+def launch_structure(csr: CsrMatrix, check: bool, stats: bool, tiles: PassTiles = SHIPPED_TILES) -> torch.Tensor:
     """The pass's kernel alone, no wait; returns where its totals will be (this thread's totals
     buffer: read it with :func:`read_totals`). Benchmarks time it this way, with and without
-    ``stats``."""
-    blocks = max(cdiv(csr.rows, _ROW_BLOCK), cdiv(csr.nnz, _INDEX_BLOCK) if check else 0, 1)
+    ``stats``, and with other ``tiles``."""
+    blocks = max(cdiv(csr.rows, tiles.row_block), cdiv(csr.nnz, tiles.index_block) if check else 0, 1)
     found, arrived, totals = totals_buffers(csr.device)
-    programs, narrow = min(blocks, len(found)), csr.nnz < NARROW_BELOW
+    cap = len(found) if tiles.programs_per_sm is None else tiles.programs_per_sm * sm_count(csr.device)
+    if cap > len(found):
+        raise ValueError(f"{tiles} runs {cap} programs; this thread's totals buffers hold {len(found)} programs' rows")
+    programs, narrow = min(blocks, cap), csr.nnz < NARROW_BELOW
     stride = shift_stride(csr.rows)
     args = (csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, stride, cdiv(shift_samples(csr.rows), _SAMPLE_BLOCK),
-            found, totals, arrived, programs, blocks, check, stats, narrow, LONG_ROW, _ROW_BLOCK, _INDEX_BLOCK,
-            _SAMPLE_BLOCK, ADDED_UP_AT_ONCE)
-    key = (csr.device, specialisation(*args[:7], *args[10:12]), check, stats, narrow)
-    _structure_launch.launch(key, (programs,), args, num_warps=4, maxnreg=_PASS_REGISTERS)
+            found, totals, arrived, programs, blocks, check, stats, narrow, LONG_ROW, tiles.row_block,
+            tiles.index_block, _SAMPLE_BLOCK, ADDED_UP_AT_ONCE, tiles.stages, tiles.early_count)
+    key = (csr.device, specialisation(*args[:7], *args[10:12]), check, stats, narrow, tiles)
+    _structure_launch.launch(key, (programs,), args, num_warps=tiles.warps, maxnreg=_PASS_REGISTERS)
     return totals
 
 
