@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import trim_mean
 
 from seer.datasets.cases import NNZ_BANDS, nnz_band_label
 from seer.dispatch import SHIPPED_MODELS
@@ -55,24 +56,28 @@ def end_to_end(path: Path, model: Path) -> dict:
             "model_date": trained if earlier else None, **({"large": large["summary"]} if large else {})}
 
 
+TRIMMED = 0.1  # share of a band's measured differences cut at each end before their mean
+
 SPREAD_METRICS = ("fraction_of_oracle_with_gather", "speedup_vs_best_single", "speedup_vs_cusparse")
 
 
 def validation_costs(table, path: Path) -> tuple[np.ndarray, list[str]]:
     """Per table row, ms the row statistics add to the validation pass: the mean of the measured
-    differences over the inputs of its nnz band, or 0 where that mean is negative. Each input's
-    own difference (with statistics minus without, ~5 us kernels at small sizes) is mostly timer
-    noise of either sign: charging its positive part alone (this file's earlier rule) charged the
-    noise, not the statistics. An input the file lacks (profiled after it) is charged its band's
-    mean all the same, from the table's nnz; one whose band the file has not measured, the table's
-    whole gather_ms."""
+    differences over the inputs of its nnz band, the TRIMMED share of them cut at each end, or 0
+    where that mean is negative. Each input's own difference (with statistics minus without, ~5 us
+    kernels at small sizes) is mostly timer noise of either sign: charging its positive part alone
+    (this file's earlier rule) charged the noise, not the statistics; and one stalled timing moves
+    a plain mean by more than the statistics cost (a 1M-10M band's mean read -0.13 us for a median
+    of +0.47 when one input's pass without statistics stalled at 111 us against 14, NOTES SpMV 53).
+    An input the file lacks (profiled after it) is charged its band's mean all the same, from the
+    table's nnz; one whose band the file has not measured, the table's whole gather_ms."""
     def bands(nnz) -> np.ndarray:
         return np.digitize(np.asarray(nnz, dtype=float), [lo for lo, _ in NNZ_BANDS[1:]])
 
     rows = json.loads(path.read_text())["rows"]
     added_us = np.array([r["stats_us"] for r in rows])
     band_of = bands([r["nnz"] for r in rows])
-    band_us = {b: max(float(added_us[band_of == b].mean()), 0.0) for b in set(band_of.tolist())}
+    band_us = {b: max(float(trim_mean(added_us[band_of == b], TRIMMED)), 0.0) for b in set(band_of.tolist())}
     charged = {r["id"]: band_us[b] for r, b in zip(rows, band_of.tolist())}
     costs = np.array([charged.get(i, np.nan) for i in table.ids]) / 1e3
     absent = np.isnan(costs)
@@ -80,7 +85,8 @@ def validation_costs(table, path: Path) -> tuple[np.ndarray, list[str]]:
     unmeasured = np.isnan(costs)
     costs[unmeasured] = table.gather_ms[unmeasured]
     labels = [nnz_band_label(lo, hi) for lo, hi in NNZ_BANDS]
-    notes = ["validated path: the statistics are charged their nnz band's mean added time (a negative mean as 0), "
+    notes = [f"validated path: the statistics are charged their nnz band's mean added time ({TRIMMED:.0%} trimmed at "
+             "each end; a negative mean as 0), "
              f"from {path}: " + ", ".join(f"{labels[b]}: {band_us[b]:.3f} us" for b in sorted(band_us))]
     if (absent & ~unmeasured).any():
         notes.append(f"validated path: {int((absent & ~unmeasured).sum())} inputs absent from {path} are charged "

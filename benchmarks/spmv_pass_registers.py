@@ -55,6 +55,8 @@ def compiled(module, stats: bool, divisible: tuple[str, ...] = ()):
                  "ROW_BLOCK": module._ROW_BLOCK, "INDEX_BLOCK": module._INDEX_BLOCK}
     if "SAMPLE_BLOCK" in names:
         constants["SAMPLE_BLOCK"] = module._SAMPLE_BLOCK
+    if "COUNT" in names:  # the count compiled in only for matrices it samples (NOTES SpMV 53): a large one here
+        constants["COUNT"] = stats
     if "ROWS_AT_ONCE" in names:  # the pass adds up its own totals (NOTES SpMV 39)
         constants["ROWS_AT_ONCE"] = module.ADDED_UP_AT_ONCE
     pointers = {"indptr": "*i32", "indices": "*i32", "found": "*i64", "totals": "*i64", "arrived": "*i32"}

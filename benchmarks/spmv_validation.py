@@ -10,11 +10,15 @@ times, on one GPU:
   plain_us       the fused pass without statistics (``stats=False``)
   gather_us      the statistics alone from a fresh pass (a matrix passed unchecked)
 host wall times, median of 15 runs after one warm-up, the device drained before each; and
-  kernel_us      device time of the pass's kernel alone (CUDA events through ``do_bench``,
-                 median, L2 flushed; the least of three medians, with and without statistics
-                 in alternation); everything else in a call is the same either way, so
+  kernel_us      device time of the launch that validates the matrix on a first call (CUDA
+                 events through ``do_bench``, median, L2 flushed; the least of three medians,
+                 with and without statistics in alternation): on a matrix within the validating
+                 product's bounds (``kernels.spmv.VALIDATING_PRODUCT_MAX_ROWS`` / ``_NNZ``) the
+                 validating product, which computes y too (``first_launch``), else the pass;
+                 everything else in a call is the same either way, so
   stats_us       kernel_us with statistics minus without is what the statistics add to a first
                  call, which ``benchmarks/selection.py --validation`` charges to the validated path.
+                 (Runs before 2026-11-26 timed the pass on every input, NOTES SpMV 53.)
 Writes benchmarks/results/spmv-validation-<device>.json and .md.
 
     python benchmarks/spmv_validation.py --matrices .carry/suitesparse --out benchmarks/results
@@ -34,6 +38,7 @@ from seer import sparse
 from seer.datasets.cases import NNZ_BANDS, nnz_band_label, spmv_cases
 from seer.errors import SeerError
 from seer.features import spmv as features
+from seer.kernels import spmv
 from seer.profiling import (TIMING_ROUNDS, _least_of_rounds, _Prefetched, _median_wall_ms, device_tag,
                             environment, provenance, write_result)
 from seer.sparse import as_csr
@@ -57,16 +62,36 @@ def kernel_us(csr) -> tuple[float, float]:
     host stalled by the loader threads (the GIL) delays a launch past its start event and only ever
     adds time, which a single median let through."""
     passes = {stats: (lambda s=stats: sparse.launch_structure(csr, check=True, stats=s)) for stats in (True, False)}
-    least = _least_of_rounds(passes, rep_ms=TIMING_ROUNDS * 25)
+    return _with_and_without(passes)
+
+
+def validating_product_us(csr) -> tuple[float, float]:
+    """:func:`kernel_us` of the validating product, the launch a first call on a small matrix
+    makes (x of fresh random values)."""
+    x = torch.rand(csr.cols, dtype=csr.dtype, device=csr.device) + 0.5
+    y = torch.empty(csr.rows, dtype=csr.dtype, device=csr.device)
+    launches = {stats: (lambda s=stats: spmv._launch_validating_product(csr, x, y, stats=s)) for stats in (True, False)}
+    return _with_and_without(launches)
+
+
+def first_launch(csr) -> str:
+    """Which launch validates ``csr`` on a first call: the validating product or the pass."""
+    small = csr.rows <= spmv.VALIDATING_PRODUCT_MAX_ROWS and csr.nnz <= spmv.VALIDATING_PRODUCT_MAX_NNZ
+    return "validating product" if small else "pass"
+
+
+def _with_and_without(fns: dict) -> tuple[float, float]:
+    least = _least_of_rounds(fns, rep_ms=TIMING_ROUNDS * 25)
     return least[True] * 1e3, least[False] * 1e3
 
 
 def measure(case, loaded) -> dict:
     source, _ = case.build(loaded)
     csr = as_csr(source, check=False)
-    with_stats, without = kernel_us(csr)
+    launch = first_launch(csr)
+    with_stats, without = validating_product_us(csr) if launch == "validating product" else kernel_us(csr)
     return {
-        "id": case.id, "source": case.source, "rows": csr.rows, "nnz": csr.nnz,
+        "id": case.id, "source": case.source, "rows": csr.rows, "nnz": csr.nnz, "first_launch": launch,
         "before_us": wall_us(lambda: previous_check(csr)),
         "validate_us": wall_us(lambda: as_csr(source)),
         "plain_us": wall_us(lambda: sparse._structure(csr, check=True, stats=False)),
@@ -94,8 +119,10 @@ def markdown(result: dict) -> str:
              "Medians, µs. before: seer's validation until this change (torch reductions, one read-back, no "
              "statistics); validate: `as_csr` with the fused pass (statistics included); plain: the fused pass "
              "without statistics; gather: statistics from a fresh pass (matrix passed unchecked): host wall times. "
-             "kernel: device time of the pass's kernel (CUDA events); stats: what the statistics add to it "
-             "(with minus without).", "",
+             "kernel: device time of the launch that validates the matrix on a first call (CUDA events): the "
+             "validating product (which computes y too) on the matrices within its bounds, the pass on the rest "
+             "(before 2026-11-26, the pass on every input); stats: what the statistics add to it (with minus "
+             "without).", "",
              "| inputs | count | before | validate | plain | gather | kernel | stats |",
              "|---|---|---|---|---|---|---|---|"]
     for s in result["summary"]:

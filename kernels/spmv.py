@@ -334,15 +334,18 @@ def _combine_pieces_kernel(partials, piece_ptr, long_rows, y, y_stride, BLOCK: t
 
 @triton.jit
 def _validating_product_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows, nnz, cols, found,
-                               totals, arrived, programs, blocks, NARROW: tl.constexpr, LONG_ROW: tl.constexpr,
-                               ROWS: tl.constexpr, BLOCK: tl.constexpr, ROWS_AT_ONCE: tl.constexpr):
+                               totals, arrived, programs, blocks, STATS: tl.constexpr, NARROW: tl.constexpr,
+                               LONG_ROW: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr,
+                               ROWS_AT_ONCE: tl.constexpr):
     """The validation pass of :mod:`seer.sparse` and y = A x in one launch, for a first call on
     a small matrix. Program p takes blocks of ROWS rows p, p + programs, ...; each block streams
     its rows' nonzeros BLOCK at a time (coalesced, so a long row costs its length over BLOCK
     steps, not over a few lanes) and adds every product into its row's sum through a
     [ROWS, BLOCK] ownership mask. The matrix is not trusted yet: row ranges are clamped into
     [0, nnz] and out-of-range columns counted, not read, so a bad matrix is only reported. The
-    last program to finish adds every program's counts up into ``totals`` (add_up_found)."""
+    last program to finish adds every program's counts up into ``totals`` (add_up_found).
+    seer always measures the row statistics (STATS); without them is what they cost, for
+    benchmarks/spmv_validation.py."""
     pid = tl.program_id(0)
     decreasing, outside, sum_sq, longest, empty, long_nnz = zero_counts(ROWS, NARROW)
     for block in range(pid, blocks, programs):
@@ -351,7 +354,7 @@ def _validating_product_kernel(indptr, indices, values, x, x_stride, y, y_stride
         lo = tl.load(indptr + row, mask=ok, other=0)
         hi = tl.load(indptr + row + 1, mask=ok, other=0)
         decreasing, sum_sq, longest, empty, long_nnz = row_statistics(
-            lo, hi, ok, decreasing, sum_sq, longest, empty, long_nnz, True, NARROW, LONG_ROW)
+            lo, hi, ok, decreasing, sum_sq, longest, empty, long_nnz, STATS, NARROW, LONG_ROW)
         start = tl.minimum(tl.maximum(lo, 0), nnz)
         end = tl.minimum(tl.maximum(hi, start), nnz)
         first = tl.min(tl.where(ok, start, nnz), axis=0)
@@ -995,20 +998,21 @@ def _runs_here(device: torch.device) -> bool:
     return device.type == "cuda" or INTERPRETING
 
 
-def _launch_validating_product(csr: CsrMatrix, x: torch.Tensor, y: torch.Tensor, tile: dict = VALIDATING_TILE
-                               ) -> torch.Tensor:
+def _launch_validating_product(csr: CsrMatrix, x: torch.Tensor, y: torch.Tensor, tile: dict = VALIDATING_TILE,
+                               stats: bool = True) -> torch.Tensor:
     """Launches :func:`_validating_product_kernel` into ``y``; returns where its totals will be
     (this thread's ``FOUND_COLUMNS`` totals buffer, :func:`seer.sparse.totals_buffers`: read it
     with :func:`seer.sparse.read_totals`). ``tile``: rows per block, nonzeros per step and warps
-    (benchmarks/spmv_first_call.py)."""
+    (benchmarks/spmv_first_call.py); ``stats=False`` leaves the row statistics out (their cost,
+    benchmarks/spmv_validation.py)."""
     blocks = max(cdiv(csr.rows, tile["rows"]), 1)
     found, arrived, totals = sparse.totals_buffers(csr.device)
     programs, narrow = min(blocks, len(found)), csr.nnz < sparse.NARROW_BELOW
     vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
     args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, csr.rows, csr.nnz, csr.cols, found,
-            totals, arrived, programs, blocks, narrow, sparse.LONG_ROW, tile["rows"], tile["block"],
+            totals, arrived, programs, blocks, stats, narrow, sparse.LONG_ROW, tile["rows"], tile["block"],
             sparse.ADDED_UP_AT_ONCE)
-    key = (csr.device, specialisation(*args[:3], *args[7:15]), vectors, *tile.values())
+    key = (csr.device, specialisation(*args[:3], *args[7:15]), vectors, stats, *tile.values())
     _validating_launch.launch(key, (programs,), args, addresses(args), num_warps=tile["num_warps"])
     return totals
 

@@ -390,20 +390,13 @@ def _row_block(indptr, start, rows, decreasing, sum_sq, longest, empty, long_nnz
 
 
 @triton.jit
-def shifts_previous_row(indptr, indices, row, lo, hi, mask, nnz):
-    """Per lane (``row > 0`` where ``mask``; ``lo = indptr[row]``, ``hi = indptr[row + 1]``):
-    whether the row is as long as the row before and starts one column to its right. Such rows
-    make up stencils and bands, whose rows repeat one pattern of column offsets (the diagonal SpMV
-    variant's ground), which rows of equal length alone do not tell apart from scattered ones.
-    The matrix is not trusted yet: a garbage ``indptr`` reads nothing out of bounds (its rows
-    count as not shifting) and is only reported."""
-    before = tl.load(indptr + row - 1, mask=mask, other=0)
-    return _shifts(indices, lo, hi, before, mask, nnz)
-
-
-@triton.jit
-def _shifts(indices, lo, hi, before, mask, nnz):
-    """:func:`shifts_previous_row` once ``before = indptr[row - 1]`` is loaded too."""
+def shifts_previous_row(indices, lo, hi, before, mask, nnz):
+    """Per lane (a row > 0 where ``mask``; ``lo = indptr[row]``, ``hi = indptr[row + 1]``,
+    ``before = indptr[row - 1]``): whether the row is as long as the row before and starts one
+    column to its right. Such rows make up stencils and bands, whose rows repeat one pattern of
+    column offsets (the diagonal SpMV variant's ground), which rows of equal length alone do not
+    tell apart from scattered ones. The matrix is not trusted yet: a garbage ``indptr`` reads
+    nothing out of bounds (its rows count as not shifting) and is only reported."""
     length = hi - lo
     same = mask & (length > 0) & (lo - before == length) & (before >= 0) & (lo < nnz)
     first = tl.load(indices + lo, mask=same, other=0)
@@ -435,45 +428,44 @@ def _index_block(indices, start, nnz, cols, outside, ROW_BLOCK: tl.constexpr, IN
 @triton.jit
 def _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks, first, pid, programs,
                         SAMPLE_BLOCK: tl.constexpr):
-    """How many of the sampled rows (stride, 2 stride, ...) shift the row before them, counted
-    in blocks of SAMPLE_BLOCK rows by the last programs, which the main loop gives a block fewer
+    """How many of the sampled rows (stride, 2 stride, ...) shift the row before them, counted in
+    blocks of SAMPLE_BLOCK rows by the last programs, which the main loop gives a block fewer
     whenever the blocks do not divide evenly: each gathers little, and its gathers' latency ends
-    no later than the others' loops (1024-row blocks on 16 programs added 2.4 us). ``first``:
-    this program's first sample block, already loaded (:func:`_sampled_rows`), or None."""
-    if first is None:
-        sampled = tl.zeros([SAMPLE_BLOCK], dtype=tl.int32)
-        start = programs - 1 - pid
-    else:
-        inside, lo, hi, before = first
-        sampled = _shifts(indices, lo, hi, before, inside, nnz).to(tl.int32)
-        start = 2 * programs - 1 - pid
-    for block in range(start, sample_blocks, programs):
+    no later than the others' loops (1024-row blocks on 16 programs added 2.4 us). ``first``: this
+    program's first sample block (:func:`_sampled_rows`), loaded before the main loop so that its
+    row pointers' latency passes under it (-0.1 us on 1M-10M nonzeros, NOTES SpMV 53); only the
+    gathers of column indices are left for after it."""
+    inside, lo, hi, before = first
+    sampled = shifts_previous_row(indices, lo, hi, before, inside, nnz).to(tl.int32)
+    for block in range(2 * programs - 1 - pid, sample_blocks, programs):
         inside, lo, hi, before = _sampled_rows(indptr, rows, shift_stride, block, sample_blocks, SAMPLE_BLOCK)
-        sampled += _shifts(indices, lo, hi, before, inside, nnz).to(tl.int32)
+        sampled += shifts_previous_row(indices, lo, hi, before, inside, nnz).to(tl.int32)
     return tl.sum(sampled, 0)
 
 
 @triton.jit
 def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blocks, found, totals, arrived, programs,
-                      blocks, CHECK: tl.constexpr, STATS: tl.constexpr, NARROW: tl.constexpr, LONG_ROW: tl.constexpr,
-                      ROW_BLOCK: tl.constexpr, INDEX_BLOCK: tl.constexpr, SAMPLE_BLOCK: tl.constexpr,
-                      ROWS_AT_ONCE: tl.constexpr, STAGES: tl.constexpr, EARLY_COUNT: tl.constexpr):
+                      blocks, CHECK: tl.constexpr, STATS: tl.constexpr, COUNT: tl.constexpr, NARROW: tl.constexpr,
+                      LONG_ROW: tl.constexpr, ROW_BLOCK: tl.constexpr, INDEX_BLOCK: tl.constexpr,
+                      SAMPLE_BLOCK: tl.constexpr, ROWS_AT_ONCE: tl.constexpr):
     # found[pid]: [decreasing rows, out-of-range columns, sum of squared lengths, longest row,
     #              empty rows, nnz in long rows, indptr[0], indptr[rows], shifted rows sampled];
-    # the last program to finish adds them up into totals (add_up_found).
+    # the last program to finish adds them up into totals (add_up_found). COUNT: the statistics
+    # with the shifted-row count (matrices of SHIFT_MIN_ROWS rows and more); the small matrices'
+    # pass compiles without the count's code.
     pid = tl.program_id(0)
     decreasing, outside, sum_sq, longest, empty, long_nnz = zero_counts(ROW_BLOCK, NARROW)
     shifted = 0
     first_samples = None
-    if STATS and EARLY_COUNT:
+    if COUNT:
         first_samples = _sampled_rows(indptr, rows, shift_stride, programs - 1 - pid, sample_blocks, SAMPLE_BLOCK)
-    for block in tl.range(pid, blocks, programs, num_stages=STAGES):
+    for block in range(pid, blocks, programs):
         if CHECK:
             outside = _index_block(indices, block * INDEX_BLOCK, nnz, cols, outside, ROW_BLOCK, INDEX_BLOCK)
         decreasing, sum_sq, longest, empty, long_nnz = _row_block(
             indptr, block * ROW_BLOCK, rows, decreasing, sum_sq, longest, empty, long_nnz,
             STATS, NARROW, LONG_ROW, ROW_BLOCK)
-    if STATS:
+    if COUNT:
         shifted = _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks, first_samples, pid,
                                       programs, SAMPLE_BLOCK)
     store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted)
@@ -532,6 +524,7 @@ def add_up_found(found, programs, totals, arrived, ROWS_AT_ONCE: tl.constexpr):
         tl.store(arrived, 0)
 
 
+
 _structure_launch = LaunchCache(_structure_kernel)
 
 
@@ -546,39 +539,31 @@ def _structure_of(totals: list[int]) -> Structure:
                      RowLengthSums(totals[2], totals[3], totals[4], totals[5], totals[8]))
 
 
-class PassTiles(NamedTuple):
-    """How the pass's kernel is cut: rows and column indices per loop step, warps per program,
-    software-pipeline stages of the main loop (``tl.range``'s ``num_stages``; 1: none), and
-    whether the shifted-row count loads its first sample block's row pointers before the main
-    loop (their latency then passes under it) rather than after; and programs per SM (None: as
-    many as this thread's totals buffers hold, :func:`max_programs`)."""
-    row_block: int = _ROW_BLOCK
-    index_block: int = _INDEX_BLOCK
-    warps: int = 4
-    stages: int = 1
-    early_count: bool = False
-    programs_per_sm: int | None = None
+def pass_warps(blocks: int, programs_cap: int) -> int:
+    """Warps a program of the pass runs with. Where the programs take a step or more of the main
+    loop each (blocks past half the cap), 8 warps: each thread then does half of a step's
+    statistics between its loads and the next step's, and the pass took 0.95x / 0.97x the time of
+    4 warps on 1M-10M / 10M+ nonzeros, the statistics adding 0.73 / 1.14 us over the plain pass
+    instead of 0.88 / 1.60 (H100); on the small matrices, one block a program, 4 warps, 1.03x
+    faster (benchmarks/spmv_pass_tiles.py, NOTES SpMV 53)."""
+    return 8 if 2 * blocks > programs_cap else 4
 
 
-SHIPPED_TILES = PassTiles()
-
-
-def launch_structure(csr: CsrMatrix, check: bool, stats: bool, tiles: PassTiles = SHIPPED_TILES) -> torch.Tensor:
+def launch_structure(csr: CsrMatrix, check: bool, stats: bool, warps: int | None = None) -> torch.Tensor:
     """The pass's kernel alone, no wait; returns where its totals will be (this thread's totals
     buffer: read it with :func:`read_totals`). Benchmarks time it this way, with and without
-    ``stats``, and with other ``tiles``."""
-    blocks = max(cdiv(csr.rows, tiles.row_block), cdiv(csr.nnz, tiles.index_block) if check else 0, 1)
+    ``stats``, and with ``warps`` other than :func:`pass_warps`'s."""
+    blocks = max(cdiv(csr.rows, _ROW_BLOCK), cdiv(csr.nnz, _INDEX_BLOCK) if check else 0, 1)
     found, arrived, totals = totals_buffers(csr.device)
-    cap = len(found) if tiles.programs_per_sm is None else tiles.programs_per_sm * sm_count(csr.device)
-    if cap > len(found):
-        raise ValueError(f"{tiles} runs {cap} programs; this thread's totals buffers hold {len(found)} programs' rows")
-    programs, narrow = min(blocks, cap), csr.nnz < NARROW_BELOW
+    programs, narrow = min(blocks, len(found)), csr.nnz < NARROW_BELOW
+    warps = pass_warps(blocks, len(found)) if warps is None else warps
     stride = shift_stride(csr.rows)
+    count = stats and stride > 0
     args = (csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, stride, cdiv(shift_samples(csr.rows), _SAMPLE_BLOCK),
-            found, totals, arrived, programs, blocks, check, stats, narrow, LONG_ROW, tiles.row_block,
-            tiles.index_block, _SAMPLE_BLOCK, ADDED_UP_AT_ONCE, tiles.stages, tiles.early_count)
-    key = (csr.device, specialisation(*args[:7], *args[10:12]), check, stats, narrow, tiles)
-    _structure_launch.launch(key, (programs,), args, num_warps=tiles.warps, maxnreg=_PASS_REGISTERS)
+            found, totals, arrived, programs, blocks, check, stats, count, narrow, LONG_ROW, _ROW_BLOCK, _INDEX_BLOCK,
+            _SAMPLE_BLOCK, ADDED_UP_AT_ONCE)
+    key = (csr.device, specialisation(*args[:7], *args[10:12]), check, stats, count, narrow, warps)
+    _structure_launch.launch(key, (programs,), args, num_warps=warps, maxnreg=_PASS_REGISTERS)
     return totals
 
 

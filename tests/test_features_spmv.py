@@ -176,6 +176,26 @@ def test_more_rows_than_the_programs_cover(shape, density):
         del sparse._programs_cap[csr.device]
 
 
+def test_sample_blocks_past_the_programs(monkeypatch):
+    # Each program loads its first sample block before the main loop and takes the rest after it;
+    # 4 sample blocks on 2 programs exercise both, on a band whose every third row stops shifting.
+    monkeypatch.setattr(sparse, "SHIFT_MIN_ROWS", 400)
+    monkeypatch.setattr(sparse, "SHIFT_SAMPLES", 400)
+    m = _banded(4000, (-2, 0, 3), 8, broken=range(5, 4000, 3))
+    assert sparse.cdiv(sparse.shift_samples(4000), sparse._SAMPLE_BLOCK) == 4
+    monkeypatch.setitem(sparse._programs_cap, torch.device("cpu"), 2)
+    monkeypatch.setattr(sparse, "_totals_buffers", sparse._TotalsBuffers())  # sized for 2 programs
+    _assert_pass_matches_numpy(m)
+    assert 0 < sparse._structure_numpy(as_csr(m, check=False), True).sums.shifted_rows < 400
+
+
+def test_pass_warps_follow_the_steps_a_program_takes():
+    # 4 warps while a program takes one block (the small matrices), 8 once the blocks pass half
+    # the programs the pass runs (NOTES SpMV 53).
+    assert sparse.pass_warps(1, 264) == sparse.pass_warps(132, 264) == 4
+    assert sparse.pass_warps(133, 264) == sparse.pass_warps(10_000, 264) == 8
+
+
 def test_wide_lanes_match_narrow_ones(monkeypatch):
     # Past 2**31 nonzeros the statistics keep 64-bit lanes; the same sums on a small matrix.
     m = _skewed(3000, 700, 8)
@@ -258,6 +278,9 @@ def test_pass_on_gpu_matches_numpy(suitesparse_dir, monkeypatch):
                 assert found.sums == sparse._structure_numpy(host, check).sums
                 if check:
                     assert found == sparse._structure_numpy(host, True)
+            for warps in (4, 8):  # both cuts, whichever the matrix's size picks (sparse.pass_warps)
+                launched = sparse.launch_structure(csr, True, True, warps)
+                assert sparse.read_totals(launched, csr.device) == sparse._structure_numpy(host, True)
             assert sparse._structure_triton(csr, check=True, stats=False).sums == (0, 0, 0, 0, 0)
     monkeypatch.setattr(sparse, "NARROW_BELOW", 0)  # the 64-bit lanes of a matrix past 2**31 nonzeros
     host = as_csr(huge, check=False)

@@ -49,6 +49,23 @@ def test_validation_costs_charge_band_means_and_whole_gathers_for_the_rest(selec
         report.validated_scores["all"][1]["speedup_vs_best_single"])
 
 
+def test_one_stalled_timing_does_not_cancel_a_bands_charge(selection, tmp_path):
+    """NOTES SpMV 53: one input's pass without statistics stalled (111 us against 14) and took a
+    1M-10M band's plain mean (160 inputs) from ~+0.5 us to below 0, which charged the band
+    nothing; the mean trimmed of its ends keeps the band's charge."""
+    table = ProfileTable.from_frame(planted_frame(gather_cost=20.0, seed=2), "toy", planted_meta())
+    ids = list(table.ids)
+    added = [0.5 + 0.01 * (k % 10) for k in range(len(ids))]
+    added[3:8] = [-96.7] * 5  # a stall in 5 of the band's 300 inputs
+    rows = [{"id": i, "nnz": 5_000_000, "stats_us": a} for i, a in zip(ids, added)]
+    path = tmp_path / "validation.json"
+    path.write_text(json.dumps({"rows": rows}))
+    assert np.mean(added) < 0
+    costs, notes = selection.validation_costs(table, path)
+    assert 0.5e-3 < costs[0] < 0.6e-3 and np.all(costs == costs[0])
+    assert "10% trimmed at each end" in notes[0]
+
+
 def test_end_to_end_quotes_the_dispatch_benchmark(selection, tmp_path):
     path, model = tmp_path / "dispatch.json", tmp_path / "spmv-h100.json"
     summary = {"matrices": 3, "speedup_vs_torch_call": 0.9}

@@ -72,6 +72,25 @@ def test_wide_lanes_match_narrow_ones(monkeypatch):
     first_call_and_check(random_csr(rng, 200, 300, skewed_lengths(rng, 200, 300, 30.0)), rng, index_dtype=torch.int64)
 
 
+def test_without_statistics_the_same_y_and_checks():
+    # What benchmarks/spmv_validation.py times against the shipped launch: no row statistics, the
+    # same product and the same faults counted.
+    rng = np.random.default_rng(15)
+    matrix = random_csr(rng, 300, 200, skewed_lengths(rng, 300, 200, 6.0))
+    matrix.indices[[3, 9]] = [-1, 200]  # two columns out of range: counted, not read
+    csr = sparse.as_csr(as_parts(matrix), check=False)
+    x = random_vector(rng, 200, torch.float32)
+    found = {}
+    for stats in (True, False):
+        y = torch.full((300,), float("nan"))
+        found[stats] = sparse.read_totals(spmv._launch_validating_product(csr, x, y, stats=stats), csr.device)
+        assert not torch.isnan(y).any()
+        found[stats, "y"] = y
+    assert found[False].sums == (0, 0, 0, 0, 0) and found[True].sums == sparse._structure_numpy(csr, True).sums
+    assert found[False][:4] == found[True][:4] == (0, matrix.nnz, 0, 2)
+    assert torch.equal(found[True, "y"], found[False, "y"])
+
+
 def in_a_new_thread(fn):
     """``fn()`` on a thread of its own, which gets its own totals buffers (sparse.totals_buffers)."""
     result = {}

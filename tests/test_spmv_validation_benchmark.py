@@ -34,3 +34,15 @@ def test_summary_bands(bench):
     assert "| real | 1 |" in bench.markdown({"environment": {"device": {"name": "cpu"}, "date": "today",
                                                                 "versions": {"torch": "t", "triton": "t"}},
                                                "command": "c", "summary": bench.summary(rows), "rows": rows})
+
+
+def test_first_launch_follows_the_validating_products_bounds(bench, monkeypatch):
+    """Within the bounds a first call validates through the validating product, whose statistics
+    are then the ones charged; past either bound, through the pass."""
+    from seer.kernels import spmv
+    monkeypatch.setattr(spmv, "VALIDATING_PRODUCT_MAX_ROWS", 50)
+    monkeypatch.setattr(spmv, "VALIDATING_PRODUCT_MAX_NNZ", 400)
+    inside = as_csr(sp.random(50, 60, density=0.1, format="csr", random_state=2, dtype=np.float32))
+    assert bench.first_launch(inside) == "validating product"
+    assert bench.first_launch(as_csr(sp.random(51, 60, density=0.1, format="csr", random_state=2, dtype=np.float32))) == "pass"
+    assert bench.first_launch(as_csr(sp.random(50, 60, density=0.2, format="csr", random_state=2, dtype=np.float32))) == "pass"
