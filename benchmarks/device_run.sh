@@ -109,8 +109,6 @@ run_stage() {
                        --budget-s "$budget" ;;
     spmv-pass-tiles) python3 benchmarks/spmv_pass_tiles.py --matrices .carry/suitesparse --out benchmarks/results \
                        --budget-s "$budget" ;;
-    spmv-arrival) python3 benchmarks/spmv_arrival.py --matrices .carry/suitesparse --out benchmarks/results \
-                    --budget-s "$budget" ;;
     spmv-shift-samples) python3 benchmarks/spmv_shift_samples.py --matrices .carry/suitesparse \
                           --costs "benchmarks/results/spmv-validation-$device-count.json" --out benchmarks/results ;;
     spmv-stats-epilogue) python3 benchmarks/spmv_stats_epilogue.py --matrices .carry/suitesparse --out benchmarks/results \

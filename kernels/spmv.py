@@ -336,7 +336,7 @@ def _combine_pieces_kernel(partials, piece_ptr, long_rows, y, y_stride, BLOCK: t
 def _validating_product_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows, nnz, cols, found,
                                totals, arrived, programs, blocks, STATS: tl.constexpr, NARROW: tl.constexpr,
                                LONG_ROW: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr,
-                               ROWS_AT_ONCE: tl.constexpr, GROUPS: tl.constexpr):
+                               ROWS_AT_ONCE: tl.constexpr):
     """The validation pass of :mod:`seer.sparse` and y = A x in one launch, for a first call on
     a small matrix. Program p takes blocks of ROWS rows p, p + programs, ...; each block streams
     its rows' nonzeros BLOCK at a time (coalesced, so a long row costs its length over BLOCK
@@ -374,7 +374,7 @@ def _validating_product_kernel(indptr, indices, values, x, x_stride, y, y_stride
         tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=ok)
     # No shifted rows counted: the pass samples them only on matrices far above these bounds.
     store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, 0)
-    add_up_found(found, programs, totals, arrived, ROWS_AT_ONCE, GROUPS)
+    add_up_found(found, programs, totals, arrived, ROWS_AT_ONCE)
 
 
 # ------------------------------------------------------------------ host side
@@ -999,20 +999,20 @@ def _runs_here(device: torch.device) -> bool:
 
 
 def _launch_validating_product(csr: CsrMatrix, x: torch.Tensor, y: torch.Tensor, tile: dict = VALIDATING_TILE,
-                               stats: bool = True, groups: int = sparse.ARRIVAL_GROUPS) -> torch.Tensor:
+                               stats: bool = True) -> torch.Tensor:
     """Launches :func:`_validating_product_kernel` into ``y``; returns where its totals will be
     (this thread's ``FOUND_COLUMNS`` totals buffer, :func:`seer.sparse.totals_buffers`: read it
     with :func:`seer.sparse.read_totals`). ``tile``: rows per block, nonzeros per step and warps
     (benchmarks/spmv_first_call.py); ``stats=False`` leaves the row statistics out (their cost,
-    benchmarks/spmv_validation.py); ``groups``: the programs' arrival counters (add_up_found)."""
+    benchmarks/spmv_validation.py)."""
     blocks = max(cdiv(csr.rows, tile["rows"]), 1)
     found, arrived, totals = sparse.totals_buffers(csr.device)
     programs, narrow = min(blocks, len(found)), csr.nnz < sparse.NARROW_BELOW
     vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
     args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, csr.rows, csr.nnz, csr.cols, found,
             totals, arrived, programs, blocks, stats, narrow, sparse.LONG_ROW, tile["rows"], tile["block"],
-            sparse.ADDED_UP_AT_ONCE, groups)
-    key = (csr.device, specialisation(*args[:3], *args[7:15]), vectors, stats, groups, *tile.values())
+            sparse.ADDED_UP_AT_ONCE)
+    key = (csr.device, specialisation(*args[:3], *args[7:15]), vectors, stats, *tile.values())
     _validating_launch.launch(key, (programs,), args, addresses(args), num_warps=tile["num_warps"])
     return totals
 

@@ -447,7 +447,7 @@ def _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks,
 def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blocks, found, totals, arrived, programs,
                       blocks, CHECK: tl.constexpr, STATS: tl.constexpr, COUNT: tl.constexpr, NARROW: tl.constexpr,
                       LONG_ROW: tl.constexpr, ROW_BLOCK: tl.constexpr, INDEX_BLOCK: tl.constexpr,
-                      SAMPLE_BLOCK: tl.constexpr, ROWS_AT_ONCE: tl.constexpr, GROUPS: tl.constexpr):
+                      SAMPLE_BLOCK: tl.constexpr, ROWS_AT_ONCE: tl.constexpr):
     # found[pid]: [decreasing rows, out-of-range columns, sum of squared lengths, longest row,
     #              empty rows, nnz in long rows, indptr[0], indptr[rows], shifted rows sampled];
     # the last program to finish adds them up into totals (add_up_found). COUNT: the statistics
@@ -469,7 +469,7 @@ def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blo
         shifted = _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks, first_samples, pid,
                                       programs, SAMPLE_BLOCK)
     store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted)
-    add_up_found(found, programs, totals, arrived, ROWS_AT_ONCE, GROUPS)
+    add_up_found(found, programs, totals, arrived, ROWS_AT_ONCE)
 
 
 @triton.jit
@@ -497,16 +497,15 @@ def store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, 
 
 
 @triton.jit
-def add_up_found(found, programs, totals, arrived, ROWS_AT_ONCE: tl.constexpr, GROUPS: tl.constexpr):
+def add_up_found(found, programs, totals, arrived, ROWS_AT_ONCE: tl.constexpr):
     """Called by every program after :func:`store_found`: the last program to arrive adds up the
     ``programs`` rows of ``found`` into ``totals`` (one row of the same columns) and sets
     ``arrived`` back to 0 for the next launch. ``totals`` may be mapped host memory: the host then
-    reads the totals once the kernel is done, with no copy and no sums of its own. ``arrived``
-    holds 1 + GROUPS counters (see :func:`_last_to_arrive`)."""
+    reads the totals once the kernel is done, with no copy and no sums of its own."""
     # This program's row was stored by several lanes; the barrier puts every store before the
     # arrival, whose release makes them visible to the last program, whose acquire sees them.
     tl.debug_barrier()
-    if _last_to_arrive(arrived, programs, GROUPS):
+    if tl.atomic_add(arrived, 1, sem="acq_rel") == programs - 1:
         column = tl.arange(0, 16)
         used = column < _FOUND_COLUMNS
         # The longest row is a maximum; indptr's ends are the same in every row (any garbage
@@ -524,26 +523,6 @@ def add_up_found(found, programs, totals, arrived, ROWS_AT_ONCE: tl.constexpr, G
         tl.store(totals + column, tl.where(by_max, most, total), mask=used)
         tl.store(arrived, 0)
 
-
-@triton.jit
-def _last_to_arrive(arrived, programs, GROUPS: tl.constexpr):
-    """Whether this program is the last of ``programs`` to arrive. With GROUPS > 1, in two levels:
-    program p counts itself in group p % GROUPS (``arrived[1 + group]``), and the last of each
-    group in ``arrived[0]``; each counter's last arrival sets it back to 0. Every arrival is a
-    release and an acquire, so the last program sees every program's stores. One counter for
-    all (GROUPS = 1) serialises the programs' atomics when they arrive together: ~8 ns each, 2 us
-    of a 264-program launch (NOTES SpMV 53)."""
-    if GROUPS == 1:
-        last = tl.atomic_add(arrived, 1, sem="acq_rel") == programs - 1
-    else:
-        group = tl.program_id(0) % GROUPS
-        members = programs // GROUPS + (group < programs % GROUPS).to(tl.int32)
-        last_of_group = tl.atomic_add(arrived + 1 + group, 1, sem="acq_rel") == members - 1
-        tl.store(arrived + 1 + group, 0, mask=last_of_group)
-        groups = tl.minimum(programs, GROUPS)
-        before = tl.atomic_add(arrived, 1, mask=last_of_group, sem="acq_rel")
-        last = last_of_group & (before == groups - 1)
-    return last
 
 
 _structure_launch = LaunchCache(_structure_kernel)
@@ -570,12 +549,10 @@ def pass_warps(blocks: int, programs_cap: int) -> int:
     return 8 if 2 * blocks > programs_cap else 4
 
 
-def launch_structure(csr: CsrMatrix, check: bool, stats: bool, warps: int | None = None,
-                     groups: int | None = None) -> torch.Tensor:
+def launch_structure(csr: CsrMatrix, check: bool, stats: bool, warps: int | None = None) -> torch.Tensor:
     """The pass's kernel alone, no wait; returns where its totals will be (this thread's totals
     buffer: read it with :func:`read_totals`). Benchmarks time it this way, with and without
-    ``stats``, with ``warps`` other than :func:`pass_warps`'s and other arrival ``groups``
-    (None: ARRIVAL_GROUPS)."""
+    ``stats``, and with ``warps`` other than :func:`pass_warps`'s."""
     blocks = max(cdiv(csr.rows, _ROW_BLOCK), cdiv(csr.nnz, _INDEX_BLOCK) if check else 0, 1)
     found, arrived, totals = totals_buffers(csr.device)
     programs, narrow = min(blocks, len(found)), csr.nnz < NARROW_BELOW
@@ -584,15 +561,13 @@ def launch_structure(csr: CsrMatrix, check: bool, stats: bool, warps: int | None
     count = stats and stride > 0
     args = (csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, stride, cdiv(shift_samples(csr.rows), _SAMPLE_BLOCK),
             found, totals, arrived, programs, blocks, check, stats, count, narrow, LONG_ROW, _ROW_BLOCK, _INDEX_BLOCK,
-            _SAMPLE_BLOCK, ADDED_UP_AT_ONCE, ARRIVAL_GROUPS if groups is None else groups)
-    key = (csr.device, specialisation(*args[:7], *args[10:12]), check, stats, count, narrow, warps, args[-1])
+            _SAMPLE_BLOCK, ADDED_UP_AT_ONCE)
+    key = (csr.device, specialisation(*args[:7], *args[10:12]), check, stats, count, narrow, warps)
     _structure_launch.launch(key, (programs,), args, num_warps=warps, maxnreg=_PASS_REGISTERS)
     return totals
 
 
 ADDED_UP_AT_ONCE = 64  # rows of found the last program adds per step (add_up_found's ROWS_AT_ONCE)
-ARRIVAL_GROUPS = 16  # add_up_found's GROUPS: counters the programs arrive at before the last one
-MOST_ARRIVAL_GROUPS = 64  # what the arrival counters are sized for (benchmarks try other GROUPS)
 
 
 class _TotalsBuffers(threading.local):
@@ -614,7 +589,7 @@ def totals_buffers(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, to
     buffers = _totals_buffers.by_device.get(device)
     if buffers is None:
         found = torch.empty(max_programs(device), FOUND_COLUMNS, dtype=torch.int64, device=device)
-        arrived = torch.zeros(1 + MOST_ARRIVAL_GROUPS, dtype=torch.int32, device=device)
+        arrived = torch.zeros(1, dtype=torch.int32, device=device)
         # Pinned host memory is mapped into the device's address space (unified addressing): the
         # kernel's last program writes the totals straight into it, so reading them back costs a
         # wait for the kernel and no copy (copying 210 programs' rows back took 29-35 us of an H100
