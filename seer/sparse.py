@@ -524,7 +524,6 @@ def add_up_found(found, programs, totals, arrived, ROWS_AT_ONCE: tl.constexpr):
         tl.store(arrived, 0)
 
 
-
 _structure_launch = LaunchCache(_structure_kernel)
 
 
