@@ -91,7 +91,7 @@ def pieces(parts: tuple, x: torch.Tensor, tries: int) -> dict[str, float]:
     """Median host µs of the validated first call's pieces, in order (synchronised where named
     ``wait_``): the validating product on a small matrix, else the pass then the variant."""
     entry, samples = get_op("spmv"), {}
-    fused = parts[1].numel() <= spmv.VALIDATING_PRODUCT_MAX_NNZ and parts[3][0] <= spmv.VALIDATING_PRODUCT_MAX_ROWS
+    fused = spmv.within_validating_bounds(parts[3][0], parts[1].numel())
 
     def clock(name, start):
         now = time.perf_counter()

@@ -79,7 +79,7 @@ def summary(rows: list[dict]) -> list[dict]:
 
 def within_bounds(rows: list[dict]) -> dict:
     """both / fused over the matrices inside the shipped bounds, where first calls use the fused kernel."""
-    inside = [r for r in rows if r["rows"] <= spmv.VALIDATING_PRODUCT_MAX_ROWS and r["nnz"] <= spmv.VALIDATING_PRODUCT_MAX_NNZ]
+    inside = [r for r in rows if spmv.within_validating_bounds(r["rows"], r["nnz"])]
     ratio = np.array([r["both_us"] / r["fused_us"] for r in inside])
     return {"matrices": len(inside), "both_over_fused": float(np.exp(np.log(ratio).mean())),
             "fused_faster": int((ratio > 1).sum())}

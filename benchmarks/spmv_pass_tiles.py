@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from spmv_validation import each_loaded  # a sibling script: benchmarks/ is on the path when run
+from spmv_validation import each_loaded, subsets  # a sibling script: benchmarks/ is on the path when run
 
 from seer import sparse
-from seer.datasets.cases import NNZ_BANDS, nnz_band_label, spmv_cases
+from seer.datasets.cases import spmv_cases
 from seer.profiling import TIMING_ROUNDS, _least_of_rounds, device_tag, environment, provenance, write_result
 from seer.sparse import as_csr
 
@@ -66,15 +66,6 @@ def measure(case, loaded) -> dict:
     return {"id": case.id, "source": case.source, "rows": csr.rows, "nnz": csr.nnz,
             "cuts": {name: {"stats_us": least[(name, True)] * 1e3, "plain_us": least[(name, False)] * 1e3}
                      for name in CUTS}}
-
-
-def subsets(rows: list[dict]) -> list[tuple[str, list[dict]]]:
-    groups = [("real", [r for r in rows if r["source"] == "real"])]
-    for lo, hi in NNZ_BANDS:
-        band = [r for r in rows if r["source"] != "real" and lo <= r["nnz"] < hi]
-        if band:
-            groups.append((f"generated, {nnz_band_label(lo, hi)}", band))
-    return [(name, group) for name, group in groups if group]
 
 
 def reference(row: dict) -> str:

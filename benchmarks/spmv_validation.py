@@ -76,8 +76,7 @@ def validating_product_us(csr) -> tuple[float, float]:
 
 def first_launch(csr) -> str:
     """Which launch validates ``csr`` on a first call: the validating product or the pass."""
-    small = csr.rows <= spmv.VALIDATING_PRODUCT_MAX_ROWS and csr.nnz <= spmv.VALIDATING_PRODUCT_MAX_NNZ
-    return "validating product" if small else "pass"
+    return "validating product" if spmv.within_validating_bounds(csr.rows, csr.nnz) else "pass"
 
 
 def _with_and_without(fns: dict) -> tuple[float, float]:
@@ -100,16 +99,20 @@ def measure(case, loaded) -> dict:
     }
 
 
-def summary(rows: list[dict]) -> list[dict]:
-    """Medians per subset: real matrices, and the generated suite by nnz band."""
+def subsets(rows: list[dict]) -> list[tuple[str, list[dict]]]:
+    """``(name, rows)`` of the real matrices and of the generated suite by nnz band, the empty left out."""
     groups = [("real", [r for r in rows if r["source"] == "real"])]
     for lo, hi in NNZ_BANDS:
-        band = [r for r in rows if r["source"] != "real" and lo <= r["nnz"] < hi]
-        if band:
-            groups.append((f"generated, {nnz_band_label(lo, hi)}", band))
+        groups.append((f"generated, {nnz_band_label(lo, hi)}",
+                       [r for r in rows if r["source"] != "real" and lo <= r["nnz"] < hi]))
+    return [(name, group) for name, group in groups if group]
+
+
+def summary(rows: list[dict]) -> list[dict]:
+    """Medians per subset: real matrices, and the generated suite by nnz band."""
     keys = ("before_us", "validate_us", "plain_us", "gather_us", "kernel_us", "stats_us")
     return [{"subset": name, "inputs": len(group), **{k: float(np.median([r[k] for r in group])) for k in keys}}
-            for name, group in groups]
+            for name, group in subsets(rows)]
 
 
 def markdown(result: dict) -> str:

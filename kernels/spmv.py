@@ -977,6 +977,12 @@ VALIDATING_TILE = {"rows": 4, "block": 128, "num_warps": 4}
 _validating_launch = LaunchCache(_validating_product_kernel)
 
 
+def within_validating_bounds(rows: int, nnz: int) -> bool:
+    """Whether a first call on a matrix of ``rows`` rows and ``nnz`` nonzeros validates it
+    through the validating product (on a GPU, or under the interpreter)."""
+    return rows <= VALIDATING_PRODUCT_MAX_ROWS and nnz <= VALIDATING_PRODUCT_MAX_NNZ
+
+
 def first_call(matrix, operands, out: torch.Tensor | None = None) -> tuple[CsrMatrix, torch.Tensor | None]:
     """The first call on ``matrix``: its validated :class:`CsrMatrix` and, for a small matrix,
     y = A x computed by the validating pass itself (else None: the chosen variant computes it).
@@ -984,7 +990,7 @@ def first_call(matrix, operands, out: torch.Tensor | None = None) -> tuple[CsrMa
     if isinstance(matrix, CsrMatrix):
         return matrix, None
     csr = as_csr(matrix, check=False)
-    if csr.nnz > VALIDATING_PRODUCT_MAX_NNZ or csr.rows > VALIDATING_PRODUCT_MAX_ROWS or not _runs_here(csr.device):
+    if not (within_validating_bounds(csr.rows, csr.nnz) and _runs_here(csr.device)):
         sparse.check_structure(csr)
         return csr, None
     (x,) = operands
