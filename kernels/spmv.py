@@ -973,7 +973,7 @@ def problem(matrix) -> CsrMatrix:
 # is faster on the device (benchmarks/results/spmv-first-call-*.md; NOTES SpMV 30 and 37).
 VALIDATING_PRODUCT_MAX_ROWS = 4096
 VALIDATING_PRODUCT_MAX_NNZ = 1 << 15
-VALIDATING_TILE = {"rows": 4, "block": 128, "num_warps": 4}
+VALIDATING_TILE = {"rows": 4, "block": 128, "num_warps": 4, "added_up_at_once": sparse.ADDED_UP_AT_ONCE}
 _validating_launch = LaunchCache(_validating_product_kernel)
 
 
@@ -1009,7 +1009,8 @@ def _launch_validating_product(csr: CsrMatrix, x: torch.Tensor, y: torch.Tensor,
     """Launches :func:`_validating_product_kernel` into ``y``; returns where its totals will be
     (this thread's ``FOUND_COLUMNS`` totals buffer, :func:`seer.sparse.totals_buffers`: read it
     with :func:`seer.sparse.read_totals`). ``tile``: rows per block, nonzeros per step and warps
-    (benchmarks/spmv_first_call.py); ``stats=False`` leaves the row statistics out (their cost,
+    (benchmarks/spmv_first_call.py), rows of partial results the last program adds up per step
+    (benchmarks/spmv_add_up.py); ``stats=False`` leaves the row statistics out (their cost,
     benchmarks/spmv_validation.py)."""
     blocks = max(cdiv(csr.rows, tile["rows"]), 1)
     found, arrived, totals = sparse.totals_buffers(csr.device)
@@ -1017,7 +1018,7 @@ def _launch_validating_product(csr: CsrMatrix, x: torch.Tensor, y: torch.Tensor,
     vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
     args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, csr.rows, csr.nnz, csr.cols, found,
             totals, arrived, programs, blocks, stats, narrow, sparse.LONG_ROW, tile["rows"], tile["block"],
-            sparse.ADDED_UP_AT_ONCE)
+            tile["added_up_at_once"])
     key = (csr.device, specialisation(*args[:3], *args[7:15]), vectors, stats, *tile.values())
     _validating_launch.launch(key, (programs,), args, addresses(args), num_warps=tile["num_warps"])
     return totals

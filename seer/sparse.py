@@ -548,10 +548,14 @@ def pass_warps(blocks: int, programs_cap: int) -> int:
     return 8 if 2 * blocks > programs_cap else 4
 
 
-def launch_structure(csr: CsrMatrix, check: bool, stats: bool, warps: int | None = None) -> torch.Tensor:
+ADDED_UP_AT_ONCE = 64  # rows of found the last program adds per step (add_up_found's ROWS_AT_ONCE)
+
+
+def launch_structure(csr: CsrMatrix, check: bool, stats: bool, warps: int | None = None,
+                     added_up_at_once: int = ADDED_UP_AT_ONCE) -> torch.Tensor:
     """The pass's kernel alone, no wait; returns where its totals will be (this thread's totals
     buffer: read it with :func:`read_totals`). Benchmarks time it this way, with and without
-    ``stats``, and with ``warps`` other than :func:`pass_warps`'s."""
+    ``stats``, with ``warps`` other than :func:`pass_warps`'s and other add-up steps."""
     blocks = max(cdiv(csr.rows, _ROW_BLOCK), cdiv(csr.nnz, _INDEX_BLOCK) if check else 0, 1)
     found, arrived, totals = totals_buffers(csr.device)
     programs, narrow = min(blocks, len(found)), csr.nnz < NARROW_BELOW
@@ -560,13 +564,10 @@ def launch_structure(csr: CsrMatrix, check: bool, stats: bool, warps: int | None
     count = stats and stride > 0
     args = (csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, stride, cdiv(shift_samples(csr.rows), _SAMPLE_BLOCK),
             found, totals, arrived, programs, blocks, check, stats, count, narrow, LONG_ROW, _ROW_BLOCK, _INDEX_BLOCK,
-            _SAMPLE_BLOCK, ADDED_UP_AT_ONCE)
-    key = (csr.device, specialisation(*args[:7], *args[10:12]), check, stats, count, narrow, warps)
+            _SAMPLE_BLOCK, added_up_at_once)
+    key = (csr.device, specialisation(*args[:7], *args[10:12]), check, stats, count, narrow, warps, added_up_at_once)
     _structure_launch.launch(key, (programs,), args, num_warps=warps, maxnreg=_PASS_REGISTERS)
     return totals
-
-
-ADDED_UP_AT_ONCE = 64  # rows of found the last program adds per step (add_up_found's ROWS_AT_ONCE)
 
 
 class _TotalsBuffers(threading.local):
