@@ -973,7 +973,7 @@ def problem(matrix) -> CsrMatrix:
 # is faster on the device (benchmarks/results/spmv-first-call-*.md; NOTES SpMV 30 and 37).
 VALIDATING_PRODUCT_MAX_ROWS = 4096
 VALIDATING_PRODUCT_MAX_NNZ = 1 << 15
-VALIDATING_TILE = {"rows": 4, "block": 128, "num_warps": 4, "added_up_at_once": sparse.ADDED_UP_AT_ONCE}
+VALIDATING_TILE = {"rows": 4, "block": 128, "num_warps": 4}
 _validating_launch = LaunchCache(_validating_product_kernel)
 
 
@@ -1004,22 +1004,27 @@ def _runs_here(device: torch.device) -> bool:
     return device.type == "cuda" or INTERPRETING
 
 
+def validating_blocks(csr: CsrMatrix, tile: dict = VALIDATING_TILE) -> int:
+    """Blocks of rows the validating product takes in turn."""
+    return max(cdiv(csr.rows, tile["rows"]), 1)
+
+
 def _launch_validating_product(csr: CsrMatrix, x: torch.Tensor, y: torch.Tensor, tile: dict = VALIDATING_TILE,
-                               stats: bool = True) -> torch.Tensor:
+                               stats: bool = True, step: int | None = None) -> torch.Tensor:
     """Launches :func:`_validating_product_kernel` into ``y``; returns where its totals will be
     (this thread's ``FOUND_COLUMNS`` totals buffer, :func:`seer.sparse.totals_buffers`: read it
     with :func:`seer.sparse.read_totals`). ``tile``: rows per block, nonzeros per step and warps
-    (benchmarks/spmv_first_call.py), rows of partial results the last program adds up per step
-    (benchmarks/spmv_add_up.py); ``stats=False`` leaves the row statistics out (their cost,
-    benchmarks/spmv_validation.py)."""
-    blocks = max(cdiv(csr.rows, tile["rows"]), 1)
+    (benchmarks/spmv_first_call.py); ``stats=False`` leaves the row statistics out (their cost,
+    benchmarks/spmv_validation.py); ``step``: rows of partial results the last program adds up a
+    step, if not :func:`seer.sparse.add_up_step`'s (benchmarks/spmv_add_up.py)."""
+    blocks = validating_blocks(csr, tile)
     found, arrived, totals = sparse.totals_buffers(csr.device)
     programs, narrow = min(blocks, len(found)), csr.nnz < sparse.NARROW_BELOW
+    step = sparse.add_up_step(programs) if step is None else step
     vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
     args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, csr.rows, csr.nnz, csr.cols, found,
-            totals, arrived, programs, blocks, stats, narrow, sparse.LONG_ROW, tile["rows"], tile["block"],
-            tile["added_up_at_once"])
-    key = (csr.device, specialisation(*args[:3], *args[7:15]), vectors, stats, *tile.values())
+            totals, arrived, programs, blocks, stats, narrow, sparse.LONG_ROW, tile["rows"], tile["block"], step)
+    key = (csr.device, specialisation(*args[:3], *args[7:15]), vectors, stats, step, *tile.values())
     _validating_launch.launch(key, (programs,), args, addresses(args), num_warps=tile["num_warps"])
     return totals
 

@@ -548,24 +548,43 @@ def pass_warps(blocks: int, programs_cap: int) -> int:
     return 8 if 2 * blocks > programs_cap else 4
 
 
-ADDED_UP_AT_ONCE = 64  # rows of found the last program adds per step (add_up_found's ROWS_AT_ONCE)
+# Rows of found the last program may add up a step (add_up_found's ROWS_AT_ONCE): see add_up_step.
+ADD_UP_STEPS = (64, 128, 256)
+
+
+def add_up_step(programs: int) -> int:
+    """Rows of ``found`` the last program of a launch of ``programs`` programs adds up a step: the
+    fewest of ADD_UP_STEPS that take every program in one step, else the most. Every step is a
+    round trip to L2 and a reduction across the warps; a step wider than the programs reduces
+    masked rows for nothing. On the H100, against 64 rows a step for every launch: the validating
+    product with statistics 0.96x / 0.93x the time on 65-128 / 201-263 programs, the pass 0.97x on
+    264 programs, the few-program launches 3-9% slower at wider steps (benchmarks/spmv_add_up.py,
+    NOTES SpMV 54)."""
+    return next((step for step in ADD_UP_STEPS if step >= programs), ADD_UP_STEPS[-1])
+
+
+def pass_blocks(csr: CsrMatrix, check: bool) -> int:
+    """Blocks of rows (and, checking, of column indices) the pass takes in turn."""
+    return max(cdiv(csr.rows, _ROW_BLOCK), cdiv(csr.nnz, _INDEX_BLOCK) if check else 0, 1)
 
 
 def launch_structure(csr: CsrMatrix, check: bool, stats: bool, warps: int | None = None,
-                     added_up_at_once: int = ADDED_UP_AT_ONCE) -> torch.Tensor:
+                     step: int | None = None) -> torch.Tensor:
     """The pass's kernel alone, no wait; returns where its totals will be (this thread's totals
     buffer: read it with :func:`read_totals`). Benchmarks time it this way, with and without
-    ``stats``, with ``warps`` other than :func:`pass_warps`'s and other add-up steps."""
-    blocks = max(cdiv(csr.rows, _ROW_BLOCK), cdiv(csr.nnz, _INDEX_BLOCK) if check else 0, 1)
+    ``stats``, with ``warps`` other than :func:`pass_warps`'s and add-up steps other than
+    :func:`add_up_step`'s."""
+    blocks = pass_blocks(csr, check)
     found, arrived, totals = totals_buffers(csr.device)
     programs, narrow = min(blocks, len(found)), csr.nnz < NARROW_BELOW
     warps = pass_warps(blocks, len(found)) if warps is None else warps
+    step = add_up_step(programs) if step is None else step
     stride = shift_stride(csr.rows)
     count = stats and stride > 0
     args = (csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, stride, cdiv(shift_samples(csr.rows), _SAMPLE_BLOCK),
             found, totals, arrived, programs, blocks, check, stats, count, narrow, LONG_ROW, _ROW_BLOCK, _INDEX_BLOCK,
-            _SAMPLE_BLOCK, added_up_at_once)
-    key = (csr.device, specialisation(*args[:7], *args[10:12]), check, stats, count, narrow, warps, added_up_at_once)
+            _SAMPLE_BLOCK, step)
+    key = (csr.device, specialisation(*args[:7], *args[10:12]), check, stats, count, narrow, warps, step)
     _structure_launch.launch(key, (programs,), args, num_warps=warps, maxnreg=_PASS_REGISTERS)
     return totals
 

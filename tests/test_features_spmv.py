@@ -196,6 +196,22 @@ def test_pass_warps_follow_the_steps_a_program_takes():
     assert sparse.pass_warps(133, 264) == sparse.pass_warps(10_000, 264) == 8
 
 
+def test_add_up_step_takes_the_programs_at_once_where_it_can():
+    assert sparse.add_up_step(1) == sparse.add_up_step(64) == 64
+    assert sparse.add_up_step(65) == sparse.add_up_step(128) == 128
+    assert sparse.add_up_step(129) == sparse.add_up_step(264) == sparse.ADD_UP_STEPS[-1] == 256
+
+
+def test_the_pass_adds_up_programs_over_several_steps(monkeypatch):
+    # 5 programs added up 2 rows a step: three steps, the last one partial.
+    monkeypatch.setattr(sparse, "ADD_UP_STEPS", (2,))
+    monkeypatch.setitem(sparse._programs_cap, torch.device("cpu"), 5)
+    monkeypatch.setattr(sparse, "_totals_buffers", sparse._TotalsBuffers())  # sized for 5 programs
+    m = _skewed(6000, 700, 8)
+    assert sparse.cdiv(6000, sparse._ROW_BLOCK) > 5  # a program takes two blocks too
+    _assert_pass_matches_numpy(m)
+
+
 def test_wide_lanes_match_narrow_ones(monkeypatch):
     # Past 2**31 nonzeros the statistics keep 64-bit lanes; the same sums on a small matrix.
     m = _skewed(3000, 700, 8)

@@ -103,7 +103,8 @@ def in_a_new_thread(fn):
 
 def test_the_last_program_adds_up_more_programs_than_one_step(monkeypatch):
     rng = np.random.default_rng(16)
-    programs = 2 * spmv.VALIDATING_TILE["added_up_at_once"] + 3  # the add-up takes three steps, the last one partial
+    monkeypatch.setattr(sparse, "ADD_UP_STEPS", (64,))
+    programs = 2 * 64 + 3  # the add-up takes three steps, the last one partial
     monkeypatch.setattr(sparse, "_programs_cap", {torch.device("cpu"): programs})
     rows = programs * spmv.VALIDATING_TILE["rows"] + 1  # a block more than the programs: one takes two
     matrix = random_csr(rng, rows, 300, skewed_lengths(rng, rows, 300, 6.0))
