@@ -549,7 +549,7 @@ def pass_warps(blocks: int, programs_cap: int) -> int:
 
 
 # Rows of found the last program may add up a step (add_up_found's ROWS_AT_ONCE): see add_up_step.
-ADD_UP_STEPS = (64, 128, 256)
+ADD_UP_STEPS = (32, 64, 128, 256)
 
 
 def add_up_step(programs: int) -> int:
@@ -557,9 +557,9 @@ def add_up_step(programs: int) -> int:
     fewest of ADD_UP_STEPS that take every program in one step, else the most. Every step is a
     round trip to L2 and a reduction across the warps; a step wider than the programs reduces
     masked rows for nothing. On the H100, against 64 rows a step for every launch: the validating
-    product with statistics 0.96x / 0.93x the time on 65-128 / 201-263 programs, the pass 0.97x on
-    264 programs, the few-program launches 3-9% slower at wider steps (benchmarks/spmv_add_up.py,
-    NOTES SpMV 54)."""
+    product with statistics 0.97x / 0.96x / 0.97x the time on 1-32 / 65-128 / 129+ programs, the
+    pass 0.95x / 0.985x on 1M-10M / 10M+ nonzeros (264 programs); a step wider than the programs
+    3-10% slower (benchmarks/spmv_add_up.py, NOTES SpMV 54)."""
     return next((step for step in ADD_UP_STEPS if step >= programs), ADD_UP_STEPS[-1])
 
 

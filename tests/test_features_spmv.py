@@ -197,7 +197,8 @@ def test_pass_warps_follow_the_steps_a_program_takes():
 
 
 def test_add_up_step_takes_the_programs_at_once_where_it_can():
-    assert sparse.add_up_step(1) == sparse.add_up_step(64) == 64
+    assert sparse.add_up_step(1) == sparse.add_up_step(32) == 32
+    assert sparse.add_up_step(33) == sparse.add_up_step(64) == 64
     assert sparse.add_up_step(65) == sparse.add_up_step(128) == 128
     assert sparse.add_up_step(129) == sparse.add_up_step(264) == sparse.ADD_UP_STEPS[-1] == 256
 
