@@ -373,8 +373,9 @@ def _validating_product_kernel(indptr, indices, values, x, x_stride, y, y_stride
             sums += tl.sum(tl.where(owner, product[None, :], 0.0), axis=1)
         tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=ok)
     # No shifted rows counted: the pass samples them only on matrices far above these bounds.
-    store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, 0)
-    add_up_found(found, programs, totals, arrived, ROWS_AT_ONCE)
+    values = store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, 0,
+                         ROWS_AT_ONCE)
+    add_up_found(found, values, programs, totals, arrived, ROWS_AT_ONCE)
 
 
 # ------------------------------------------------------------------ host side

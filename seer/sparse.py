@@ -468,8 +468,9 @@ def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blo
     if COUNT:
         shifted = _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks, first_samples, pid,
                                       programs, SAMPLE_BLOCK)
-    store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted)
-    add_up_found(found, programs, totals, arrived, ROWS_AT_ONCE)
+    values = store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted,
+                         ROWS_AT_ONCE)
+    add_up_found(found, values, programs, totals, arrived, ROWS_AT_ONCE)
 
 
 @triton.jit
@@ -482,8 +483,10 @@ def zero_counts(LANES: tl.constexpr, NARROW: tl.constexpr):
 
 
 @triton.jit
-def store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted):
-    """Reduces a program's lanes and stores its row of ``found`` (columns: see _structure_kernel);
+def store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted,
+                ROWS_AT_ONCE: tl.constexpr):
+    """Reduces a program's lanes into its row of ``found`` (columns: see _structure_kernel) and
+    returns it; stores it unless the programs add up by atomics (ROWS_AT_ONCE 0, add_up_found).
     ``shifted``, the program's count of shifted rows sampled, is already one number."""
     # One reduction for every column (one exchange between warps, not one per column).
     d, o, q, m, e, n = tl.reduce((decreasing, outside, sum_sq, longest, empty, long_nnz), 0, _add_max)
@@ -492,35 +495,50 @@ def store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, 
     last = tl.load(indptr + rows).to(tl.int64)
     values = tl.where(column == 0, d, tl.where(column == 1, o, tl.where(column == 2, q, tl.where(
         column == 3, m, tl.where(column == 4, e, tl.where(column == 5, n, tl.where(
-            column == 6, first, tl.where(column == 7, last, shifted))))))))
-    tl.store(found + pid * _FOUND_COLUMNS + column, values.to(tl.int64), mask=column < _FOUND_COLUMNS)
+            column == 6, first, tl.where(column == 7, last, shifted)))))))).to(tl.int64)
+    if ROWS_AT_ONCE > 0:
+        tl.store(found + pid * _FOUND_COLUMNS + column, values, mask=column < _FOUND_COLUMNS)
+    return values
 
 
 @triton.jit
-def add_up_found(found, programs, totals, arrived, ROWS_AT_ONCE: tl.constexpr):
-    """Called by every program after :func:`store_found`: the last program to arrive adds up the
-    ``programs`` rows of ``found`` into ``totals`` (one row of the same columns) and sets
-    ``arrived`` back to 0 for the next launch. ``totals`` may be mapped host memory: the host then
-    reads the totals once the kernel is done, with no copy and no sums of its own."""
-    # This program's row was stored by several lanes; the barrier puts every store before the
-    # arrival, whose release makes them visible to the last program, whose acquire sees them.
+def add_up_found(found, values, programs, totals, arrived, ROWS_AT_ONCE: tl.constexpr):
+    """Called by every program after :func:`store_found` with the row it returned: the last
+    program to arrive puts the programs' totals into ``totals`` (one row of the same columns) and
+    sets ``arrived`` back to 0 for the next launch. ``totals`` may be mapped host memory: the host
+    then reads the totals once the kernel is done, with no copy and no sums of its own. The last
+    program adds up the ``programs`` rows of ``found``, ROWS_AT_ONCE a step; or, ROWS_AT_ONCE 0,
+    every program adds its row into ``arrived``'s sums with atomics as it arrives, and the last
+    one reads them."""
+    column = tl.arange(0, 16)
+    used = column < _FOUND_COLUMNS
+    # The longest row is a maximum; indptr's ends are the same in every row (any garbage
+    # included), so a maximum keeps them too. The rest are counts: sums.
+    by_max = (column == 3) | (column == 6) | (column == 7)
+    sums = arrived + 16 + column * 16  # one 128-byte line a column: the atomics of a column queue apart
+    if ROWS_AT_ONCE == 0:
+        tl.atomic_add(sums, values, mask=used & ~by_max, sem="relaxed")
+        tl.atomic_max(sums, values, mask=column == 3, sem="relaxed")
+    # This program's row was stored (or added) by several lanes; the barrier puts every store
+    # before the arrival, whose release makes them visible to the last program, whose acquire
+    # sees them.
     tl.debug_barrier()
     if tl.atomic_add(arrived, 1, sem="acq_rel") == programs - 1:
-        column = tl.arange(0, 16)
-        used = column < _FOUND_COLUMNS
-        # The longest row is a maximum; indptr's ends are the same in every row (any garbage
-        # included), so a maximum keeps them too. The rest are counts: sums.
-        by_max = (column == 3) | (column == 6) | (column == 7)
-        first = tl.load(found + column, mask=used, other=0, cache_modifier=".cg")
-        total, most = tl.zeros([16], dtype=tl.int64), first
-        for start in range(0, programs, ROWS_AT_ONCE):
-            row = start + tl.arange(0, ROWS_AT_ONCE)
-            inside = (row < programs)[:, None]
-            part = tl.load(found + row[:, None] * _FOUND_COLUMNS + column[None, :], mask=inside & used[None, :],
-                           other=0, cache_modifier=".cg")
-            total += tl.sum(part, axis=0)
-            most = tl.maximum(most, tl.max(tl.where(inside, part, first[None, :]), axis=0))
-        tl.store(totals + column, tl.where(by_max, most, total), mask=used)
+        if ROWS_AT_ONCE == 0:
+            added = tl.load(sums, mask=used, other=0, cache_modifier=".cg")
+            tl.store(totals + column, tl.where((column == 6) | (column == 7), values, added), mask=used)
+            tl.store(sums, 0, mask=used)
+        else:
+            first = tl.load(found + column, mask=used, other=0, cache_modifier=".cg")
+            total, most = tl.zeros([16], dtype=tl.int64), first
+            for start in range(0, programs, ROWS_AT_ONCE):
+                row = start + tl.arange(0, ROWS_AT_ONCE)
+                inside = (row < programs)[:, None]
+                part = tl.load(found + row[:, None] * _FOUND_COLUMNS + column[None, :],
+                               mask=inside & used[None, :], other=0, cache_modifier=".cg")
+                total += tl.sum(part, axis=0)
+                most = tl.maximum(most, tl.max(tl.where(inside, part, first[None, :]), axis=0))
+            tl.store(totals + column, tl.where(by_max, most, total), mask=used)
         tl.store(arrived, 0)
 
 
@@ -608,7 +626,7 @@ def totals_buffers(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, to
     buffers = _totals_buffers.by_device.get(device)
     if buffers is None:
         found = torch.empty(max_programs(device), FOUND_COLUMNS, dtype=torch.int64, device=device)
-        arrived = torch.zeros(1, dtype=torch.int32, device=device)
+        arrived = torch.zeros(16 + 16 * 16, dtype=torch.int64, device=device)  # the counter, then sums
         # Pinned host memory is mapped into the device's address space (unified addressing): the
         # kernel's last program writes the totals straight into it, so reading them back costs a
         # wait for the kernel and no copy (copying 210 programs' rows back took 29-35 us of an H100

@@ -112,7 +112,7 @@ def test_the_last_program_adds_up_more_programs_than_one_step(monkeypatch):
     def check():
         first_call_and_check(matrix, rng)
         found, arrived, totals = sparse.totals_buffers(torch.device("cpu"))
-        assert len(found) == programs and arrived.tolist() == [0]  # back to 0 for the next launch
+        assert len(found) == programs and arrived[0] == 0  # back to 0 for the next launch
         totals.fill_(-1)  # poisoned: the next call's totals must all be written again
         first_call_and_check(matrix, rng)
         return True
