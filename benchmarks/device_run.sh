@@ -107,8 +107,6 @@ run_stage() {
                 --large-budget-s "${DISPATCH_LARGE_S:-330}" ;;
     spmv-validation) python3 benchmarks/spmv_validation.py --matrices .carry/suitesparse --out benchmarks/results \
                        --budget-s "$budget" ;;
-    spmv-add-up) python3 benchmarks/spmv_add_up.py --matrices .carry/suitesparse --out benchmarks/results \
-                   --budget-s "$budget" ;;
     spmv-pass-tiles) python3 benchmarks/spmv_pass_tiles.py --matrices .carry/suitesparse --out benchmarks/results \
                        --budget-s "$budget" ;;
     spmv-shift-samples) python3 benchmarks/spmv_shift_samples.py --matrices .carry/suitesparse \

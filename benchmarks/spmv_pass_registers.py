@@ -57,9 +57,10 @@ def compiled(module, stats: bool, divisible: tuple[str, ...] = ()):
         constants["SAMPLE_BLOCK"] = module._SAMPLE_BLOCK
     if "COUNT" in names:  # the count compiled in only for matrices it samples (NOTES SpMV 53): a large one here
         constants["COUNT"] = stats
-    if "ROWS_AT_ONCE" in names:  # the pass adds up its own totals (NOTES SpMV 39), a large one's here
-        constants["ROWS_AT_ONCE"] = module.add_up_step(264) if hasattr(module, "add_up_step") else module.ADDED_UP_AT_ONCE
-    pointers = {"indptr": "*i32", "indices": "*i32", "found": "*i64", "totals": "*i64", "arrived": "*i32"}
+    if "ROWS_AT_ONCE" in names:  # versions whose last program added up the programs' rows (NOTES SpMV 39-54)
+        constants["ROWS_AT_ONCE"] = module.ADDED_UP_AT_ONCE
+    pointers = {"indptr": "*i32", "indices": "*i32", "found": "*i64", "totals": "*i64", "arrived": "*i32",
+                "counters": "*i64"}
     signature = {n: "constexpr" if n in constants else pointers.get(n, "i32") for n in names}
     aligned = [n for n in names if signature[n].startswith("*") or n in divisible]
     source = ASTSource(fn=kernel, signature=signature, constexprs={(names.index(k),): v for k, v in constants.items()},

@@ -36,7 +36,7 @@ from spmv_validation import each_loaded  # a sibling script (benchmarks/ is on s
 from seer import sparse
 from seer.datasets.cases import spmv_cases
 from seer.profiling import TIMING_ROUNDS, _least_of_rounds, device_tag, environment, provenance, write_result
-from seer.sparse import FOUND_COLUMNS, LONG_ROW, _index_block, _row_block, store_found, as_csr
+from seer.sparse import FOUND_COLUMNS, LONG_ROW, _index_block, _row_block, as_csr, program_counts
 
 CANDIDATES = {"narrow_w4": (False, 4), "narrow_w8": (False, 8), "fused_w4": (True, 4), "fused_w8": (True, 8)}
 
@@ -66,7 +66,9 @@ def _candidate_kernel(indptr, indices, rows, nnz, cols, found, programs, blocks,
         for start in range(pid * INDEX_BLOCK, nnz, programs * INDEX_BLOCK):
             outside = _index_block(indices, start, nnz, cols, outside, ROW_BLOCK, INDEX_BLOCK)
     # The length statistics only: the shifted-row count, added later to seer's pass, stays 0 here.
-    store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, 0)
+    counts = program_counts(indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, 0)
+    column = tl.arange(0, 16)
+    tl.store(found + pid * FOUND_COLUMNS + column, counts, mask=column < FOUND_COLUMNS)
 
 
 def launch_candidate(csr, stats: bool, fused: bool, warps: int) -> torch.Tensor:

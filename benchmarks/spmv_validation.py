@@ -16,11 +16,10 @@ host wall times, median of 15 runs after one warm-up, the device drained before 
                  product's bounds (``kernels.spmv.VALIDATING_PRODUCT_MAX_ROWS`` / ``_NNZ``) the
                  validating product, which computes y too (``first_launch``), else the pass;
                  everything else in a call is the same either way, so
-  stats_us       kernel_us with statistics, as seer launches it, minus the fastest launch without
-                 them (at any add-up step, ``seer.sparse.ADD_UP_STEPS``) is what the statistics add
-                 to a first call, which ``benchmarks/selection.py --validation`` charges to the
-                 validated path. (Runs before 2026-11-26 timed the pass on every input, NOTES SpMV
-                 53; until NOTES SpMV 54, the launch without statistics at 64 rows a step.)
+  stats_us       kernel_us with statistics minus without is what the statistics add to a first
+                 call, which ``benchmarks/selection.py --validation`` charges to the validated path.
+                 (Runs before 2026-11-26 timed the pass on every input, NOTES SpMV 53; until SpMV
+                 54 both launches ended with the last program adding up every program's row.)
 Writes benchmarks/results/spmv-validation-<device>.json and .md.
 
     python benchmarks/spmv_validation.py --matrices .carry/suitesparse --out benchmarks/results
@@ -58,20 +57,22 @@ def wall_us(fn) -> float:
     return _median_wall_ms(fn) * 1e3
 
 
-def kernel_us(csr) -> tuple[float, float, int]:
-    """Device time of the pass with statistics as seer launches it, and of the fastest launch
-    without them (:func:`_with_and_without`)."""
-    return _with_and_without(lambda: sparse.launch_structure(csr, check=True, stats=True),
-                             lambda step: sparse.launch_structure(csr, check=True, stats=False, step=step))
+def kernel_us(csr) -> tuple[float, float]:
+    """Device time of the pass with and without statistics, each the least of three medians taken
+    in alternation (the profiling harness's rounds, each of a full ``do_bench`` repetition time): a
+    host stalled by the loader threads (the GIL) delays a launch past its start event and only ever
+    adds time, which a single median let through."""
+    passes = {stats: (lambda s=stats: sparse.launch_structure(csr, check=True, stats=s)) for stats in (True, False)}
+    return _with_and_without(passes)
 
 
-def validating_product_us(csr) -> tuple[float, float, int]:
+def validating_product_us(csr) -> tuple[float, float]:
     """:func:`kernel_us` of the validating product, the launch a first call on a small matrix
     makes (x of fresh random values)."""
     x = torch.rand(csr.cols, dtype=csr.dtype, device=csr.device) + 0.5
     y = torch.empty(csr.rows, dtype=csr.dtype, device=csr.device)
-    return _with_and_without(lambda: spmv._launch_validating_product(csr, x, y),
-                             lambda step: spmv._launch_validating_product(csr, x, y, stats=False, step=step))
+    launches = {stats: (lambda s=stats: spmv._launch_validating_product(csr, x, y, stats=s)) for stats in (True, False)}
+    return _with_and_without(launches)
 
 
 def first_launch(csr) -> str:
@@ -79,31 +80,23 @@ def first_launch(csr) -> str:
     return "validating product" if spmv.within_validating_bounds(csr.rows, csr.nnz) else "pass"
 
 
-def _with_and_without(with_stats, plain_at) -> tuple[float, float, int]:
-    """µs of ``with_stats()`` and of the fastest ``plain_at(step)`` over the add-up steps seer
-    picks from (``seer.sparse.ADD_UP_STEPS``), and that step: the statistics are charged what
-    the fastest launch without them would save, whichever step it took. Each time is the least
-    of three medians taken in alternation (the profiling harness's rounds, each of a full
-    ``do_bench`` repetition time): a host stalled by the loader threads (the GIL) delays a launch
-    past its start event and only ever adds time, which a single median let through."""
-    fns = {"stats": with_stats, **{step: (lambda s=step: plain_at(s)) for step in sparse.ADD_UP_STEPS}}
+def _with_and_without(fns: dict) -> tuple[float, float]:
     least = _least_of_rounds(fns, rep_ms=TIMING_ROUNDS * 25)
-    step = min(sparse.ADD_UP_STEPS, key=least.__getitem__)
-    return least["stats"] * 1e3, least[step] * 1e3, step
+    return least[True] * 1e3, least[False] * 1e3
 
 
 def measure(case, loaded) -> dict:
     source, _ = case.build(loaded)
     csr = as_csr(source, check=False)
     launch = first_launch(csr)
-    with_stats, without, plain_step = validating_product_us(csr) if launch == "validating product" else kernel_us(csr)
+    with_stats, without = validating_product_us(csr) if launch == "validating product" else kernel_us(csr)
     return {
         "id": case.id, "source": case.source, "rows": csr.rows, "nnz": csr.nnz, "first_launch": launch,
         "before_us": wall_us(lambda: previous_check(csr)),
         "validate_us": wall_us(lambda: as_csr(source)),
         "plain_us": wall_us(lambda: sparse._structure(csr, check=True, stats=False)),
         "gather_us": wall_us(lambda: features.gathered(csr)),
-        "kernel_us": with_stats, "plain_kernel_us": without, "plain_step": plain_step, "stats_us": with_stats - without,
+        "kernel_us": with_stats, "plain_kernel_us": without, "stats_us": with_stats - without,
     }
 
 

@@ -37,8 +37,8 @@ from seer.errors import InputError, warn
 from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, current_stream, sm_count,
                          specialisation, vector_operands)
 from seer.registry import Variant
-from seer.sparse import (CsrMatrix, add_up_found, as_csr, check_dense_vector, dense_vector_check, row_statistics,
-                         store_found, zero_counts)
+from seer.sparse import (CsrMatrix, add_up_counts, as_csr, check_dense_vector, dense_vector_check, program_counts,
+                         row_statistics, zero_counts)
 
 # ---------------------------------------------------------------- kernels and launchers
 
@@ -333,17 +333,16 @@ def _combine_pieces_kernel(partials, piece_ptr, long_rows, y, y_stride, BLOCK: t
 
 
 @triton.jit
-def _validating_product_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows, nnz, cols, found,
-                               totals, arrived, programs, blocks, STATS: tl.constexpr, NARROW: tl.constexpr,
-                               LONG_ROW: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr,
-                               ROWS_AT_ONCE: tl.constexpr):
+def _validating_product_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows, nnz, cols, totals,
+                               counters, programs, blocks, STATS: tl.constexpr, NARROW: tl.constexpr,
+                               LONG_ROW: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr):
     """The validation pass of :mod:`seer.sparse` and y = A x in one launch, for a first call on
     a small matrix. Program p takes blocks of ROWS rows p, p + programs, ...; each block streams
     its rows' nonzeros BLOCK at a time (coalesced, so a long row costs its length over BLOCK
     steps, not over a few lanes) and adds every product into its row's sum through a
     [ROWS, BLOCK] ownership mask. The matrix is not trusted yet: row ranges are clamped into
     [0, nnz] and out-of-range columns counted, not read, so a bad matrix is only reported. The
-    last program to finish adds every program's counts up into ``totals`` (add_up_found).
+    programs' counts are added up into ``totals`` (add_up_counts).
     seer always measures the row statistics (STATS); without them is what they cost, for
     benchmarks/spmv_validation.py."""
     pid = tl.program_id(0)
@@ -373,9 +372,8 @@ def _validating_product_kernel(indptr, indices, values, x, x_stride, y, y_stride
             sums += tl.sum(tl.where(owner, product[None, :], 0.0), axis=1)
         tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=ok)
     # No shifted rows counted: the pass samples them only on matrices far above these bounds.
-    values = store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, 0,
-                         ROWS_AT_ONCE)
-    add_up_found(found, values, programs, totals, arrived, ROWS_AT_ONCE)
+    add_up_counts(program_counts(indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, 0),
+                  programs, totals, counters)
 
 
 # ------------------------------------------------------------------ host side
@@ -968,9 +966,8 @@ def problem(matrix) -> CsrMatrix:
 
 # A first call on a matrix of at most this many rows and nonzeros validates it and computes y in
 # one launch (_validating_product_kernel): there the host work and the launches are most of the
-# call. Its programs are capped as the pass's are (its last program adds up one row of partial
-# results per program, in a buffer sized for the cap: seer.sparse.totals_buffers), so on more rows
-# each program takes more blocks in turn; past these bounds the pass followed by the chosen variant
+# call. Its programs are capped as the pass's are (seer.sparse.max_programs: each adds its counts
+# into the same sums), so on more rows each program takes more blocks in turn; past these bounds the pass followed by the chosen variant
 # is faster on the device (benchmarks/results/spmv-first-call-*.md; NOTES SpMV 30 and 37).
 VALIDATING_PRODUCT_MAX_ROWS = 4096
 VALIDATING_PRODUCT_MAX_NNZ = 1 << 15
@@ -1011,21 +1008,19 @@ def validating_blocks(csr: CsrMatrix, tile: dict = VALIDATING_TILE) -> int:
 
 
 def _launch_validating_product(csr: CsrMatrix, x: torch.Tensor, y: torch.Tensor, tile: dict = VALIDATING_TILE,
-                               stats: bool = True, step: int | None = None) -> torch.Tensor:
+                               stats: bool = True) -> torch.Tensor:
     """Launches :func:`_validating_product_kernel` into ``y``; returns where its totals will be
     (this thread's ``FOUND_COLUMNS`` totals buffer, :func:`seer.sparse.totals_buffers`: read it
     with :func:`seer.sparse.read_totals`). ``tile``: rows per block, nonzeros per step and warps
     (benchmarks/spmv_first_call.py); ``stats=False`` leaves the row statistics out (their cost,
-    benchmarks/spmv_validation.py); ``step``: rows of partial results the last program adds up a
-    step, if not :func:`seer.sparse.add_up_step`'s (benchmarks/spmv_add_up.py)."""
+    benchmarks/spmv_validation.py)."""
     blocks = validating_blocks(csr, tile)
-    found, arrived, totals = sparse.totals_buffers(csr.device)
-    programs, narrow = min(blocks, len(found)), csr.nnz < sparse.NARROW_BELOW
-    step = sparse.add_up_step(programs) if step is None else step
+    counters, totals = sparse.totals_buffers(csr.device)
+    programs, narrow = min(blocks, sparse.max_programs(csr.device)), csr.nnz < sparse.NARROW_BELOW
     vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
-    args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, csr.rows, csr.nnz, csr.cols, found,
-            totals, arrived, programs, blocks, stats, narrow, sparse.LONG_ROW, tile["rows"], tile["block"], step)
-    key = (csr.device, specialisation(*args[:3], *args[7:15]), vectors, stats, step, *tile.values())
+    args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, csr.rows, csr.nnz, csr.cols, totals,
+            counters, programs, blocks, stats, narrow, sparse.LONG_ROW, tile["rows"], tile["block"])
+    key = (csr.device, specialisation(*args[:3], *args[7:14]), vectors, stats, *tile.values())
     _validating_launch.launch(key, (programs,), args, addresses(args), num_warps=tile["num_warps"])
     return totals
 

@@ -328,13 +328,14 @@ def _shifted_rows_numpy(indptr: np.ndarray, indices: np.ndarray, stride: int) ->
     return int((first == first_before + 1).sum())
 
 
-# Each program loops over its share of the rows and of the indices and stores one row of partial
-# results; the last to finish, found by one atomic per program, adds them up into host memory
-# (add_up_found). Atomics per count, with their barriers, made the statistics cost a few us per
-# program (benchmarks/NOTES.md, SpMV 14); the one arrival per program costs the pass ~7 us of
-# device time and saves the host ~40 us of copying and adding, which a first call waits for
-# (SpMV 37, 39). Programs are capped so that the add-up stays short; wide index blocks keep enough
-# bytes in flight per program.
+# Each program loops over its share of the rows and of the indices, reduces its lanes to one row
+# of counts and adds it into per-column sums with fire-and-forget atomics; the last to arrive,
+# found by one atomic per program, copies the sums into host memory (add_up_counts). Atomics whose
+# results were kept, with their barriers, had made the statistics cost a few us per program
+# (benchmarks/NOTES.md, SpMV 14); the one arrival per program saves the host ~40 us of copying
+# and adding, which a first call waits for (SpMV 37, 39); the last program adding up every
+# program's stored row instead, in steps, had cost the pass ~7 us on 264 programs (SpMV 39, 54).
+# Programs are capped at a few an SM; wide index blocks keep enough bytes in flight per program.
 # One loop step loads a block of indptr and a block of indices together, so on a small matrix (a
 # step or two per program) their latencies overlap, and the statistics use 32-bit lanes where
 # nnz allows: both took what the statistics add to the pass from +0.18 to -0.06 us (median, real
@@ -444,13 +445,13 @@ def _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks,
 
 
 @triton.jit
-def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blocks, found, totals, arrived, programs,
+def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blocks, totals, counters, programs,
                       blocks, CHECK: tl.constexpr, STATS: tl.constexpr, COUNT: tl.constexpr, NARROW: tl.constexpr,
                       LONG_ROW: tl.constexpr, ROW_BLOCK: tl.constexpr, INDEX_BLOCK: tl.constexpr,
-                      SAMPLE_BLOCK: tl.constexpr, ROWS_AT_ONCE: tl.constexpr):
-    # found[pid]: [decreasing rows, out-of-range columns, sum of squared lengths, longest row,
-    #              empty rows, nnz in long rows, indptr[0], indptr[rows], shifted rows sampled];
-    # the last program to finish adds them up into totals (add_up_found). COUNT: the statistics
+                      SAMPLE_BLOCK: tl.constexpr):
+    # Each program's counts: [decreasing rows, out-of-range columns, sum of squared lengths,
+    # longest row, empty rows, nnz in long rows, indptr[0], indptr[rows], shifted rows sampled],
+    # added up into totals (add_up_counts). COUNT: the statistics
     # with the shifted-row count (matrices of SHIFT_MIN_ROWS rows and more); the small matrices'
     # pass compiles without the count's code.
     pid = tl.program_id(0)
@@ -468,9 +469,8 @@ def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blo
     if COUNT:
         shifted = _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks, first_samples, pid,
                                       programs, SAMPLE_BLOCK)
-    values = store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted,
-                         ROWS_AT_ONCE)
-    add_up_found(found, values, programs, totals, arrived, ROWS_AT_ONCE)
+    counts = program_counts(indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted)
+    add_up_counts(counts, programs, totals, counters)
 
 
 @triton.jit
@@ -483,63 +483,44 @@ def zero_counts(LANES: tl.constexpr, NARROW: tl.constexpr):
 
 
 @triton.jit
-def store_found(found, pid, indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted,
-                ROWS_AT_ONCE: tl.constexpr):
-    """Reduces a program's lanes into its row of ``found`` (columns: see _structure_kernel) and
-    returns it; stores it unless the programs add up by atomics (ROWS_AT_ONCE 0, add_up_found).
+def program_counts(indptr, rows, decreasing, outside, sum_sq, longest, empty, long_nnz, shifted):
+    """A program's lanes reduced to its row of counts (columns: see _structure_kernel), 16 wide;
     ``shifted``, the program's count of shifted rows sampled, is already one number."""
     # One reduction for every column (one exchange between warps, not one per column).
     d, o, q, m, e, n = tl.reduce((decreasing, outside, sum_sq, longest, empty, long_nnz), 0, _add_max)
     column = tl.arange(0, 16)
     first = tl.load(indptr).to(tl.int64)
     last = tl.load(indptr + rows).to(tl.int64)
-    values = tl.where(column == 0, d, tl.where(column == 1, o, tl.where(column == 2, q, tl.where(
+    return tl.where(column == 0, d, tl.where(column == 1, o, tl.where(column == 2, q, tl.where(
         column == 3, m, tl.where(column == 4, e, tl.where(column == 5, n, tl.where(
             column == 6, first, tl.where(column == 7, last, shifted)))))))).to(tl.int64)
-    if ROWS_AT_ONCE > 0:
-        tl.store(found + pid * _FOUND_COLUMNS + column, values, mask=column < _FOUND_COLUMNS)
-    return values
 
 
 @triton.jit
-def add_up_found(found, values, programs, totals, arrived, ROWS_AT_ONCE: tl.constexpr):
-    """Called by every program after :func:`store_found` with the row it returned: the last
-    program to arrive puts the programs' totals into ``totals`` (one row of the same columns) and
-    sets ``arrived`` back to 0 for the next launch. ``totals`` may be mapped host memory: the host
-    then reads the totals once the kernel is done, with no copy and no sums of its own. The last
-    program adds up the ``programs`` rows of ``found``, ROWS_AT_ONCE a step; or, ROWS_AT_ONCE 0,
-    every program adds its row into ``arrived``'s sums with atomics as it arrives, and the last
-    one reads them."""
+def add_up_counts(counts, programs, totals, counters):
+    """Called by every program with its row of :func:`program_counts`: adds the row into
+    ``counters``' sums, arrives, and the last program to arrive copies the sums into ``totals``
+    and sets ``counters`` back to 0 for the next launch (see :func:`totals_buffers`). ``totals``
+    may be mapped host memory: the host then reads the totals once the kernel is done, with no
+    copy and no sums of its own."""
     column = tl.arange(0, 16)
     used = column < _FOUND_COLUMNS
-    # The longest row is a maximum; indptr's ends are the same in every row (any garbage
-    # included), so a maximum keeps them too. The rest are counts: sums.
-    by_max = (column == 3) | (column == 6) | (column == 7)
-    sums = arrived + 16 + column * 16  # one 128-byte line a column: the atomics of a column queue apart
-    if ROWS_AT_ONCE == 0:
-        tl.atomic_add(sums, values, mask=used & ~by_max, sem="relaxed")
-        tl.atomic_max(sums, values, mask=column == 3, sem="relaxed")
-    # This program's row was stored (or added) by several lanes; the barrier puts every store
-    # before the arrival, whose release makes them visible to the last program, whose acquire
-    # sees them.
+    # One 128-byte line a column: a column's atomics queue apart from the others'. Their results
+    # are not used, so they compile to reductions that do not wait for a reply (REDG). The
+    # longest row is a maximum; indptr's ends are the same in every program, and the last one
+    # takes its own. The rest are counts: sums.
+    sums = counters + 16 + column * 16
+    ends = (column == 6) | (column == 7)
+    tl.atomic_add(sums, counts, mask=used & (column != 3) & ~ends, sem="relaxed")
+    tl.atomic_max(sums, counts, mask=column == 3, sem="relaxed")
+    # Every lane's atomics before the arrival, whose release makes them visible to the last
+    # program, whose acquire sees them.
     tl.debug_barrier()
-    if tl.atomic_add(arrived, 1, sem="acq_rel") == programs - 1:
-        if ROWS_AT_ONCE == 0:
-            added = tl.load(sums, mask=used, other=0, cache_modifier=".cg")
-            tl.store(totals + column, tl.where((column == 6) | (column == 7), values, added), mask=used)
-            tl.store(sums, 0, mask=used)
-        else:
-            first = tl.load(found + column, mask=used, other=0, cache_modifier=".cg")
-            total, most = tl.zeros([16], dtype=tl.int64), first
-            for start in range(0, programs, ROWS_AT_ONCE):
-                row = start + tl.arange(0, ROWS_AT_ONCE)
-                inside = (row < programs)[:, None]
-                part = tl.load(found + row[:, None] * _FOUND_COLUMNS + column[None, :],
-                               mask=inside & used[None, :], other=0, cache_modifier=".cg")
-                total += tl.sum(part, axis=0)
-                most = tl.maximum(most, tl.max(tl.where(inside, part, first[None, :]), axis=0))
-            tl.store(totals + column, tl.where(by_max, most, total), mask=used)
-        tl.store(arrived, 0)
+    if tl.atomic_add(counters, 1, sem="acq_rel") == programs - 1:
+        added = tl.load(sums, mask=used & ~ends, other=0, cache_modifier=".cg")
+        tl.store(totals + column, tl.where(ends, counts, added), mask=used)
+        tl.store(sums, 0, mask=used)
+        tl.store(counters, 0)
 
 
 _structure_launch = LaunchCache(_structure_kernel)
@@ -551,7 +532,7 @@ def _structure_triton(csr: CsrMatrix, check: bool, stats: bool) -> Structure:
 
 
 def _structure_of(totals: list[int]) -> Structure:
-    """A :class:`Structure` from ``found``'s columns added up over programs."""
+    """A :class:`Structure` from the totals' columns (the counts added up over programs)."""
     return Structure(totals[6], totals[7], totals[0], totals[1],
                      RowLengthSums(totals[2], totals[3], totals[4], totals[5], totals[8]))
 
@@ -566,52 +547,34 @@ def pass_warps(blocks: int, programs_cap: int) -> int:
     return 8 if 2 * blocks > programs_cap else 4
 
 
-# Rows of found the last program may add up a step (add_up_found's ROWS_AT_ONCE): see add_up_step.
-ADD_UP_STEPS = (32, 64, 128, 256)
-
-
-def add_up_step(programs: int) -> int:
-    """Rows of ``found`` the last program of a launch of ``programs`` programs adds up a step: the
-    fewest of ADD_UP_STEPS that take every program in one step, else the most. Every step is a
-    round trip to L2 and a reduction across the warps; a step wider than the programs reduces
-    masked rows for nothing. On the H100, against 64 rows a step for every launch: the validating
-    product with statistics 0.97x / 0.96x / 0.97x the time on 1-32 / 65-128 / 129+ programs, the
-    pass 0.95x / 0.985x on 1M-10M / 10M+ nonzeros (264 programs); a step wider than the programs
-    3-10% slower (benchmarks/spmv_add_up.py, NOTES SpMV 54)."""
-    return next((step for step in ADD_UP_STEPS if step >= programs), ADD_UP_STEPS[-1])
-
-
 def pass_blocks(csr: CsrMatrix, check: bool) -> int:
     """Blocks of rows (and, checking, of column indices) the pass takes in turn."""
     return max(cdiv(csr.rows, _ROW_BLOCK), cdiv(csr.nnz, _INDEX_BLOCK) if check else 0, 1)
 
 
-def launch_structure(csr: CsrMatrix, check: bool, stats: bool, warps: int | None = None,
-                     step: int | None = None) -> torch.Tensor:
+def launch_structure(csr: CsrMatrix, check: bool, stats: bool, warps: int | None = None) -> torch.Tensor:
     """The pass's kernel alone, no wait; returns where its totals will be (this thread's totals
     buffer: read it with :func:`read_totals`). Benchmarks time it this way, with and without
-    ``stats``, with ``warps`` other than :func:`pass_warps`'s and add-up steps other than
-    :func:`add_up_step`'s."""
-    blocks = pass_blocks(csr, check)
-    found, arrived, totals = totals_buffers(csr.device)
-    programs, narrow = min(blocks, len(found)), csr.nnz < NARROW_BELOW
-    warps = pass_warps(blocks, len(found)) if warps is None else warps
-    step = add_up_step(programs) if step is None else step
+    ``stats``, and with ``warps`` other than :func:`pass_warps`'s."""
+    blocks, cap = pass_blocks(csr, check), max_programs(csr.device)
+    counters, totals = totals_buffers(csr.device)
+    programs, narrow = min(blocks, cap), csr.nnz < NARROW_BELOW
+    warps = pass_warps(blocks, cap) if warps is None else warps
     stride = shift_stride(csr.rows)
     count = stats and stride > 0
     args = (csr.indptr, csr.indices, csr.rows, csr.nnz, csr.cols, stride, cdiv(shift_samples(csr.rows), _SAMPLE_BLOCK),
-            found, totals, arrived, programs, blocks, check, stats, count, narrow, LONG_ROW, _ROW_BLOCK, _INDEX_BLOCK,
-            _SAMPLE_BLOCK, step)
-    key = (csr.device, specialisation(*args[:7], *args[10:12]), check, stats, count, narrow, warps, step)
+            totals, counters, programs, blocks, check, stats, count, narrow, LONG_ROW, _ROW_BLOCK, _INDEX_BLOCK,
+            _SAMPLE_BLOCK)
+    key = (csr.device, specialisation(*args[:7], *args[9:11]), check, stats, count, narrow, warps)
     _structure_launch.launch(key, (programs,), args, num_warps=warps, maxnreg=_PASS_REGISTERS)
     return totals
 
 
 class _TotalsBuffers(threading.local):
-    """Per thread and device, what a pass that adds up its own partial results needs: ``found``
-    (``[max_programs, FOUND_COLUMNS]`` on the device), ``arrived`` (a zeroed int32 on the device,
-    which every launch leaves at 0) and ``totals`` (``FOUND_COLUMNS`` int64, pinned host memory
-    on a GPU). Kept rather than allocated per call; per thread, because a call reads its totals
+    """Per thread and device, what a pass that adds up its own counts needs: ``counters`` (zeroed
+    int64 on the device, which every launch leaves at 0: the arrival count, then from element 16
+    one 16-element line of sums a column) and ``totals`` (``FOUND_COLUMNS`` int64, pinned host
+    memory on a GPU). Kept rather than allocated per call; per thread, because a call reads its totals
     after the launch, and another thread's launch on the same stream would overwrite them."""
 
     def __init__(self):
@@ -621,23 +584,22 @@ class _TotalsBuffers(threading.local):
 _totals_buffers = _TotalsBuffers()
 
 
-def totals_buffers(device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(found, arrived, totals)`` of this thread on ``device`` (see :class:`_TotalsBuffers`)."""
+def totals_buffers(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(counters, totals)`` of this thread on ``device`` (see :class:`_TotalsBuffers`)."""
     buffers = _totals_buffers.by_device.get(device)
     if buffers is None:
-        found = torch.empty(max_programs(device), FOUND_COLUMNS, dtype=torch.int64, device=device)
-        arrived = torch.zeros(16 + 16 * 16, dtype=torch.int64, device=device)  # the counter, then sums
+        counters = torch.zeros(16 + 16 * 16, dtype=torch.int64, device=device)
         # Pinned host memory is mapped into the device's address space (unified addressing): the
         # kernel's last program writes the totals straight into it, so reading them back costs a
         # wait for the kernel and no copy (copying 210 programs' rows back took 29-35 us of an H100
         # host's first call and adding them up in numpy 24-30 more; NOTES SpMV 37).
         totals = torch.empty(FOUND_COLUMNS, dtype=torch.int64, pin_memory=device.type == "cuda")
-        buffers = _totals_buffers.by_device[device] = (found, arrived, totals)
+        buffers = _totals_buffers.by_device[device] = (counters, totals)
     return buffers
 
 
 def read_totals(totals: torch.Tensor, device: torch.device) -> Structure:
-    """The totals a pass added up on the device (:func:`add_up_found`), once its kernel is done."""
+    """The totals a pass added up on the device (:func:`add_up_counts`), once its kernel is done."""
     if device.type == "cuda":
         # The current device's current stream, where seer.launch sends kernels; named by index,
         # since current_stream() without one checks CUDA's availability first (through NVML:

@@ -184,7 +184,6 @@ def test_sample_blocks_past_the_programs(monkeypatch):
     m = _banded(4000, (-2, 0, 3), 8, broken=range(5, 4000, 3))
     assert sparse.cdiv(sparse.shift_samples(4000), sparse._SAMPLE_BLOCK) == 4
     monkeypatch.setitem(sparse._programs_cap, torch.device("cpu"), 2)
-    monkeypatch.setattr(sparse, "_totals_buffers", sparse._TotalsBuffers())  # sized for 2 programs
     _assert_pass_matches_numpy(m)
     assert 0 < sparse._structure_numpy(as_csr(m, check=False), True).sums.shifted_rows < 400
 
@@ -196,21 +195,15 @@ def test_pass_warps_follow_the_steps_a_program_takes():
     assert sparse.pass_warps(133, 264) == sparse.pass_warps(10_000, 264) == 8
 
 
-def test_add_up_step_takes_the_programs_at_once_where_it_can():
-    assert sparse.add_up_step(1) == sparse.add_up_step(32) == 32
-    assert sparse.add_up_step(33) == sparse.add_up_step(64) == 64
-    assert sparse.add_up_step(65) == sparse.add_up_step(128) == 128
-    assert sparse.add_up_step(129) == sparse.add_up_step(264) == sparse.ADD_UP_STEPS[-1] == 256
-
-
-def test_the_pass_adds_up_programs_over_several_steps(monkeypatch):
-    # 5 programs added up 2 rows a step: three steps, the last one partial.
-    monkeypatch.setattr(sparse, "ADD_UP_STEPS", (2,))
+def test_each_pass_adds_up_its_own_counts(monkeypatch):
+    # 5 programs, some taking two blocks, add their counts into the sums; the last one copies them
+    # out and zeroes them, so a pass on another matrix starts from nothing.
     monkeypatch.setitem(sparse._programs_cap, torch.device("cpu"), 5)
-    monkeypatch.setattr(sparse, "_totals_buffers", sparse._TotalsBuffers())  # sized for 5 programs
-    m = _skewed(6000, 700, 8)
-    assert sparse.cdiv(6000, sparse._ROW_BLOCK) > 5  # a program takes two blocks too
-    _assert_pass_matches_numpy(m)
+    first, second = _skewed(6000, 700, 8), _skewed(5200, 300, 3)
+    assert sparse.cdiv(5200, sparse._ROW_BLOCK) > 5
+    for m in (first, second, first):
+        _assert_pass_matches_numpy(m)
+        assert not sparse.totals_buffers(torch.device("cpu"))[0].any()
 
 
 def test_wide_lanes_match_narrow_ones(monkeypatch):

@@ -47,10 +47,3 @@ def test_first_launch_follows_the_validating_products_bounds(bench, monkeypatch)
     assert bench.first_launch(as_csr(sp.random(51, 60, density=0.1, format="csr", random_state=2, dtype=np.float32))) == "pass"
     assert bench.first_launch(as_csr(sp.random(50, 60, density=0.2, format="csr", random_state=2, dtype=np.float32))) == "pass"
 
-
-def test_statistics_are_charged_against_the_fastest_launch_without_them(bench, monkeypatch):
-    """The launch with statistics as seer makes it, against the fastest add-up step without them."""
-    times_ms = {"stats": 0.010, 64: 0.0095, 128: 0.0085, 256: 0.009}
-    monkeypatch.setattr(bench.sparse, "ADD_UP_STEPS", (64, 128, 256))
-    monkeypatch.setattr(bench, "_least_of_rounds", lambda fns, rep_ms: {k: times_ms[k] for k in fns})
-    assert bench._with_and_without(lambda: None, lambda step: None) == pytest.approx((10.0, 8.5, 128))
