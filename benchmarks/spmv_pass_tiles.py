@@ -117,15 +117,12 @@ def picked(cases: list, real_every: int, large_every: int) -> list:
     return real + large
 
 
-def sampled_main(doc: str, name: str, benchmark: str, measure, summary, markdown, real_every: int, **fields) -> int:
-    """The command line of a benchmark over every n-th real and generated input (:func:`picked`):
-    measure them into ``benchmarks/results/<name>-<device>.json`` and ``.md`` (``fields`` go into
-    the result), or ``--render`` a result's Markdown again from its JSON."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--matrices", type=Path, help="folder of real matrices (SuiteSparse layout)")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     parser.add_argument("--budget-s", type=float, default=None, help="stop after this many seconds")
-    parser.add_argument("--real-every", type=int, default=real_every)
+    parser.add_argument("--real-every", type=int, default=4)
     parser.add_argument("--large-every", type=int, default=3)
     parser.add_argument("--render", type=Path, help="write a result's Markdown again from its JSON")
     args = parser.parse_args()
@@ -137,15 +134,11 @@ def sampled_main(doc: str, name: str, benchmark: str, measure, summary, markdown
         parser.error("--matrices is required to measure")
     cases = picked(spmv_cases([args.matrices], synthetic="large"), args.real_every, args.large_every)
     rows = [measure(case, loaded) for case, loaded in each_loaded(cases, args.budget_s)]
-    result = {"benchmark": benchmark, "environment": environment(torch.device("cuda")),
-              "command": " ".join(["python", *sys.argv]), **fields, "summary": summary(rows), "rows": rows}
-    write_result(args.out, f"{name}-{device_tag(torch.cuda.get_device_name())}", result, markdown(result))
+    result = {"benchmark": "spmv validation pass cuts", "environment": environment(torch.device("cuda")),
+              "command": " ".join(["python", *sys.argv]), "cuts": CUTS,
+              "summary": summary(rows), "rows": rows}
+    write_result(args.out, f"spmv-pass-tiles-{device_tag(torch.cuda.get_device_name())}", result, markdown(result))
     return 0
-
-
-def main() -> int:
-    return sampled_main(__doc__, "spmv-pass-tiles", "spmv validation pass cuts", measure, summary, markdown,
-                        real_every=4, cuts=CUTS)
 
 
 if __name__ == "__main__":

@@ -967,8 +967,9 @@ def problem(matrix) -> CsrMatrix:
 # A first call on a matrix of at most this many rows and nonzeros validates it and computes y in
 # one launch (_validating_product_kernel): there the host work and the launches are most of the
 # call. Its programs are capped as the pass's are (seer.sparse.max_programs: each adds its counts
-# into the same sums), so on more rows each program takes more blocks in turn; past these bounds the pass followed by the chosen variant
-# is faster on the device (benchmarks/results/spmv-first-call-*.md; NOTES SpMV 30 and 37).
+# into the same sums), so on more rows each program takes more blocks in turn; past these bounds
+# the pass followed by the chosen variant is faster on the device
+# (benchmarks/results/spmv-first-call-*.md; NOTES SpMV 30, 37 and 54).
 VALIDATING_PRODUCT_MAX_ROWS = 4096
 VALIDATING_PRODUCT_MAX_NNZ = 1 << 15
 VALIDATING_TILE = {"rows": 4, "block": 128, "num_warps": 4}
@@ -1002,11 +1003,6 @@ def _runs_here(device: torch.device) -> bool:
     return device.type == "cuda" or INTERPRETING
 
 
-def validating_blocks(csr: CsrMatrix, tile: dict = VALIDATING_TILE) -> int:
-    """Blocks of rows the validating product takes in turn."""
-    return max(cdiv(csr.rows, tile["rows"]), 1)
-
-
 def _launch_validating_product(csr: CsrMatrix, x: torch.Tensor, y: torch.Tensor, tile: dict = VALIDATING_TILE,
                                stats: bool = True) -> torch.Tensor:
     """Launches :func:`_validating_product_kernel` into ``y``; returns where its totals will be
@@ -1014,7 +1010,7 @@ def _launch_validating_product(csr: CsrMatrix, x: torch.Tensor, y: torch.Tensor,
     with :func:`seer.sparse.read_totals`). ``tile``: rows per block, nonzeros per step and warps
     (benchmarks/spmv_first_call.py); ``stats=False`` leaves the row statistics out (their cost,
     benchmarks/spmv_validation.py)."""
-    blocks = validating_blocks(csr, tile)
+    blocks = max(cdiv(csr.rows, tile["rows"]), 1)
     counters, totals = sparse.totals_buffers(csr.device)
     programs, narrow = min(blocks, sparse.max_programs(csr.device)), csr.nnz < sparse.NARROW_BELOW
     vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)

@@ -547,16 +547,12 @@ def pass_warps(blocks: int, programs_cap: int) -> int:
     return 8 if 2 * blocks > programs_cap else 4
 
 
-def pass_blocks(csr: CsrMatrix, check: bool) -> int:
-    """Blocks of rows (and, checking, of column indices) the pass takes in turn."""
-    return max(cdiv(csr.rows, _ROW_BLOCK), cdiv(csr.nnz, _INDEX_BLOCK) if check else 0, 1)
-
-
 def launch_structure(csr: CsrMatrix, check: bool, stats: bool, warps: int | None = None) -> torch.Tensor:
     """The pass's kernel alone, no wait; returns where its totals will be (this thread's totals
     buffer: read it with :func:`read_totals`). Benchmarks time it this way, with and without
     ``stats``, and with ``warps`` other than :func:`pass_warps`'s."""
-    blocks, cap = pass_blocks(csr, check), max_programs(csr.device)
+    blocks = max(cdiv(csr.rows, _ROW_BLOCK), cdiv(csr.nnz, _INDEX_BLOCK) if check else 0, 1)
+    cap = max_programs(csr.device)
     counters, totals = totals_buffers(csr.device)
     programs, narrow = min(blocks, cap), csr.nnz < NARROW_BELOW
     warps = pass_warps(blocks, cap) if warps is None else warps
@@ -574,8 +570,8 @@ class _TotalsBuffers(threading.local):
     """Per thread and device, what a pass that adds up its own counts needs: ``counters`` (zeroed
     int64 on the device, which every launch leaves at 0: the arrival count, then from element 16
     one 16-element line of sums a column) and ``totals`` (``FOUND_COLUMNS`` int64, pinned host
-    memory on a GPU). Kept rather than allocated per call; per thread, because a call reads its totals
-    after the launch, and another thread's launch on the same stream would overwrite them."""
+    memory on a GPU). Kept rather than allocated per call; per thread, because a call reads its
+    totals after the launch, and another thread's launch on the same stream would overwrite them."""
 
     def __init__(self):
         self.by_device: dict = {}

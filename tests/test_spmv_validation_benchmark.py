@@ -46,4 +46,3 @@ def test_first_launch_follows_the_validating_products_bounds(bench, monkeypatch)
     assert bench.first_launch(inside) == "validating product"
     assert bench.first_launch(as_csr(sp.random(51, 60, density=0.1, format="csr", random_state=2, dtype=np.float32))) == "pass"
     assert bench.first_launch(as_csr(sp.random(50, 60, density=0.2, format="csr", random_state=2, dtype=np.float32))) == "pass"
-
