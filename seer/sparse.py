@@ -354,6 +354,9 @@ _PROGRAMS_PER_SM = 2
 _PASS_REGISTERS = 128
 FOUND_COLUMNS = 9  # columns of a program's partial results (see _structure_kernel)
 _FOUND_COLUMNS = tl.constexpr(FOUND_COLUMNS)  # the same, for kernels
+# The counters (totals_buffers) hold a 128-byte line of int64s for the arrival count, then one
+# for each column's sum (add_up_counts): a column's atomics queue apart from the others'.
+_COUNTER_LINE = tl.constexpr(16)
 NARROW_BELOW = 2**31  # nnz below which every row length and per-lane sum fits 32 bits
 _programs_cap: dict = {}
 
@@ -505,11 +508,10 @@ def add_up_counts(counts, programs, totals, counters):
     copy and no sums of its own."""
     column = tl.arange(0, 16)
     used = column < _FOUND_COLUMNS
-    # One 128-byte line a column: a column's atomics queue apart from the others'. Their results
-    # are not used, so they compile to reductions that do not wait for a reply (REDG). The
-    # longest row is a maximum; indptr's ends are the same in every program, and the last one
-    # takes its own. The rest are counts: sums.
-    sums = counters + 16 + column * 16
+    # One line a column (_COUNTER_LINE). The atomics' results are not used, so they compile to
+    # reductions that do not wait for a reply (REDG). The longest row is a maximum; indptr's ends
+    # are the same in every program, and the last one takes its own. The rest are counts: sums.
+    sums = counters + _COUNTER_LINE * (1 + column)
     ends = (column == 6) | (column == 7)
     tl.atomic_add(sums, counts, mask=used & (column != 3) & ~ends, sem="relaxed")
     tl.atomic_max(sums, counts, mask=column == 3, sem="relaxed")
@@ -584,7 +586,7 @@ def totals_buffers(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """``(counters, totals)`` of this thread on ``device`` (see :class:`_TotalsBuffers`)."""
     buffers = _totals_buffers.by_device.get(device)
     if buffers is None:
-        counters = torch.zeros(16 + 16 * 16, dtype=torch.int64, device=device)
+        counters = torch.zeros(_COUNTER_LINE * (1 + FOUND_COLUMNS), dtype=torch.int64, device=device)
         # Pinned host memory is mapped into the device's address space (unified addressing): the
         # kernel's last program writes the totals straight into it, so reading them back costs a
         # wait for the kernel and no copy (copying 210 programs' rows back took 29-35 us of an H100
