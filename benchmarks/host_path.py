@@ -29,14 +29,12 @@ by layer, median of 200 tries, each synchronised at its start and end:
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
-from pathlib import Path
 
 import torch
 import seer
-from seer.datasets.cases import launch_bound_case
+from seer.datasets.cases import launch_bound_arguments
 from seer.kernels import spmv
 from seer.launch import direct_launch, vector_operands
 from seer.profiling import alternated_host_us, device_tag, environment, provenance, synchronised_us, write_result
@@ -110,12 +108,7 @@ def first_call_layers(parts: tuple, x: torch.Tensor, tries: int = FIRST_TRIES) -
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--matrices", type=Path, required=True)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    args = parser.parse_args()
-    case = launch_bound_case(args.matrices)
-    parts, (x,) = case.build(case.load())
+    args, case, parts, x = launch_bound_arguments(__doc__)
     A = torch.sparse_csr_tensor(*parts[:3], parts[3])
     found = layers(A, x)
     times = alternated_host_us(found, CALLS, ROUNDS)

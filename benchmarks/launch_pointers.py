@@ -16,13 +16,11 @@ kernel is shorter than a launch, so the loop is host-bound), the least of 5 alte
 """
 from __future__ import annotations
 
-import argparse
 import sys
-from pathlib import Path
 
 import torch
 
-from seer.datasets.cases import launch_bound_case
+from seer.datasets.cases import launch_bound_arguments
 from seer.kernels import spmv
 from seer.profiling import alternated_host_us, device_tag, environment, provenance, write_result
 from seer.sparse import as_csr
@@ -32,13 +30,8 @@ ROUNDS = 5
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--matrices", type=Path, required=True)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    args = parser.parse_args()
-    case = launch_bound_case(args.matrices)
-    source, operands = case.build(case.load())
-    csr, x = as_csr(source), operands[0]
+    args, case, source, x = launch_bound_arguments(__doc__)
+    csr = as_csr(source)
     y = torch.empty(csr.rows, dtype=x.dtype, device=x.device)
     rows_per_program, group, warps = 32, 16, 4
     grid = (-(-csr.rows // rows_per_program),)

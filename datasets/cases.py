@@ -113,6 +113,18 @@ def launch_bound_case(folder: Path) -> Case:
     return next(c for c in spmv_cases([folder]) if 10_000 <= c.extra["size"] <= 50_000)
 
 
+def launch_bound_arguments(doc: str) -> tuple[argparse.Namespace, Case, tuple, torch.Tensor]:
+    """The command line of a benchmark of the launch path (``--matrices``, ``--out``, its help
+    ``doc``) and its matrix: ``(arguments, case, CSR parts, x)`` of :func:`launch_bound_case`."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--matrices", type=Path, required=True)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    args = parser.parse_args()
+    case = launch_bound_case(args.matrices)
+    parts, (x,) = case.build(case.load())
+    return args, case, parts, x
+
+
 # Parameters that only scale a generated matrix; the others (R-MAT skew, log-normal sigma,
 # stencil points, band fill) set its structure and so its family.
 _SIZE_PARAMETERS = ("n", "scale", "edge_factor", "rows", "cols", "mean_row", "bandwidth")

@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from seer.errors import InputError, warn
+from seer.errors import InputError, check_out_apart, warn
 from seer.launch import INTERPRETER_SMS, sm_count  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
 from seer.registry import Variant
 
@@ -270,7 +270,8 @@ class GemmConfig:
         return triton.cdiv(k_blocks, blocks_per_split), blocks_per_split * self.block_k
 
 
-def _output(problem: GemmProblem, out: torch.Tensor | None) -> torch.Tensor:
+def _output(problem: GemmProblem, out: torch.Tensor | None, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """C: a new tensor, or ``out`` checked (shape, dtype, device, contiguous, apart from a and b)."""
     if out is None:
         return torch.empty((problem.M, problem.N), dtype=problem.dtype, device=problem.device)
     if out.shape != (problem.M, problem.N) or out.dtype != problem.dtype or out.device != problem.device:
@@ -278,6 +279,7 @@ def _output(problem: GemmProblem, out: torch.Tensor | None) -> torch.Tensor:
                          f"got {tuple(out.shape)} {out.dtype} on {out.device}")
     if not out.is_contiguous():
         raise InputError("out must be contiguous")
+    check_out_apart(out, a=a, b=b)
     return out
 
 
@@ -289,7 +291,7 @@ def _degenerate(problem: GemmProblem, c: torch.Tensor) -> bool:
 
 
 def _run_tiles(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
-    c = _output(problem, out)
+    c = _output(problem, out, a, b)
     if not _degenerate(problem, c):
         _gemm_kernel[(config.grid_size(problem),)](
             a, b, c, problem.M, problem.N, problem.K, *a.stride(), *b.stride(), *c.stride(), **config.meta())
@@ -304,7 +306,7 @@ def _split_k(launch):
         splits, k_per_split = config.splits(problem)
         if splits == 1:
             return _run_tiles(config, problem, a, b, out)
-        c = _output(problem, out)
+        c = _output(problem, out, a, b)
         if not _degenerate(problem, c):
             tiles = triton.cdiv(problem.M, config.block_m) * triton.cdiv(problem.N, config.block_n)
             launch(config, problem, a, b, c, splits, k_per_split, tiles)
@@ -376,7 +378,7 @@ def _run_tma(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.
             warn(f"{config.name}: TMA needs a Hopper GPU and row-major 16-byte aligned operands; running "
                  "the same tiles with pointer loads (said once per variant)")
         return _run_tiles(config, problem, a, b, out)
-    c = _output(problem, out)
+    c = _output(problem, out, a, b)
     if _degenerate(problem, c):
         return c
     if not _allocator_set and problem.device.type == "cuda":
@@ -394,7 +396,7 @@ def run_torch_matmul(problem: GemmProblem, a, b, out=None) -> torch.Tensor:
     """The vendor library (cuBLAS on CUDA) through ``torch.matmul``."""
     if out is None:
         return torch.matmul(a, b)
-    return torch.matmul(a, b, out=_output(problem, out))
+    return torch.matmul(a, b, out=_output(problem, out, a, b))
 
 
 _KIND_DOCS = {

@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 from seer import cusparse, sparse
-from seer.errors import InputError, warn
+from seer.errors import InputError, overlap_error, warn
 from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, current_stream, sm_count,
                          specialisation, vector_operands)
 from seer.registry import Variant
@@ -382,18 +382,22 @@ def _validating_product_kernel(indptr, indices, values, x, x_stride, y, y_stride
 def _output(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
     """``out`` checked against the result y, or a fresh y (x has the matrix's dtype and device:
     ``new_empty`` skips the parsing of ``torch.empty``'s arguments, a third of its host time)."""
-    return x.new_empty(csr.rows) if out is None else _out_check(csr)(out)
+    return x.new_empty(csr.rows) if out is None else _out_check(csr)(out, x)
 
 
-def _out_check(csr: CsrMatrix) -> Callable[[torch.Tensor], torch.Tensor]:
-    """The check of ``out`` as y of ``csr``, as a function of ``out`` alone that returns it (no
-    reference to ``csr``: see :func:`seer.sparse.dense_vector_check`)."""
-    rows, dtype, device = csr.rows, csr.dtype, csr.device
+def _out_check(csr: CsrMatrix) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The check of ``out`` as y of ``csr`` for the vector x (already checked), as a function of
+    the two alone that returns ``out`` (no reference to ``csr``: see
+    :func:`seer.sparse.dense_vector_check`). ``out`` must not overlap x, which every program reads
+    while others write y."""
+    rows, cols, dtype, device, size = csr.rows, csr.cols, csr.dtype, csr.device, csr.values.element_size()
     shape = (rows,)
 
-    def check(out: torch.Tensor) -> torch.Tensor:
+    def check(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         if isinstance(out, torch.Tensor) and out.shape == shape and out.dtype == dtype and out.device == device:
-            return out
+            if _vectors_apart(out, x, rows, cols, size):
+                return out
+            raise overlap_error("x")
         if not isinstance(out, torch.Tensor):
             raise InputError(f"out must be a torch.Tensor, got {type(out).__name__}")
         if out.shape != shape:
@@ -403,6 +407,15 @@ def _out_check(csr: CsrMatrix) -> Callable[[torch.Tensor], torch.Tensor]:
         raise InputError(f"out is on {out.device} but the matrix is on {device}")
 
     return check
+
+
+def _vectors_apart(y: torch.Tensor, x: torch.Tensor, rows: int, cols: int, size: int) -> bool:
+    """Whether the memory spans of y (``rows`` elements) and x (``cols``) are disjoint, both of
+    ``size`` bytes an element: :func:`seer.errors.check_out_apart` for two vectors of known lengths,
+    at a tenth of its host time (every call given an out pays it; ``benchmarks/out_check.py``)."""
+    y_at, x_at = y.data_ptr(), x.data_ptr()
+    return (not rows or not cols or y_at + ((rows - 1) * y.stride()[0] + 1) * size <= x_at
+            or x_at + ((cols - 1) * x.stride()[0] + 1) * size <= y_at)
 
 
 # On small matrices the host path costs more than the kernel (benchmarks/results/host-path-*.md).
@@ -439,7 +452,7 @@ def _zero_call(csr: CsrMatrix) -> Callable:
 
     def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         check(x)
-        return (x.new_empty(rows) if out is None else out_check(out)).zero_()
+        return (x.new_empty(rows) if out is None else out_check(out, x)).zero_()
 
     return call
 
@@ -470,7 +483,7 @@ def _row_mapped_call(csr: CsrMatrix, launch_cache: LaunchCache, shape: tuple, nu
 
     def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         check(x)
-        y = x.new_empty(rows) if out is None else out_check(out)
+        y = x.new_empty(rows) if out is None else out_check(out, x)
         vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
         launches.launch(vectors, grid, (indptr, indices, values, *fixed, x, x_stride, y, y_stride, rows, *shape),
                         (indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), *fixed_at, x_at, x_stride,
@@ -673,7 +686,7 @@ def _diagonal_major_variant(rows_per_program: int, diagonals_per_step: int, num_
 
         def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
             check(x)
-            y = x.new_empty(rows) if out is None else out_check(out)
+            y = x.new_empty(rows) if out is None else out_check(out, x)
             refresh()
             fixed, fixed_at = fixed_arguments()
             vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
@@ -712,7 +725,7 @@ def _merge_variant(chunk: int, sub: int, num_warps: int) -> tuple[Callable, Call
 
         def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
             check(x)
-            y = x.new_empty(rows) if out is None else out_check(out)
+            y = x.new_empty(rows) if out is None else out_check(out, x)
             acc = y.zero_() if y.dtype == torch.float32 else torch.zeros(rows, dtype=torch.float32, device=y.device)
             vectors, x_at, x_stride, acc_at, acc_stride = vector_operands(x, acc)
             launches.launch(vectors, grid, (indptr, indices, values, x, x_stride, acc, acc_stride, sub_rows, nnz,
@@ -793,7 +806,7 @@ def _adaptive_variant(p: dict) -> tuple[Callable, Callable]:
 
         def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
             check(x)
-            y = x.new_empty(rows) if out is None else out_check(out)
+            y = x.new_empty(rows) if out is None else out_check(out, x)
             partials = torch.empty(n_pieces, dtype=torch.float32, device=y.device) if n_pieces else no_partials
             vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
             partials_at = partials.data_ptr()
@@ -854,7 +867,7 @@ def _cusparse_plan(csr: CsrMatrix) -> Callable:
 
     def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         check(x)
-        y = x.new_empty(rows) if out is None else out_check(out)
+        y = x.new_empty(rows) if out is None else out_check(out, x)
         at = [a.data_ptr() for a in arrays]
         if at != planned_at:  # ``set_`` moved an array: same structure, new place
             plan.repoint(*arrays)
@@ -956,6 +969,12 @@ def cache_key(matrix):
         return (id(matrix), matrix.indptr._version, matrix.indices._version)
     if isinstance(matrix, (tuple, list)) and len(matrix) == 4 and isinstance(matrix[0], torch.Tensor):
         indptr, indices, values, _ = matrix
+        if isinstance(values, torch.Tensor) and not values.is_contiguous():
+            # The kernels read a contiguous copy, which values written in place (a cache hit for
+            # separate arrays) would leave stale.
+            warn("the CSR values are not contiguous: seer multiplies a contiguous copy, so it examines the "
+                 "matrix afresh on every call instead of caching its decision; pass values.contiguous()")
+            return None
         return (id(indptr), indptr._version, id(indices), indices._version, id(values), tuple(matrix[3]))
     return None  # uncacheable (scipy input): examined on every call
 

@@ -11,6 +11,7 @@ import scipy.sparse as sp
 import torch
 
 import seer
+from seer.datasets import generators
 from seer.errors import InputError, SeerWarning
 from seer.features import spmv as spmv_features
 from seer.kernels import spmv as spmv_kernels
@@ -191,6 +192,65 @@ def test_out_receives_the_result_on_cold_and_cached_calls():
     with pytest.raises(InputError, match="does not take out="):
         seer.dispatch("all_gather_gemm", (torch.ones(2, 2), torch.ones(2, 2)), out=torch.empty(2, 2))
 
+
+def test_out_over_x_is_refused_on_first_and_cached_calls():
+    """The first call (the validating product on a small matrix) and a cached one alike refuse an
+    out that overlaps x, before anything is written; the matrix is decided and served after."""
+    m = _matrix(rows=200, cols=200)
+    parts = _parts(m)
+    x = torch.randn(200)
+    kept = x.clone()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeerWarning)
+        with pytest.raises(InputError, match="overlaps x"):
+            seer.dispatch("spmv", (parts, x), out=x)
+        _check(seer.dispatch("spmv", (parts, x)), m, x)
+        with pytest.raises(InputError, match="overlaps x"):
+            seer.dispatch("spmv", (parts, x), out=x)
+    assert torch.equal(x, kept)
+
+def test_values_not_contiguous_are_examined_on_every_call():
+    """Separate arrays whose values are a strided view: the kernels read a contiguous copy, which a
+    cache hit after values written in place would leave stale; so no decision is cached (a warning
+    says why) and every call reads the new values."""
+    m = _matrix()
+    indptr, indices, contiguous, shape = _parts(m)
+    buffer = torch.full((2 * m.nnz,), float("nan"))
+    buffer[::2] = contiguous
+    parts = (indptr, indices, buffer[::2], shape)
+    x = torch.randn(m.shape[1])
+    with pytest.warns(SeerWarning, match="not contiguous"):
+        _check(seer.dispatch("spmv", (parts, x)), m, x)
+    parts[2].mul_(-3.0)
+    with pytest.warns(SeerWarning, match="not contiguous"):
+        _check(seer.dispatch("spmv", (parts, x)), -3.0 * m, x)
+    assert seer.cache_info()["size"] == 0
+
+def test_writes_into_the_arrays_a_torch_csr_tensor_was_built_from_are_not_seen():
+    """The limit the README states: torch gives a CSR tensor its own version counter, so new values
+    written through ``A.values()`` are seen (a new decision, a new copy by diagonals) but values
+    written into the tensor it was built from are not, until ``seer.clear_cache()``. If torch ever
+    shares the counters, this fails: the README's caveat can go."""
+    m = generators.banded(900, 4, seed=21).astype(np.float32)
+    values = torch.from_numpy(m.data.copy())
+    A = torch.sparse_csr_tensor(torch.from_numpy(m.indptr.astype(np.int32)),
+                                torch.from_numpy(m.indices.astype(np.int32)), values, m.shape)
+    x = torch.randn(900)
+
+    def product():
+        return seer.dispatch("spmv", (A, x), variant="diagonal_major_r512")
+
+    def exact():
+        return sp.csr_matrix((values.double().numpy(), m.indices, m.indptr), shape=m.shape)
+
+    _check(product(), exact(), x)
+    A.values().mul_(-2.0)
+    _check(product(), exact(), x)
+    values.mul_(3.0)
+    with pytest.raises(AssertionError):  # the rows that follow the band read the old copy
+        _check(product(), exact(), x)
+    seer.clear_cache()
+    _check(product(), exact(), x)
 
 def test_cache_is_bounded():
     seer.set_cache_size(3)

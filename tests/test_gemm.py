@@ -196,6 +196,20 @@ def test_out_must_match():
         run(p, a, b, out=torch.empty(8, 4, dtype=torch.float16).T)
 
 
+
+@pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
+def test_out_overlapping_an_operand_is_refused():
+    """C written over a or b while they are read would be silently wrong: every variant refuses,
+    the operands left as they were."""
+    a, b = operands(8, 8, 8, torch.float16)
+    p = gemm.problem((a, b))
+    kept = (a.clone(), b.clone())
+    for variant in gemm.VARIANTS.values():
+        for out, name in ((a, "a"), (b, "b")):
+            with pytest.raises(InputError, match=f"overlaps {name}"):
+                variant.run(p, a, b, out=out)
+    assert torch.equal(a, kept[0]) and torch.equal(b, kept[1])
+
 # ---------------------------------------------------------------- dispatch contract
 def test_split_cache_key_problem_and_reference():
     a, b = operands(6, 10, 8, torch.bfloat16)
