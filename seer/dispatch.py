@@ -203,7 +203,7 @@ def _schedule_recheck(entry: Op, decision: Decision, model) -> None:
     redecides = getattr(entry.features, "redecides", None)
     if redecides is None or not redecides(decision.features):
         return
-    selector, _ = resolve_model(entry, _device_of(decision.problem), model)
+    selector, _ = resolve_model(entry, _device_of(decision.problem), model, decision.features.get("world_size"))
     if selector is not None:
         decision.recheck_at = selector.next_count(decision.calls)
 
@@ -224,7 +224,7 @@ def _counted(entry: Op, key, decision: Decision, operands, model) -> Decision:
             return _cache.get(key) or decision
         if decision.served < decision.recheck_at:
             return decision
-        selector, _ = resolve_model(entry, _device_of(decision.problem), model)
+        selector, _ = resolve_model(entry, _device_of(decision.problem), model, decision.features.get("world_size"))
         later = selector.next_count(decision.recheck_at)  # the same whether the choice changes or not
         with _on_device_of(operands):
             fresh = _settled_choice(entry, decision, operands, model, selector.call_counts)
@@ -317,7 +317,7 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
         if variant not in entry.variants:
             raise InputError(f"{entry.name} has no variant {variant!r}; choose from {sorted(entry.variants)}")
         return _decision(entry, variant, "forced", [f"variant={variant!r} was asked for"], known, "none", problem, source)
-    selector, description = resolve_model(entry, device, model)
+    selector, description = resolve_model(entry, device, model, known.get("world_size"))
     if selector is None:
         name = entry.features.hand_rule(known)
         path = [f"hand rule ({entry.features.hand_rule.__doc__ or 'documented fallback'}".rstrip() + ")"]
@@ -363,23 +363,31 @@ _models: dict = {}
 _warned: set = set()
 
 
-def resolve_model(entry: Op, device: torch.device, model=None):
-    """(model or None, description) for ``entry`` on ``device``.
+def resolve_model(entry: Op, device: torch.device, model=None, world_size: int | None = None):
+    """(model or None, description) for ``entry`` on ``device`` (multi-GPU ops: at ``world_size``).
 
     Order: an explicit ``model``; else the models in ``$SEER_MODELS`` then the shipped ones,
     taking one measured on this very GPU, else one measured on a GPU of the same compute
-    capability (with a warning). Anything unusable (corrupted, another op, variants this
-    install lacks, no model for this GPU) falls back to the op's hand rule with a warning.
+    capability (with a warning); for a multi-GPU op, first among those trained at this world size,
+    then any (its choices extrapolated, with a warning). Anything unusable (corrupted, another op,
+    variants this install lacks, no model for this GPU) falls back to the op's hand rule with a
+    warning.
     """
-    token = (entry.name, device, _model_token(model))
+    token = (entry.name, device, _model_token(model), world_size)
     if token in _models:
         return _models[token]
-    resolved = _resolve(entry, device, model)
+    resolved = _resolve(entry, device, model, world_size)
     _models[token] = resolved
     return resolved
 
 
-def _resolve(entry: Op, device, model):
+def _trained_at(selector, world_size: int | None) -> bool:
+    """Whether ``selector`` was trained at ``world_size`` (always, for a single-GPU op or model)."""
+    sizes = selector.training.get("world_sizes")
+    return world_size is None or not sizes or world_size in sizes
+
+
+def _resolve(entry: Op, device, model, world_size):
     from seer.model import SelectorModel
 
     name, capability = device_identity(device)
@@ -398,14 +406,17 @@ def _resolve(entry: Op, device, model):
             candidates.append((path, SelectorModel.load(path, op=entry.name)))
         except ModelError as error:
             _warn_once(f"skipping model {path}: {error}")
-    for path, selector in candidates:
-        if selector.device.get("name") == name:
-            return _checked(entry, selector, path.name)
-    for path, selector in candidates:
-        if capability is not None and tuple(selector.device.get("capability") or ()) == capability:
-            _warn_once(f"no {entry.name} model measured on {name!r}; using {path.name} "
-                       f"(measured on {selector.device.get('name')!r}, same compute capability)")
-            return _checked(entry, selector, path.name)
+    for sized in (True, False):
+        fitting = [(path, selector) for path, selector in candidates
+                   if not sized or _trained_at(selector, world_size)]
+        for path, selector in fitting:
+            if selector.device.get("name") == name:
+                return _checked(entry, selector, path.name)
+        for path, selector in fitting:
+            if capability is not None and tuple(selector.device.get("capability") or ()) == capability:
+                _warn_once(f"no {entry.name} model measured on {name!r}; using {path.name} "
+                           f"(measured on {selector.device.get('name')!r}, same compute capability)")
+                return _checked(entry, selector, path.name)
     return _fallback(entry, f"no {entry.name} model measured on {name!r} (train one with `seer profile` and `seer train`)")
 
 

@@ -397,6 +397,24 @@ def _model_by_calls(stage1: dict, stage2: dict | None = None) -> SelectorModel:
                          versions={}, training={})
 
 
+def test_models_trained_at_this_world_size_come_first(tmp_path, monkeypatch):
+    """Models measured on this device at world sizes 2 and 4 (multi-GPU ops record them): each
+    size resolves to its own model whatever the files' order; a size neither was trained at, to
+    the first found (its choices extrapolated); no size (single-GPU ops), to the first found."""
+    import sys
+
+    from seer.registry import get_op
+
+    resolve_model = sys.modules["seer.dispatch"].resolve_model  # seer.dispatch is also the function
+    trees = {1: _split(_KNOWN, (SMALL, BIG), "nnz", 1e12, SMALL, BIG)}
+    for stem, sizes in (("spmv-a", [4]), ("spmv-b", [2])):
+        model = _model_by_calls(trees)
+        dataclasses.replace(model, training={"world_sizes": sizes}).save(tmp_path / f"{stem}.json")
+    monkeypatch.setenv("SEER_MODELS", str(tmp_path))
+    cpu, entry = torch.device("cpu"), get_op("spmv")
+    found = {size: resolve_model(entry, cpu, None, size)[1] for size in (2, 4, 8, None)}
+    assert found == {2: "spmv-b.json", 4: "spmv-a.json", 8: "spmv-a.json", None: "spmv-a.json"}
+
 @pytest.fixture
 def binds(monkeypatch):
     """The call number (within the test) at which each variant was bound to a matrix."""
