@@ -413,9 +413,9 @@ def _vectors_apart(y: torch.Tensor, x: torch.Tensor, rows: int, cols: int, size:
     """Whether the memory spans of y (``rows`` elements) and x (``cols``) are disjoint, both of
     ``size`` bytes an element: :func:`seer.errors.check_out_apart` for two vectors of known lengths,
     at a tenth of its host time (every call given an out pays it; ``benchmarks/out_check.py``)."""
-    y_at, x_at = y.data_ptr(), x.data_ptr()
     if not rows or not cols:
         return True
+    y_at, x_at = y.data_ptr(), x.data_ptr()
     if y_at < x_at:  # only the lower one's span decides: one stride read, not two
         return y_at + ((rows - 1) * y.stride()[0] + 1) * size <= x_at
     return x_at + ((cols - 1) * x.stride()[0] + 1) * size <= y_at

@@ -138,10 +138,10 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
     """Run ``op`` on ``inputs`` with the variant seer's model picks for them.
 
     ``out`` receives the result (SpMV, GEMM), sparing an allocation per call: checked for shape,
-    dtype and device, and refused where it overlaps an operand in memory. ``calls`` hints how many times the same input will be used (repeated calls
-    reuse the cached decision; the hint tells stage 1 whether gathering more features will pay and,
-    given on an input's first call, fixes its choice: without it, the choice is made again as calls
-    add up, see the module doc).
+    dtype and device, and refused where it overlaps an operand in memory. ``calls`` hints how many
+    times the same input will be used (repeated calls reuse the cached decision; the hint tells
+    stage 1 whether gathering more features will pay and, given on an input's first call, fixes its
+    choice: without it, the choice is made again as calls add up, see the module doc).
     ``model`` is a path or a loaded model, overriding the shipped one; ``variant`` forces a
     variant by name. Extra keyword arguments go to the op (e.g. ``group=`` for multi-GPU ops).
     """
