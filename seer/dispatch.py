@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import numbers
 import os
 import threading
 from collections import OrderedDict
@@ -139,13 +140,16 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
 
     ``out`` receives the result (SpMV, GEMM), sparing an allocation per call: checked for shape,
     dtype and device, and refused where it overlaps an operand in memory. ``calls`` hints how many
-    times the same input will be used (repeated calls reuse the cached decision; the hint tells
-    stage 1 whether gathering more features will pay and, given on an input's first call, fixes its
-    choice: without it, the choice is made again as calls add up, see the module doc).
+    times (a whole number, 1 or more) the same input will be used (repeated calls reuse the cached
+    decision; the hint tells stage 1 whether gathering more features will pay and, given on an
+    input's first call, fixes its choice: without it, the choice is made again as calls add up, see
+    the module doc).
     ``model`` is a path or a loaded model, overriding the shipped one; ``variant`` forces a
     variant by name. Extra keyword arguments go to the op (e.g. ``group=`` for multi-GPU ops).
     """
     entry = get_op(op)
+    if calls is not None:
+        _check_calls(calls)
     source, operands = entry.kernels.split(inputs, **op_kwargs)
     if out is not None and not _takes_out(entry):
         raise InputError(f"{op} does not take out=: its result is allocated by the op")
@@ -169,6 +173,12 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
     if key is not None:
         _cache.put(key, decision)
     return result
+
+
+def _check_calls(calls) -> None:
+    """``calls`` must be a whole number of calls, at least one (a bool is not a count)."""
+    if isinstance(calls, bool) or not isinstance(calls, numbers.Integral) or calls < 1:
+        raise InputError(f"calls must be a whole number of calls, 1 or more (or None for no hint); got {calls!r}")
 
 
 def _first_call(entry: Op, source, operands, out, variant):
@@ -294,6 +304,8 @@ def explain(op: str, inputs, *, calls: int | None = None, model=None, **op_kwarg
     Nothing is run or cached. ``str(decision)`` reads as a short explanation.
     """
     entry = get_op(op)
+    if calls is not None:
+        _check_calls(calls)
     source, operands = entry.kernels.split(inputs, **op_kwargs)
     with _on_device_of(operands):  # gathering features may launch a pass
         return _decide(entry, source, operands, calls=calls, model=model, variant=None, will_run=False)

@@ -252,6 +252,22 @@ def test_writes_into_the_arrays_a_torch_csr_tensor_was_built_from_are_not_seen()
     seer.clear_cache()
     _check(product(), exact(), x)
 
+@pytest.mark.parametrize("calls", [0, -5, 2.5, 1.0, "ten", True])
+def test_a_calls_hint_must_be_a_count(calls):
+    """A hint that is not a whole number of calls, 1 or more, is refused by dispatch and explain
+    alike (0 and 2.5 used to be taken as 1 and 2.5, a string failed inside the model)."""
+    m = _matrix()
+    for ask in (seer.dispatch, seer.explain):
+        with pytest.raises(InputError, match="calls must be a whole number"):
+            ask("spmv", (_parts(m), torch.randn(m.shape[1])), calls=calls)
+
+
+@pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
+def test_a_calls_hint_may_be_a_numpy_integer():
+    m = _matrix()
+    x = torch.randn(m.shape[1])
+    _check(seer.dispatch("spmv", (_parts(m), x), calls=np.int64(100)), m, x)
+
 def test_cache_is_bounded():
     seer.set_cache_size(3)
     try:
