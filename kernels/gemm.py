@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from seer.errors import InputError, check_out_apart, warn
+from seer.errors import InputError, check_no_grad, check_out_apart, warn
 from seer.launch import INTERPRETER_SMS, sm_count  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
 from seer.registry import Variant
 
@@ -518,6 +518,7 @@ def problem(source) -> GemmProblem:
         raise InputError(f"gemm: a is {a.dtype} but b is {b.dtype}; convert one so they match")
     if a.device != b.device:
         raise InputError(f"gemm: a is on {a.device} but b is on {b.device}")
+    check_no_grad("gemm", a=a, b=b)
     if a.device.type != "cuda" and not _interpreting():
         raise InputError(f"gemm: tensors are on {a.device}; the Triton kernels need CUDA tensors "
                          "(or TRITON_INTERPRET=1 set before importing seer, for CPU testing)")
@@ -533,6 +534,8 @@ def check_operands(problem: GemmProblem, operands) -> None:
                          f"{problem.M}x{problem.K} @ {problem.K}x{problem.N}")
     if a.dtype != problem.dtype or b.dtype != problem.dtype or a.device != problem.device:
         raise InputError("gemm: operand dtype or device changed since the problem was examined")
+    if a.requires_grad or b.requires_grad:
+        check_no_grad("gemm", a=a, b=b)
 
 
 def reference(problem: GemmProblem, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -63,3 +63,18 @@ def memory_span(tensor) -> tuple[int, int]:
 def overlap_error(name: str) -> InputError:
     return InputError(f"out overlaps {name} in memory: the result cannot be written over an operand that is "
                       f"read to compute it; pass an out that shares no memory with {name}")
+
+
+def check_no_grad(op: str, **operands) -> None:
+    """Raise an :class:`InputError` if autograd is on and an operand requires grad: seer's kernels
+    have no backward, so the result would come back cut off from the graph, its gradients silently
+    missing."""
+    import torch
+
+    if not torch.is_grad_enabled():
+        return
+    for name, operand in operands.items():
+        if operand.requires_grad:
+            raise InputError(f"{op}: {name} requires grad, but seer's kernels have no backward, so gradients "
+                             f"would not flow through the result; call it under torch.no_grad() (or pass "
+                             f"{name}.detach()), or use torch's own op where gradients are needed")

@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from seer.errors import InputError
+from seer.errors import InputError, check_no_grad
 from seer.launch import LaunchCache, cdiv, on_device, sm_count, specialisation
 
 VALUE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -225,6 +225,7 @@ def _check_metadata(csr: CsrMatrix) -> None:
         )
     if csr.indices.dtype == torch.int32 and csr.nnz >= 2**31:
         raise InputError(f"{csr.nnz} nonzeros overflow int32 indices; use int64 index arrays")
+    check_no_grad("spmv", values=csr.values)
 
 
 def check_structure(csr: CsrMatrix) -> None:
@@ -629,7 +630,8 @@ def dense_vector_check(csr: CsrMatrix, name: str = "x") -> Callable[[torch.Tenso
 def _check_vector(shape: tuple, dtype: torch.dtype, device: torch.device, name: str, x) -> None:
     """Raise the error that says what is wrong with ``x`` as a vector of ``shape``, if anything."""
     # Every call of a cached decision passes here: the common case is decided in one expression.
-    if isinstance(x, torch.Tensor) and x.shape == shape and x.dtype == dtype and x.device == device:
+    if (isinstance(x, torch.Tensor) and x.shape == shape and x.dtype == dtype and x.device == device
+            and not x.requires_grad):
         return
     if not isinstance(x, torch.Tensor):
         raise InputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
@@ -641,3 +643,4 @@ def _check_vector(shape: tuple, dtype: torch.dtype, device: torch.device, name: 
         raise InputError(f"{name} is on {x.device} but the matrix is on {device}")
     if x.dtype != dtype:
         raise InputError(f"{name} has dtype {x.dtype} but the matrix values have {dtype}; cast one to match")
+    check_no_grad("spmv", **{name: x})

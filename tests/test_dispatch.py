@@ -268,6 +268,34 @@ def test_a_calls_hint_may_be_a_numpy_integer():
     x = torch.randn(m.shape[1])
     _check(seer.dispatch("spmv", (_parts(m), x), calls=np.int64(100)), m, x)
 
+@pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
+def test_operands_that_require_grad_are_refused_while_autograd_is_on():
+    """seer's kernels have no backward: a result cut off from autograd would drop gradients without
+    a word. Refused on the first call and on a cached one; served under torch.no_grad()."""
+    from types import SimpleNamespace
+
+    from seer.kernels import overlap
+
+    m = _matrix()
+    parts, x = _parts(m), torch.randn(m.shape[1])
+    wants_grad = x.clone().requires_grad_()
+    with pytest.raises(InputError, match="x requires grad"):
+        seer.dispatch("spmv", (parts, wants_grad))
+    seer.dispatch("spmv", (parts, x))  # decided and cached
+    with pytest.raises(InputError, match="x requires grad"):
+        seer.dispatch("spmv", (parts, wants_grad))
+    with torch.no_grad():
+        _check(seer.dispatch("spmv", (parts, wants_grad)), m, x)
+    with pytest.raises(InputError, match="values requires grad"):
+        seer.dispatch("spmv", ((*parts[:2], parts[2].clone().requires_grad_(), parts[3]), x))
+    a, b = torch.randn(8, 16, dtype=torch.float16), torch.randn(16, 4, dtype=torch.float16)
+    for operands, name in (((a.clone().requires_grad_(), b), "a"), ((a, b.clone().requires_grad_()), "b")):
+        with pytest.raises(InputError, match=f"gemm: {name} requires grad"):
+            seer.dispatch("gemm", operands)
+    spec = SimpleNamespace(op="all_gather_gemm", a_shape=(8, 16), b_shape=(16, 4), dtype=a.dtype, device=a.device)
+    with pytest.raises(InputError, match="all_gather_gemm: b requires grad"):
+        overlap.check_operands(spec, (a, b.clone().requires_grad_()))
+
 def test_cache_is_bounded():
     seer.set_cache_size(3)
     try:
