@@ -518,7 +518,6 @@ def problem(source) -> GemmProblem:
         raise InputError(f"gemm: a is {a.dtype} but b is {b.dtype}; convert one so they match")
     if a.device != b.device:
         raise InputError(f"gemm: a is on {a.device} but b is on {b.device}")
-    check_no_grad("gemm", a=a, b=b)
     if a.device.type != "cuda" and not _interpreting():
         raise InputError(f"gemm: tensors are on {a.device}; the Triton kernels need CUDA tensors "
                          "(or TRITON_INTERPRET=1 set before importing seer, for CPU testing)")

@@ -2,6 +2,8 @@
 import sys
 import warnings
 
+import torch
+
 
 class SeerError(Exception):
     """Base class of every error seer raises on purpose."""
@@ -69,8 +71,6 @@ def check_no_grad(op: str, **operands) -> None:
     """Raise an :class:`InputError` if autograd is on and an operand requires grad: seer's kernels
     have no backward, so the result would come back cut off from the graph, its gradients silently
     missing."""
-    import torch
-
     if not torch.is_grad_enabled():
         return
     for name, operand in operands.items():
