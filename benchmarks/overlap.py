@@ -344,7 +344,9 @@ def sent_elements(case: dict, world_size: int) -> int:
 def _chunk_markdown(rows: list[dict], meta: dict) -> str:
     lines = [f"# pipelined_torch: row chunks per block on {meta['world_size']} x {meta['device']['name']}", "",
              f"torch {meta['versions'].get('torch')}, triton {meta['versions'].get('triton')}, measured "
-             f"{meta['date']}; `{meta['command']}`. Median ms (CUDA events, slowest rank).", "",
+             f"{meta['date']}; `{meta['command']}`. Median ms (CUDA events, slowest rank). The counts are "
+             "those asked: `_row_chunks` runs at most one chunk per MIN_CHUNK_FLOP of a block's GEMM, so "
+             "columns above that cap time the same code (their spread is the noise).", "",
              "| shape | " + " | ".join(f"{c} chunks" for c in CHUNK_COUNTS) + " | bulk_torch |",
              "|---|" + "---|" * (len(CHUNK_COUNTS) + 1)]
     for row in rows:
