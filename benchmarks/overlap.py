@@ -382,6 +382,8 @@ def select(tables: Path, out: Path, tag: str, machine: dict, command: str) -> di
     for path in sorted(tables.glob(f"*-{tag}.csv")):
         table = read_table(path)
         environment_meta = {k: table.meta.get(k) for k in ("device", "versions", "date", "world_size", "command")}
+        if table.meta.get("campaigns"):  # a table of several runs averaged by `seer merge`: name the runs
+            environment_meta["runs"] = [{"commands": c["commands"], "date": c["date"]} for c in table.meta["campaigns"]]
         report = TwoStageSelector().evaluate(table, calls=(1,))
         rows = _shape_rows(table, report.held_out, machine["bandwidth_gbps"]["nccl_all_gather"])
         shapes += rows
@@ -440,12 +442,22 @@ def _op_summary(table, report, rows: list[dict]) -> dict:
     return summary
 
 
+def _provenance(env: dict, selection: str) -> str:
+    """Which commands timed the tables and which made the selection."""
+    if env.get("runs"):
+        runs = "; ".join(f"`{' && '.join(run['commands'])}` ({run['date']})" for run in env["runs"])
+        return f"Timing runs: {runs}; each op's tables averaged by `seer merge`. Selection: `{selection}`."
+    if env["command"] == selection:
+        return f"Timing run and selection (in the same command): `{selection}`."
+    return f"Timing run: `{env['command']}`; selection: `{selection}`."
+
+
 def _markdown(result: dict) -> str:
     env = result["environment"]
     bandwidth = result["bandwidth_gbps"]
     lines = [f"# GEMM + communication on {env['world_size']} x {env['device']['name']}", "",
              f"torch {env['versions'].get('torch')}, triton {env['versions'].get('triton')}, measured {env['date']}.  ",
-             f"Timing run: `{env['command']}`; selection: `{result['command']}`.", "",
+             _provenance(env, result["command"]), "",
              "## Machine", "", "| measure | GB/s |", "|---|---|"]
     lines += [f"| {name} | {rate:.0f} |" for name, rate in bandwidth.items()]
     lines += ["", f"torch.matmul bf16 8192^3: {result['gemm_tflops']:.0f} TFLOP/s. Machine constants for "

@@ -27,3 +27,14 @@ def test_selection_scores_every_shape_held_out(overlap_benchmark, tmp_path):
     assert "speedup_vs_torch_fused" in result["ops"]["all_gather_gemm"]
     shapes = written["ops"]["all_gather_gemm"]["shapes"]
     assert f"| all_gather_gemm | {shapes} |" in (tmp_path / f"overlap-{TAG}.md").read_text()
+
+
+def test_results_name_the_runs_behind_averaged_tables(overlap_benchmark):
+    """A table merged from two runs is credited to both (their commands and dates), not to the merge."""
+    runs = [{"commands": ["torchrun a"], "date": "d1"}, {"commands": ["torchrun b"], "date": "d2"}]
+    merged = overlap_benchmark._provenance({"command": "seer merge x y", "runs": runs}, "python select")
+    assert "`torchrun a` (d1)" in merged and "`torchrun b` (d2)" in merged and "seer merge x" not in merged
+    assert merged.endswith("Selection: `python select`.")
+    same = overlap_benchmark._provenance({"command": "torchrun a"}, "torchrun a")
+    assert same == "Timing run and selection (in the same command): `torchrun a`."
+    assert "selection: `python select`" in overlap_benchmark._provenance({"command": "torchrun a"}, "python select")
