@@ -37,8 +37,8 @@ from seer.errors import InputError, overlap_error, warn
 from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, current_stream, sm_count,
                          specialisation, vector_operands)
 from seer.registry import Variant
-from seer.sparse import (CsrMatrix, add_up_counts, as_csr, check_dense_vector, dense_vector_check, program_counts,
-                         row_statistics, zero_counts)
+from seer.sparse import (STRIDED, CsrMatrix, add_up_counts, as_csr, check_dense_vector, dense_vector_check,
+                         program_counts, row_statistics, zero_counts)
 
 # ---------------------------------------------------------------- kernels and launchers
 
@@ -388,37 +388,59 @@ def _output(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None) -> torch.
 def _out_check(csr: CsrMatrix) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """The check of ``out`` as y of ``csr`` for the vector x (already checked), as a function of
     the two alone that returns ``out`` (no reference to ``csr``: see
-    :func:`seer.sparse.dense_vector_check`). ``out`` must not overlap x, which every program reads
-    while others write y."""
+    :func:`seer.sparse.dense_vector_check`): :func:`_check_apart`, and no autograd (seer's kernels
+    have no backward)."""
     rows, cols, dtype, device, size = csr.rows, csr.cols, csr.dtype, csr.device, csr.values.element_size()
     shape = (rows,)
+    arrays = tuple((name, array, array.nbytes) for name, array in
+                   (("indptr", csr.indptr), ("indices", csr.indices), ("values", csr.values)))
 
     def check(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        if isinstance(out, torch.Tensor) and out.shape == shape and out.dtype == dtype and out.device == device:
-            if _vectors_apart(out, x, rows, cols, size):
-                return out
-            raise overlap_error("x")
+        if (isinstance(out, torch.Tensor) and out.shape == shape and out.dtype == dtype and out.device == device
+                and out.layout is STRIDED and not out.requires_grad):
+            _check_apart(out, x, rows, cols, size, arrays)
+            return out
         if not isinstance(out, torch.Tensor):
             raise InputError(f"out must be a torch.Tensor, got {type(out).__name__}")
         if out.shape != shape:
             raise InputError(f"out must have shape ({rows},) for a matrix of {rows} rows, got {tuple(out.shape)}")
         if out.dtype != dtype:
             raise InputError(f"out has dtype {out.dtype} but y has the dtype of the matrix values, {dtype}")
-        raise InputError(f"out is on {out.device} but the matrix is on {device}")
+        if out.device != device:
+            raise InputError(f"out is on {out.device} but the matrix is on {device}")
+        if out.layout is not STRIDED:
+            raise InputError(f"out must be a dense tensor, got layout {out.layout}")
+        if torch.is_grad_enabled():
+            raise InputError("out requires grad: a result written into it would take no part in autograd (torch "
+                             "refuses out= arguments that require grad too); pass a tensor that does not, or "
+                             "call under torch.no_grad()")
+        _check_apart(out, x, rows, cols, size, arrays)
+        return out
 
     return check
 
 
-def _vectors_apart(y: torch.Tensor, x: torch.Tensor, rows: int, cols: int, size: int) -> bool:
-    """Whether the memory spans of y (``rows`` elements) and x (``cols``) are disjoint, both of
-    ``size`` bytes an element: :func:`seer.errors.check_out_apart` for two vectors of known lengths,
-    at a tenth of its host time (every call given an out pays it; ``benchmarks/out_check.py``)."""
-    if not rows or not cols:
-        return True
-    y_at, x_at = y.data_ptr(), x.data_ptr()
-    if y_at < x_at:  # only the lower one's span decides: one stride read, not two
-        return y_at + ((rows - 1) * y.stride()[0] + 1) * size <= x_at
-    return x_at + ((cols - 1) * x.stride()[0] + 1) * size <= y_at
+def _check_apart(y: torch.Tensor, x: torch.Tensor, rows: int, cols: int, size: int, arrays: tuple) -> None:
+    """Raise unless y (``rows`` elements of ``size`` bytes) is apart from x (``cols`` elements), from
+    the matrix's ``arrays`` (``(name, array, bytes)``: every program reads them while others write
+    y) and from itself (a stride of 0 would write every row into one element). Arithmetic on the
+    memory spans, at a tenth of :func:`seer.errors.check_out_apart`'s host time: every call given
+    an out pays it (``benchmarks/out_check.py``); the arrays' sizes are the plan's."""
+    if not rows:
+        return
+    low, stride = y.data_ptr(), y.stride()[0]  # stride() then [0]: a third of stride(0)'s host time
+    if not stride and rows > 1:
+        raise InputError("out has stride 0: every row's result would be written to one element; pass a tensor "
+                         "with an element per row")
+    high = low + ((rows - 1) * stride + 1) * size
+    if cols:
+        start = x.data_ptr()
+        if start < high and low < start + ((cols - 1) * x.stride()[0] + 1) * size:
+            raise overlap_error("x")
+    for name, array, nbytes in arrays:
+        start = array.data_ptr()
+        if start < high and low < start + nbytes:
+            raise overlap_error(f"the matrix's {name}")
 
 
 # On small matrices the host path costs more than the kernel (benchmarks/results/host-path-*.md).
@@ -963,13 +985,27 @@ def split(inputs):
 
 
 def cache_key(matrix):
-    """Identity and in-place version of the arrays the decision was made from."""
+    """Identity and in-place version of the arrays the decision was made from, and whether the
+    values need a gradient now (a cached call checks no more: a matrix whose values came to
+    require grad, or one first called under ``torch.no_grad()``, is examined again, and refused
+    while autograd is on)."""
+    try:
+        return _versioned_key(matrix)
+    except RuntimeError:  # an inference tensor among the arrays: it keeps no version counter
+        return _inference_key(matrix)
+    except TypeError:  # a shape that is no sequence: examined, and refused with what is wrong
+        return None
+
+
+def _versioned_key(matrix):
     if isinstance(matrix, torch.Tensor) and matrix.layout == torch.sparse_csr:
         # Its member tensors share the tensor's version counter (tests/test_dispatch.py checks):
         # one read instead of two member aliases made per call.
-        return (id(matrix), matrix._version)
+        return (id(matrix), matrix._version, matrix.requires_grad and torch.is_grad_enabled())
     if isinstance(matrix, CsrMatrix):
-        return (id(matrix), matrix.indptr._version, matrix.indices._version)
+        values = matrix.values
+        return (id(matrix), matrix.indptr._version, matrix.indices._version,
+                values.requires_grad and torch.is_grad_enabled())
     if isinstance(matrix, (tuple, list)) and len(matrix) == 4 and isinstance(matrix[0], torch.Tensor):
         indptr, indices, values, _ = matrix
         if isinstance(values, torch.Tensor) and not values.is_contiguous():
@@ -978,8 +1014,28 @@ def cache_key(matrix):
             warn("the CSR values are not contiguous: seer multiplies a contiguous copy, so it examines the "
                  "matrix afresh on every call instead of caching its decision; pass values.contiguous()")
             return None
-        return (id(indptr), indptr._version, id(indices), indices._version, id(values), tuple(matrix[3]))
+        # Values written in place are served at a hit; their length is keyed (``resize_``).
+        return (id(indptr), indptr._version, id(indices), indices._version, id(values), values.shape,
+                tuple(matrix[3]), values.requires_grad and torch.is_grad_enabled())
     return None  # uncacheable (scipy input): examined on every call
+
+
+_warned_inference: list = []
+
+
+def _inference_key(matrix):
+    """The key of a matrix made of inference tensors: identity alone. Their index arrays can be
+    written in place only inside ``torch.inference_mode()``, and such writes go unseen (README)."""
+    if not _warned_inference:  # once a process: a serving loop would pay the warnings machinery per call
+        _warned_inference.append(True)
+        warn("the CSR arrays are inference tensors, which keep no version counter: seer cannot see their index "
+             "arrays written in place (possible inside torch.inference_mode()); call seer.clear_cache() after "
+             "such a write")
+    if isinstance(matrix, (tuple, list)):
+        values = matrix[2]
+        return (*map(id, matrix[:3]), values.shape, tuple(matrix[3]), values.requires_grad and torch.is_grad_enabled())
+    values = matrix.values if isinstance(matrix, CsrMatrix) else matrix  # a torch CSR tensor's own flag
+    return (id(matrix), values.requires_grad and torch.is_grad_enabled())
 
 
 def problem(matrix) -> CsrMatrix:
@@ -1007,8 +1063,11 @@ def within_validating_bounds(rows: int, nnz: int) -> bool:
 def first_call(matrix, operands, out: torch.Tensor | None = None) -> tuple[CsrMatrix, torch.Tensor | None]:
     """The first call on ``matrix``: its validated :class:`CsrMatrix` and, for a small matrix,
     y = A x computed by the validating pass itself (else None: the chosen variant computes it).
-    A matrix already validated (a ``CsrMatrix``) is returned as it is, with None."""
+    A ``CsrMatrix`` is returned as it is, with None: validated again first if it was checked and
+    its index arrays have changed in place since (one made unchecked stays so)."""
     if isinstance(matrix, CsrMatrix):
+        if not sparse.still_valid(matrix):  # checked once, then its index arrays were written in place
+            sparse.check_structure(matrix)
         return matrix, None
     csr = as_csr(matrix, check=False)
     if not (within_validating_bounds(csr.rows, csr.nnz) and _runs_here(csr.device)):

@@ -20,6 +20,8 @@ from typing import Callable
 import torch
 import triton
 
+from seer.errors import InputError
+
 INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 # How the C entry of the Triton launcher's (``CompiledKernel.run``) takes its arguments, for the
 # versions checked (tests/test_launch.py reads the launcher's source for the order): 3.6 builds
@@ -62,7 +64,19 @@ def vector_operands(x: torch.Tensor, y: torch.Tensor) -> tuple:
     ``== 1``, ``% 16``, so never a wrong one)."""
     x_at, y_at = x.data_ptr(), y.data_ptr()
     x_stride, y_stride = x.stride()[0], y.stride()[0]  # stride() then [0]: a third of stride(0)'s host time
+    if x_stride > 1 or y_stride > 1:
+        _check_offsets(x, x_stride, "x")
+        _check_offsets(y, y_stride, "out")
     return (x.dtype, x_at % 16 == 0, x_stride, y.dtype, y_at % 16 == 0, y_stride), x_at, x_stride, y_at, y_stride
+
+
+def _check_offsets(vector: torch.Tensor, stride: int, name: str) -> None:
+    """Raise if an element of ``vector`` lies 2**31 or more elements past its first: the kernels
+    index vectors with 32-bit offsets (an index times the stride), which would wrap."""
+    if (vector.shape[0] - 1) * stride >= 2**31:
+        raise InputError(f"{name} has stride {stride}: its last element lies {(vector.shape[0] - 1) * stride:,} "
+                         f"elements past its first, beyond the kernels' 32-bit offsets; pass {name}.contiguous()"
+                         + (" and copy the result back" if name == "out" else ""))
 
 
 def addresses(args: tuple) -> tuple:

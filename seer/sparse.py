@@ -9,6 +9,7 @@ follow: a validated matrix carries its row statistics at no extra synchronisatio
 """
 from __future__ import annotations
 
+import operator
 import threading
 from dataclasses import dataclass, field
 from functools import partial
@@ -24,6 +25,7 @@ from seer.launch import LaunchCache, cdiv, on_device, sm_count, specialisation
 
 VALUE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 INDEX_DTYPES = (torch.int32, torch.int64)
+STRIDED = torch.strided  # a dense tensor's layout, compared by identity on every call
 # Rows longer than this cannot be served well by one warp-sized group of lanes.
 LONG_ROW = 256
 # Shifted rows are counted on matrices of at least SHIFT_MIN_ROWS rows, on about SHIFT_SAMPLES of
@@ -46,14 +48,16 @@ class RowLengthSums(NamedTuple):
     shifted_rows: int  # sampled rows that shift the previous row (see shifts_previous_row)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, frozen=True)
 class CsrMatrix:
-    """A CSR matrix whose structure has been checked.
+    """A CSR matrix whose structure has been checked (``checked``), unless made with
+    ``as_csr(..., check=False)``.
 
     ``scratch`` holds per-matrix preprocessing that kernels compute once and reuse
     (row bins, chunk boundaries, rows that follow a diagonal pattern, the validation pass's
     row-length sums); it is dropped with the matrix. Use :meth:`cached`, which rebuilds an entry
-    when ``indptr`` or ``indices`` has changed.
+    when ``indptr`` or ``indices`` has changed. The arrays cannot be reassigned (plans made from
+    them would go stale unseen): write into them in place, or make a new matrix.
     """
 
     indptr: torch.Tensor
@@ -61,6 +65,7 @@ class CsrMatrix:
     values: torch.Tensor
     shape: tuple[int, int]
     scratch: dict = field(default_factory=dict, repr=False)
+    checked: bool = field(default=False, repr=False)
 
     @property
     def rows(self) -> int:
@@ -172,15 +177,21 @@ def _unpack(matrix):
         for name, t in (("indptr", indptr), ("indices", indices), ("values", values)):
             if not isinstance(t, torch.Tensor):
                 raise InputError(f"CSR {name} must be a torch.Tensor, got {type(t).__name__}")
-        try:
-            shape = (int(shape[0]), int(shape[1]))
-        except (TypeError, ValueError, IndexError):
-            raise InputError(f"CSR shape must be a pair of integers (rows, cols), got {shape!r}") from None
-        return indptr, indices, values, shape
+        return indptr, indices, values, _shape(shape)
     raise InputError(
         "a sparse matrix must be a torch sparse CSR tensor, a scipy CSR matrix or an "
         f"(indptr, indices, values, shape) tuple; got {type(matrix).__name__}"
     )
+
+
+def _shape(shape) -> tuple[int, int]:
+    """``shape`` as ``(rows, cols)``: two whole numbers (``operator.index``: no float is truncated)."""
+    try:
+        if len(shape) == 2:
+            return operator.index(shape[0]), operator.index(shape[1])
+    except TypeError:
+        pass
+    raise InputError(f"CSR shape must be a pair of integers (rows, cols), got {shape!r}")
 
 
 def _is_scipy_sparse(obj) -> bool:
@@ -200,7 +211,7 @@ def _check_metadata(csr: CsrMatrix) -> None:
         if t.dim() != 1:
             raise InputError(f"CSR {name} must be 1-D, got shape {tuple(t.shape)}")
         if not t.is_contiguous():
-            setattr(csr, name, t.contiguous())
+            object.__setattr__(csr, name, t.contiguous())  # the matrix is still being made
     if csr.values.dtype not in VALUE_DTYPES:
         raise InputError(
             f"CSR values have dtype {csr.values.dtype}; seer supports float32, float16 and bfloat16 "
@@ -248,6 +259,13 @@ def accept_structure(csr: CsrMatrix, found: Structure) -> None:
         raise InputError(f"CSR column indices must lie in [0, {csr.cols}); {found.out_of_range} lie outside, "
                          f"in [{lo}, {hi}]")
     csr.cached(_ROW_SUMS, lambda m: found.sums)
+    object.__setattr__(csr, "checked", True)
+
+
+def still_valid(csr: CsrMatrix) -> bool:
+    """Whether ``csr`` needs no validation: made unchecked on purpose, or checked and its index
+    arrays unchanged in place since (its row-length sums still current)."""
+    return not csr.checked or validated_rows(csr) is not None
 
 
 def measure_rows(csr: CsrMatrix) -> RowLengthSums:
@@ -631,10 +649,12 @@ def _check_vector(shape: tuple, dtype: torch.dtype, device: torch.device, name: 
     """Raise the error that says what is wrong with ``x`` as a vector of ``shape``, if anything."""
     # Every call of a cached decision passes here: the common case is decided in one expression.
     if (isinstance(x, torch.Tensor) and x.shape == shape and x.dtype == dtype and x.device == device
-            and not x.requires_grad):
+            and x.layout is STRIDED and not x.requires_grad):
         return
     if not isinstance(x, torch.Tensor):
         raise InputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+    if x.layout is not STRIDED:
+        raise InputError(f"{name} must be a dense tensor, got layout {x.layout}; pass {name}.to_dense()")
     if x.dim() != 1:
         raise InputError(f"{name} must be 1-D, got shape {tuple(x.shape)}")
     if x.numel() != shape[0]:

@@ -23,9 +23,9 @@ def test_paths_and_their_bare_loops(bench, monkeypatch):
     assert sorted(found) == ["bound_call_out", "bound_call_out_bare", "dispatch_out", "dispatch_out_bare"]
     monkeypatch.setattr(bench, "CALLS", 2)
     seen = []
-    checked = spmv._vectors_apart
-    loops = bench.loops({"probe": lambda: seen.append(spmv._vectors_apart is checked),
-                         "probe_bare": lambda: seen.append(spmv._vectors_apart is bench._always_apart)})
+    checked = spmv._check_apart
+    loops = bench.loops({"probe": lambda: seen.append(spmv._check_apart is checked),
+                         "probe_bare": lambda: seen.append(spmv._check_apart is bench._always_apart)})
     for loop in loops.values():
         loop()
-    assert seen == [True, True, True, True] and spmv._vectors_apart is checked
+    assert seen == [True, True, True, True] and spmv._check_apart is checked

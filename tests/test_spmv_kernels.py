@@ -283,6 +283,50 @@ def test_out_overlapping_x_is_refused(name):
     assert_spmv_close(out, exact, x, torch.float32)
 
 
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+def test_out_overlapping_the_matrix_is_refused(name):
+    """y written over the matrix's own arrays would be silently wrong (and corrupt the matrix):
+    refused before and after the plan, the arrays left as they were."""
+    rng = np.random.default_rng(4)
+    matrix = random_csr(rng, 40, 50, np.full(40, 3))
+    csr, exact = to_seer(matrix)
+    kept = [a.clone() for a in (csr.indptr, csr.indices, csr.values)]
+    x = random_vector(rng, 50, torch.float32)
+    overlapping = {"values": csr.values[5:45], "indices": csr.indices.view(torch.float32)[70:110],
+                   "indptr": csr.indptr.view(torch.float32)[1:41]}
+    for array, out in overlapping.items():
+        for _ in range(2):  # on the matrix's first call, then on its kept plan
+            with pytest.raises(InputError, match=f"overlaps the matrix's {array}"):
+                spmv.VARIANTS[name].run(csr, x, out)
+            spmv.VARIANTS[name].run(csr, x)
+    for array, before in zip((csr.indptr, csr.indices, csr.values), kept):
+        assert torch.equal(array, before)
+    out = torch.full((40,), float("nan"))
+    assert_spmv_close(spmv.VARIANTS[name].run(csr, x, out), exact, x, torch.float32)
+
+
+def test_an_out_that_requires_grad_is_written_under_no_grad():
+    csr, exact = to_seer(random_csr(np.random.default_rng(0), 6, 4, [1, 2, 0, 3, 1, 1]))
+    x = torch.ones(4)
+    for variant in spmv.VARIANTS.values():
+        out = torch.full((6,), float("nan"), requires_grad=True)
+        with torch.no_grad():
+            assert variant.run(csr, x, out) is out
+        assert_spmv_close(out.detach(), exact, x, torch.float32)
+
+
+def test_vectors_beyond_32_bit_offsets_are_refused():
+    """The kernels index x and y by 32-bit offsets (index times stride): a vector whose last
+    element lies 2**31 or more elements past its first would wrap. Meta tensors: no memory."""
+    from seer.launch import vector_operands
+
+    near, far = torch.empty(2**31, device="meta"), torch.empty(2**32, device="meta")
+    assert vector_operands(near[::2**20], near[:2048])[2] == 2**20  # last element 2**31 - 2**20 past
+    for x, y, name in ((far[::2**21], far[:2048], "x"), (far[:2048], far[::2**21], "out")):
+        with pytest.raises(InputError, match=f"{name} has stride 2097152.*contiguous"):
+            vector_operands(x, y)
+
+
 @pytest.mark.parametrize(
     "operand,value,message",
     [
@@ -291,6 +335,10 @@ def test_out_overlapping_x_is_refused(name):
         ("out", torch.zeros(6, dtype=torch.float64), "dtype"),
         ("out", torch.zeros(6, device="meta"), "meta"),
         ("out", np.zeros(6, dtype=np.float32), "torch.Tensor"),
+        ("out", torch.zeros(6).to_sparse(), "dense tensor"),
+        ("out", torch.full((1,), float("nan")).expand(6), "stride 0"),  # every row into one element
+        ("out", torch.zeros(6, requires_grad=True), "out requires grad"),
+        ("x", torch.ones(4).to_sparse(), "dense tensor"),
         ("x", torch.ones(5), "columns"),
         ("x", torch.ones(4, 1), "1-D"),
         ("x", torch.ones(4, dtype=torch.float64), "dtype"),
