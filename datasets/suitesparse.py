@@ -29,7 +29,8 @@ SSSTATS_COLUMNS = (
 )
 _MANIFEST_COLUMNS = ("group", "name", "rows", "cols", "nnz_file", "kind", "file")
 # What scipy, gzip and tarfile raise on a damaged file; all become an InputError naming it.
-_PARSE_ERRORS = (ValueError, OSError, EOFError, tarfile.TarError)
+# (OverflowError: scipy's reader on an integer entry beyond int64.)
+_PARSE_ERRORS = (ValueError, OverflowError, OSError, EOFError, tarfile.TarError)
 
 
 class MatrixHeader(NamedTuple):

@@ -264,7 +264,8 @@ class GemmConfig:
     def splits(self, problem: GemmProblem) -> tuple[int, int]:
         """(number of K slices, K per slice, a multiple of BLOCK_K) actually used for ``problem``."""
         k_blocks = max(1, triton.cdiv(problem.K, self.block_k))
-        tiles = triton.cdiv(problem.M, self.block_m) * triton.cdiv(problem.N, self.block_n)
+        # At least one tile: an empty C (M or N of 0) has none, and its partials would fit any split.
+        tiles = max(1, triton.cdiv(problem.M, self.block_m) * triton.cdiv(problem.N, self.block_n))
         fit = max(1, SPLITK_WORKSPACE_BYTES // (4 * tiles * self.block_m * self.block_n))
         blocks_per_split = triton.cdiv(k_blocks, min(self.split_k, k_blocks, fit))
         return triton.cdiv(k_blocks, blocks_per_split), blocks_per_split * self.block_k
@@ -279,6 +280,8 @@ def _output(problem: GemmProblem, out: torch.Tensor | None, a: torch.Tensor, b: 
                          f"got {tuple(out.shape)} {out.dtype} on {out.device}")
     if not out.is_contiguous():
         raise InputError("out must be contiguous")
+    if out.requires_grad:  # as for a and b: no variant (torch.matmul's out= neither) writes it for autograd
+        check_no_grad("gemm", out=out)
     check_out_apart(out, a=a, b=b)
     return out
 
@@ -293,21 +296,27 @@ def _degenerate(problem: GemmProblem, c: torch.Tensor) -> bool:
 def _run_tiles(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
     c = _output(problem, out, a, b)
     if not _degenerate(problem, c):
-        _gemm_kernel[(config.grid_size(problem),)](
-            a, b, c, problem.M, problem.N, problem.K, *a.stride(), *b.stride(), *c.stride(), **config.meta())
+        _launch_tiles(config, problem, a, b, c)
     return c
+
+
+def _launch_tiles(config: GemmConfig, problem: GemmProblem, a, b, c) -> None:
+    _gemm_kernel[(config.grid_size(problem),)](
+        a, b, c, problem.M, problem.N, problem.K, *a.stride(), *b.stride(), *c.stride(), **config.meta())
 
 
 def _split_k(launch):
     """run() of a split-K variant around ``launch(config, problem, a, b, c, splits, k_per_split, tiles)``:
-    one slice is the plain tile kernel, and an empty product needs no launch."""
+    an empty product needs no launch, and one slice is the plain tile kernel."""
 
     def run(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
+        c = _output(problem, out, a, b)
+        if _degenerate(problem, c):  # before the slices: an empty C has no tiles to split
+            return c
         splits, k_per_split = config.splits(problem)
         if splits == 1:
-            return _run_tiles(config, problem, a, b, out)
-        c = _output(problem, out, a, b)
-        if not _degenerate(problem, c):
+            _launch_tiles(config, problem, a, b, c)
+        else:
             tiles = triton.cdiv(problem.M, config.block_m) * triton.cdiv(problem.N, config.block_n)
             launch(config, problem, a, b, c, splits, k_per_split, tiles)
         return c

@@ -128,13 +128,15 @@ def _merge(args, command: str) -> int:
 
 def _train(args, command: str) -> int:
     from seer import rules
-    from seer.train import train_table
+    from seer.train import check_model_path, train_table
 
     out = args.out or Path("models") / f"{args.table.stem}.json"
+    exports = {".txt": rules.to_text, ".md": rules.to_markdown, ".py": rules.to_python}
+    check_model_path(args.table, out, beside=tuple(exports))  # before training: it takes minutes
     out.parent.mkdir(parents=True, exist_ok=True)
     model, report = train_table(_relative(args.table), op=args.op, out=out, command=command)
-    for suffix, text in ((".txt", rules.to_text(model)), (".md", rules.to_markdown(model)), (".py", rules.to_python(model))):
-        out.with_suffix(suffix).write_text(text)
+    for suffix, export in exports.items():
+        out.with_suffix(suffix).write_text(export(model))
     print(rules.to_text(model))
     print(report.to_text())
     print(f"wrote {out} and its rules ({out.with_suffix('.txt').name}, .md, .py)")
@@ -148,9 +150,12 @@ def _report(args, command: str) -> int:
     from seer.train import TwoStageSelector
 
     table = read_table(args.table, op=args.op)
+    # Loaded first, refused before the scoring: a model of another op would describe variants and
+    # features the table does not have.
+    given = SelectorModel.load(args.model, op=table.op) if args.model else None
     selector = TwoStageSelector()
     training = selector.evaluate(table)
-    model = SelectorModel.load(args.model) if args.model else selector.fit(table).to_model(table, command=command)
+    model = given or selector.fit(table).to_model(table, command=command)
     for path in write_report(model, training, args.out):
         print(f"wrote {path}")
     return 0

@@ -125,8 +125,8 @@ def clear_cache() -> None:
 
 
 def set_cache_size(maxsize: int) -> None:
-    if maxsize < 1:
-        raise InputError(f"cache size must be at least 1, got {maxsize}")
+    """Keep at most ``maxsize`` inputs' decisions (a whole number, 1 or more)."""
+    _check_count(maxsize, "the cache size must be a whole number of inputs, 1 or more")
     _cache.resize(maxsize)
 
 
@@ -150,6 +150,8 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
     entry = get_op(op)
     if calls is not None:
         _check_calls(calls)
+    if op_kwargs:
+        _check_op_keywords(entry, op_kwargs, "seer.dispatch", ("out", "calls", "model", "variant"))
     source, operands = entry.kernels.split(inputs, **op_kwargs)
     if out is not None and not _takes_out(entry):
         raise InputError(f"{op} does not take out=: its result is allocated by the op")
@@ -176,9 +178,15 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
 
 
 def _check_calls(calls) -> None:
-    """``calls`` must be a whole number of calls, at least one (a bool is not a count)."""
-    if isinstance(calls, bool) or not isinstance(calls, numbers.Integral) or calls < 1:
-        raise InputError(f"calls must be a whole number of calls, 1 or more (or None for no hint); got {calls!r}")
+    _check_count(calls, "calls must be a whole number of calls, 1 or more (or None for no hint)")
+
+
+def _check_count(value, rule: str) -> None:
+    """InputError saying ``rule`` unless ``value`` is a whole number, at least one: a numpy integer
+    counts, a bool does not, and neither does a float (NaN compares false with everything, so a
+    bound checked against it never holds)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise InputError(f"{rule}; got {value!r}")
 
 
 def _first_call(entry: Op, source, operands, out, variant):
@@ -298,6 +306,29 @@ def _takes_out(entry: Op) -> bool:
     return takes
 
 
+_op_keywords: dict[str, frozenset | None] = {}
+
+
+def _check_op_keywords(entry: Op, op_kwargs: dict, caller: str, own: tuple[str, ...]) -> None:
+    """InputError naming the keywords neither ``caller`` (its ``own``) nor the op's ``split`` takes:
+    a misspelt one would otherwise surface as a TypeError from inside seer."""
+    accepted = _split_keywords(entry)
+    unknown = [] if accepted is None else sorted(set(op_kwargs) - accepted)
+    if unknown:
+        takes = ", ".join(f"{name}=" for name in (*own, *sorted(accepted)))
+        raise InputError(f"{caller}({entry.name!r}, ...) got unknown keyword argument(s) {unknown}; it takes {takes}")
+
+
+def _split_keywords(entry: Op) -> frozenset | None:
+    """The keywords ``entry``'s ``split`` takes after its inputs (None: any; read once per op)."""
+    if entry.name not in _op_keywords:
+        parameters = list(inspect.signature(entry.kernels.split).parameters.values())[1:]  # [0]: the inputs
+        any_keyword = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+        named = frozenset(p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        _op_keywords[entry.name] = None if any_keyword else named
+    return _op_keywords[entry.name]
+
+
 def explain(op: str, inputs, *, calls: int | None = None, model=None, **op_kwargs) -> Decision:
     """The decision :func:`dispatch` would make for ``inputs``, with the rule path behind it.
 
@@ -306,6 +337,8 @@ def explain(op: str, inputs, *, calls: int | None = None, model=None, **op_kwarg
     entry = get_op(op)
     if calls is not None:
         _check_calls(calls)
+    if op_kwargs:
+        _check_op_keywords(entry, op_kwargs, "seer.explain", ("calls", "model"))
     source, operands = entry.kernels.split(inputs, **op_kwargs)
     with _on_device_of(operands):  # gathering features may launch a pass
         return _decide(entry, source, operands, calls=calls, model=model, variant=None, will_run=False)
@@ -404,14 +437,19 @@ def _resolve(entry: Op, device, model, world_size):
 
     name, capability = device_identity(device)
     if model is not None:
+        described = _described(model)
         try:
-            selector = model if isinstance(model, SelectorModel) else SelectorModel.load(model, op=entry.name)
+            if isinstance(model, SelectorModel):
+                model.check_for(entry.name)  # what load checks of a file
+                selector = model
+            else:
+                selector = SelectorModel.load(model, op=entry.name)
         except ModelError as error:
-            return _fallback(entry, f"model {model} is unusable: {error}")
+            return _fallback(entry, f"model {described} is unusable: {error}")
         if selector.device.get("name") != name:
             _warn_once(f"model for {entry.name} was measured on {selector.device.get('name')!r}, "
                        f"running on {name!r}: its choices may not be the fastest here")
-        return _checked(entry, selector, str(model))
+        return _checked(entry, selector, described)
     candidates = []
     for path in model_files(entry.name):
         try:
@@ -430,6 +468,13 @@ def _resolve(entry: Op, device, model, world_size):
                            f"(measured on {selector.device.get('name')!r}, same compute capability)")
                 return _checked(entry, selector, path.name)
     return _fallback(entry, f"no {entry.name} model measured on {name!r} (train one with `seer profile` and `seer train`)")
+
+
+def _described(model) -> str:
+    """A path as given; a model object in a few words (its repr runs to thousands of characters)."""
+    if isinstance(model, (str, Path)):
+        return str(model)
+    return f"<{model.op} model measured on {model.device.get('name')!r}>"
 
 
 def _checked(entry: Op, selector, description: str):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -232,15 +233,14 @@ class SelectorModel:
         missing = [key for key in FIELDS if key not in data]
         if missing:
             raise ModelError(f"model is missing field(s) {missing}")
-        if op is not None and data["op"] != op:
-            raise ModelError(f"model is for op {data['op']!r}, expected {op!r}")
+        _check_op(data["op"], op)
         for key in ("variants", "known_features", "gathered_features"):
             if not isinstance(data[key], list) or not all(isinstance(v, str) for v in data[key]):
                 raise ModelError(f"model field {key!r} must be a list of strings")
         for key in ("device", "versions", "training"):
             if not isinstance(data[key], dict):
                 raise ModelError(f"model field {key!r} must be an object")
-        return cls(
+        model = cls(
             op=data["op"],
             variants=data["variants"],
             known_features=data["known_features"],
@@ -251,6 +251,14 @@ class SelectorModel:
             versions=data["versions"],
             training=data["training"],
         )
+        _check_op_features(model)
+        return model
+
+    def check_for(self, op: str) -> None:
+        """ModelError unless this model can serve ``op``: what :meth:`load` checks of a file, for a
+        model built or loaded elsewhere and handed to dispatch."""
+        _check_op(self.op, op)
+        _check_op_features(self)
 
     def save(self, path: str | Path) -> Path:
         """Write JSON with a checksum of its content; returns the path."""
@@ -295,9 +303,48 @@ def _values(tree: Tree, features: Mapping[str, float]) -> list[float]:
 
 
 def checksum(content: Mapping) -> str:
-    """sha256 of the canonical JSON of a model's content (everything but the checksum)."""
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    """sha256 of the canonical JSON of a model's content (everything but the checksum); ModelError
+    where the content holds a number JSON cannot carry (NaN, an infinity, or a literal such as 1e400
+    that reads as one), which no model :meth:`SelectorModel.save` accepts."""
+    try:
+        canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    except ValueError:
+        where, value = _non_finite(content)
+        raise ModelError(f"{where} is {value}, not a finite number: the model is corrupted; retrain or restore it") from None
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _non_finite(content: Any, where: str = "the model") -> tuple[str, float] | None:
+    """(where, value) of the first non-finite float in ``content``, depth first; None if there is none."""
+    if isinstance(content, float) and not math.isfinite(content):
+        return where, content
+    items = content.items() if isinstance(content, Mapping) else enumerate(content) if isinstance(content, list) else ()
+    for key, value in items:
+        found = _non_finite(value, f"{where}[{key!r}]")
+        if found is not None:
+            return found
+    return None
+
+
+def _check_op(found: Any, expected: str | None) -> None:
+    if expected is not None and found != expected:
+        raise ModelError(f"model is for op {found!r}, expected {expected!r}")
+
+
+def _check_op_features(model: SelectorModel) -> None:
+    """The model may only ask for features its op's module computes: one naming others would load,
+    then fail every dispatch blaming the input. Unchecked for an op seer has no feature module for."""
+    module = op_feature_module(model.op)
+    if module is None:
+        return
+    computed = {"known": [f.name for f in module.KNOWN], "gathered": [f.name for f in module.GATHERED]}
+    listed = {"known": model.known_features, "gathered": model.gathered_features}
+    for kind, names in listed.items():
+        foreign = [name for name in names if name not in computed[kind]]
+        if foreign:
+            raise ModelError(f"its {kind} features {foreign} are not among those op {model.op!r} computes "
+                             f"({computed[kind]}): the model is not for this op's features; retrain it on a "
+                             f"profile table of {model.op!r}")
 
 
 def _check_schema(schema: Any) -> None:

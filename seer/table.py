@@ -17,10 +17,12 @@ metadata file beside it. Columns:
 ``gather_ms``           optional: measured time to compute the gathered features for that
                         input, in ms. Absent: gathering is treated as free (with a warning).
 ``time_ms:<variant>``   one per variant, at least two: median time of one call, in ms. Rows
-                        with a missing, NaN, infinite, zero or negative time are dropped with
-                        one ``SeerWarning`` that counts them per column.
+                        with a missing, NaN, infinite, zero, negative or sub-nanosecond time
+                        (:data:`MIN_TIME_MS`) are dropped with one ``SeerWarning`` that counts
+                        them per column.
 ``baseline_ms:<name>``  optional: a vendor library (``baseline_ms:cusparse``) for comparison;
-                        reported, never chosen. Empty cells leave that row out of the comparison.
+                        reported, never chosen. Empty cells leave that row out of the comparison;
+                        any other cell must be a time of a nanosecond or more.
 ``call_us:<name>``      optional: host wall time of one call of a variant or baseline, in µs.
 ``prepare_ms:<variant>`` optional: the variant's one-time work on a new input (its first call's
                         plan: preprocessing, descriptors), in ms: what it adds to the device's
@@ -28,7 +30,7 @@ metadata file beside it. Columns:
                         ``seer.profiling.preparation_columns``); finite and non-negative. Absent:
                         the variant needs none. Training and scores charge it once over the
                         expected number of calls.
-Any other column is kept in ``ProfileTable.frame`` and ignored.
+Any other column is kept in ``ProfileTable.frame`` and ignored. Every column is named once.
 
 Metadata, ``<stem>.meta.json`` next to ``<stem>.csv``::
 
@@ -54,9 +56,11 @@ matrix; the mean of two halves that noise in the table's labels and in its oracl
 """
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -73,6 +77,9 @@ CALL = "call_us:"
 PREPARE = "prepare_ms:"
 GATHER_MS = "gather_ms"
 CAMPAIGNS = "campaigns"
+# No GPU call takes under a nanosecond (a launch alone takes microseconds): a smaller time is a unit
+# or recording error, and its ratios to the other times (regrets, speed-ups) overflow to infinity.
+MIN_TIME_MS = 1e-6
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,8 @@ class ProfileTable:
         if extra_prepare:
             raise ProfileTableError(f"'{PREPARE}' columns {extra_prepare} have no matching '{TIME}' column")
         _check_ids(frame)
+        if frame.empty:
+            raise ProfileTableError("the table has no rows, only a header: profile some inputs into it first")
         numeric = [*known, *gathered, *_present(frame, GATHER_MS), *_prefixed(frame, TIME, BASELINE, CALL, PREPARE)]
         for column in numeric:
             frame[column] = _numeric(frame, column)
@@ -114,6 +123,8 @@ class ProfileTable:
         frame = _drop_failed_rows(frame, [TIME + v for v in variants])
         for column in _prefixed(frame, PREPARE):  # after the drop: a failed variant has no preparation either
             _check_finite(frame, column)
+        for column in _prefixed(frame, BASELINE):
+            _check_baseline(frame, column)
         frame["group"] = _groups(frame)
         frame["id"] = frame["id"].astype(str)
         return cls(frame, op, variants, _suffixes(frame.columns, BASELINE), known, gathered, meta, path)
@@ -183,8 +194,9 @@ def read_table(path: str | Path, op: str | None = None) -> ProfileTable:
     elif meta.get("op", op) != op:
         raise ProfileTableError(f"{path} was profiled for op {meta['op']!r}, not {op!r}")
     try:
+        _check_header(path)
         frame = read_frame(path, dtype={"id": str, "group": str, "source": str})
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as error:
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, csv.Error) as error:
         raise ProfileTableError(f"{path} is not a readable CSV: {error}") from None
     try:
         return ProfileTable.from_frame(frame, op, meta, path)
@@ -214,6 +226,8 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
         raise ProfileTableError(f"{out} is one of the campaigns: write the merged table to a new file")
     tables = [read_table(p) for p in paths]
     _check_same_op_and_device(tables)
+    _check_distinct_campaigns(paths)
+    _check_columns_cover(paths, tables)
     frames = [t.frame.set_index("id") for t in tables]
     ids = list(dict.fromkeys(i for f in frames for i in f.index))
     merged = pd.concat(frames, keys=range(len(frames)), names=["campaign", "id"])
@@ -279,6 +293,35 @@ def retire_variants(path: str | Path, variants: Sequence[str], command: str) -> 
     retired = [*table.meta.get("retired_variants", []), {"variants": variants, "by": command}]
     write_table(kept, path, {**table.meta, "retired_variants": retired})
     return columns
+
+
+def _check_distinct_campaigns(paths: Sequence[Path]) -> None:
+    """Two campaigns with the same bytes are one campaign twice: their mean is that campaign, but
+    the merged table would count every row as measured twice."""
+    seen: dict[str, Path] = {}
+    for path in paths:
+        digest = table_sha256(path)
+        if digest in seen:
+            raise ProfileTableError(f"{seen[digest]} and {path} are the same table (sha256 {digest[:12]}...): "
+                                    "merge campaigns measured separately, each once")
+        seen[digest] = path
+
+
+def _check_columns_cover(paths: Sequence[Path], tables: Sequence[ProfileTable]) -> None:
+    """A column that must be filled on every row (a gathered feature, ``gather_ms``, a preparation)
+    but that only some campaigns have is left empty on the rows only the others measured: name the
+    campaign that lacks it, rather than let the merged table fail to read back naming none."""
+    columns = dict.fromkeys(c for t in tables for c in t.frame.columns
+                            if c in t.gathered_features or c == GATHER_MS or str(c).startswith(PREPARE))
+    for column in columns:
+        having = [(p, t) for p, t in zip(paths, tables) if column in t.frame.columns]
+        covered = {i for _, t in having for i in t.ids}
+        for path, table in zip(paths, tables):
+            uncovered = [i for i in table.ids if i not in covered]
+            if uncovered:
+                raise ProfileTableError(
+                    f"{path} has no column {column!r}, which {having[0][0]} has, and its rows {uncovered[:3]} are "
+                    f"in no campaign that measured it: add the column to {path}, or merge without it")
 
 
 def _check_same_op_and_device(tables: Sequence[ProfileTable]) -> None:
@@ -386,6 +429,27 @@ def _numeric(frame: pd.DataFrame, column: str) -> pd.Series:
     return values
 
 
+def _check_header(path: Path) -> None:
+    """Every column named once, read before pandas renames a repeated name (``time_ms:a`` twice
+    reads as variants ``a`` and ``a.1``)."""
+    with path.open(newline="", encoding="utf-8") as file:
+        header = next(csv.reader(file), [])
+    repeated = sorted(name for name, count in Counter(header).items() if count > 1)
+    if repeated:
+        raise ProfileTableError(f"{path}: column(s) {repeated} appear more than once in the header; name each column "
+                                "once (merge repeated measurements with `seer merge`)")
+
+
+def _check_baseline(frame: pd.DataFrame, column: str) -> None:
+    """Empty cells are rows the library was not measured on; any other cell is a time (see
+    :data:`MIN_TIME_MS`), which speed-ups divide by."""
+    values = frame[column].to_numpy(dtype=float)
+    bad = ~np.isnan(values) & ~(np.isfinite(values) & (values >= MIN_TIME_MS))
+    if bad.any():
+        raise ProfileTableError(f"column {column!r} must hold times of at least {MIN_TIME_MS} ms (or be empty); "
+                                f"infinite, zero, negative or smaller in row(s) {_rows(bad)}")
+
+
 def _check_finite(frame: pd.DataFrame, column: str) -> None:
     bad = ~np.isfinite(frame[column].to_numpy(dtype=float))
     if bad.any():
@@ -401,12 +465,12 @@ def _rows(mask) -> list[str]:
 
 def _drop_failed_rows(frame: pd.DataFrame, time_columns: list[str]) -> pd.DataFrame:
     times = frame[time_columns].to_numpy(dtype=float)
-    failed = ~(np.isfinite(times) & (times > 0))
+    failed = ~(np.isfinite(times) & (times >= MIN_TIME_MS))
     dropped = failed.any(axis=1)
     if dropped.any():
         per_column = ", ".join(f"{c}: {n}" for c, n in zip(time_columns, failed.sum(axis=0)) if n)
-        warn(f"dropped {int(dropped.sum())} of {len(frame)} rows with a missing, NaN, infinite, zero "
-             f"or negative time ({per_column})")
+        warn(f"dropped {int(dropped.sum())} of {len(frame)} rows with a missing, NaN, infinite, zero, "
+             f"negative or sub-nanosecond time ({per_column})")
     kept = frame[~dropped].reset_index(drop=True)
     if kept.empty:
         raise ProfileTableError("no rows left after dropping rows with failed time measurements")

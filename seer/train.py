@@ -54,9 +54,9 @@ from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GroupKFold
 from sklearn.tree import DecisionTreeRegressor
 
-from seer.errors import ProfileTableError, warn
+from seer.errors import ModelError, ProfileTableError, warn
 from seer.model import GATHER, SelectorModel, nearest_calls, op_feature_module
-from seer.table import ProfileTable, read_table, table_sha256
+from seer.table import ProfileTable, meta_path, read_table, table_sha256
 from seer.tree import Tree, log_regret, node_choices
 
 DEFAULT_DEPTHS = (1, 2, 3, 4, 5, 6, 8, None)
@@ -322,6 +322,8 @@ def train_table(
     selector: TwoStageSelector | None = None,
 ) -> tuple[SelectorModel, TrainingReport]:
     """Read a profile table, score the procedure by nested CV, fit on all rows, save to ``out``."""
+    if out is not None:
+        check_model_path(path, out)
     table = read_table(path, op)
     selector = selector or TwoStageSelector()
     report = selector.evaluate(table)
@@ -329,6 +331,21 @@ def train_table(
     if out is not None:
         model.save(out)
     return model, report
+
+
+def check_model_path(table: str | Path, out: str | Path, beside: Sequence[str] = ()) -> None:
+    """ModelError unless ``out`` is a ``.json`` path that, with the files of suffixes ``beside``
+    written next to it (the rules), is neither the table nor its metadata: training must not write
+    over what it reads, and the rules must not write over the model."""
+    table, out = Path(table), Path(out)
+    if out.suffix != ".json":
+        raise ModelError(f"the model path {out} must end in .json (models are JSON; their rules are written "
+                         f"beside them as .txt, .md and .py); e.g. --out models/{table.stem}.json")
+    inputs = {table.resolve(): "the profile table", meta_path(table).resolve(): "the profile table's metadata"}
+    for written in (out, *(out.with_suffix(suffix) for suffix in beside)):
+        if written.resolve() in inputs:
+            raise ModelError(f"training would write {written} over {inputs[written.resolve()]}; "
+                             f"write the model to a new file, e.g. --out models/{table.stem}.json")
 
 
 def _per_count(counts: list[int], fit: Callable[[int], _Fitted], one_serves_all: bool) -> dict[int, _Fitted]:

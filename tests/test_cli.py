@@ -2,6 +2,7 @@
 import json
 
 import pytest
+from synthetic_profiles import toy_op, write_planted  # noqa: F401 (toy_op is a fixture)
 
 from seer.cli import DEFAULT_TABLE, main
 
@@ -55,3 +56,30 @@ def test_bad_table_is_a_clear_error(tmp_path, capsys):
     bad.write_text("id,rows\na,1\n")
     assert main(["train", str(bad), "--op", "spmv"]) == 2
     assert "error" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("toy_op")
+@pytest.mark.parametrize("out", ["t.csv", "t.meta.json", "t.json.txt", "m.txt", "m.md", "m.py", "m"])
+def test_train_refuses_a_model_path_it_would_write_over(tmp_path, capsys, monkeypatch, out):
+    """Over the table, its metadata, or a model the rules beside it overwrite; refused before training,
+    every file left as it was."""
+    table = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    if out == "t.json.txt":  # a table whose name a rules file takes: t.json's .txt is t.txt
+        table = write_planted(tmp_path / "t.txt", groups=4, per_group=2)
+        out = "t.json"
+    monkeypatch.chdir(tmp_path)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert main(["train", str(table), "--out", str(tmp_path / out)]) == 2
+    error = capsys.readouterr().err
+    assert "error: the model path" in error and "must end in .json" in error or "over the profile table" in error
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+@pytest.mark.usefixtures("toy_op")
+def test_report_refuses_a_model_of_another_op(tmp_path, capsys):
+    from seer.dispatch import SHIPPED_MODELS
+
+    table = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    assert main(["report", str(table), "--model", str(SHIPPED_MODELS / "spmv-h100.json"), "--out", str(tmp_path / "r")]) == 2
+    assert "model is for op 'spmv', expected 'toy'" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()

@@ -201,6 +201,8 @@ MALFORMED = {
     "too_many_entries": (GOOD_HEADER + "3 3 1\n1 1 1\n2 2 2\n", "Too many lines"),
     "bad_size_line": (GOOD_HEADER + "3 3\n1 1 1\n", "Invalid integer"),
     "negative_size": (GOOD_HEADER + "-3 3 1\n1 1 1\n", "negative"),
+    "integer_beyond_int64": ("%%MatrixMarket matrix coordinate integer general\n2 2 1\n1 1 99999999999999999999\n",
+                             "Integer out of range"),
 }
 
 

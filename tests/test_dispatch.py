@@ -544,3 +544,68 @@ def test_deciding_again_reuses_the_gathered_features(monkeypatch, binds):
     for calls[0] in range(1, 12):
         _check(seer.dispatch("spmv", (csr, x), model=model), m, x)
     assert found == [(SMALL, 1), (BIG, 10)] and len(gathered) == 1
+
+
+@pytest.mark.parametrize("call", [seer.dispatch, seer.explain])
+def test_a_model_object_of_another_op_falls_back_with_a_short_warning(spmv_model, call):
+    """As a model file of another op does: the op's check, not a complaint about its variants, and
+    a few words for the model rather than its repr (thousands of characters)."""
+    a, b = torch.randn(8, 16, dtype=torch.float16), torch.randn(16, 4, dtype=torch.float16)
+    with pytest.warns(SeerWarning, match="is for op 'spmv', expected 'gemm'") as record:
+        result = call("gemm", (a, b), model=spmv_model)
+    assert all(len(str(w.message)) < 300 for w in record)
+    if call is seer.explain:
+        assert result.stage == "hand rule"
+
+
+@pytest.mark.filterwarnings("ignore:model for spmv was measured")
+def test_a_model_asking_for_features_the_op_lacks_falls_back(tmp_path, spmv_model):
+    """Such a model used to load, then fail every dispatch blaming the input ("needs feature")."""
+    foreign = dataclasses.replace(spmv_model, known_features=(*spmv_model.known_features, "zzz"))
+    m = _matrix()
+    x = torch.randn(m.shape[1])
+    for model in (foreign, foreign.save(tmp_path / "spmv-zzz.json")):
+        seer.clear_cache()
+        with pytest.warns(SeerWarning, match=r"known features \['zzz'\] are not among those op 'spmv' computes"):
+            _check(seer.dispatch("spmv", (_parts(m), x), model=model), m, x)
+        assert seer.explain("spmv", (_parts(m), x), model=model).stage == "hand rule"
+
+
+def test_a_model_file_with_a_non_finite_number_falls_back(tmp_path, spmv_model):
+    path = spmv_model.save(tmp_path / "spmv-nan.json")
+    document = json.loads(path.read_text())
+    document["stage1"]["1"]["threshold"][0] = "THRESHOLD"
+    path.write_text(json.dumps(document).replace('"THRESHOLD"', "NaN"))
+    m = _matrix()
+    x = torch.randn(m.shape[1])
+    with pytest.warns(SeerWarning, match="unusable: .*not a finite number"):
+        _check(seer.dispatch("spmv", (_parts(m), x), model=path), m, x)
+
+
+@pytest.mark.parametrize("size", [float("nan"), 2.5, "8", 0, -1, True, None])
+def test_cache_size_must_be_a_count(size):
+    """NaN was taken (no bound then holds, so the cache never evicted), a string failed in a comparison."""
+    with pytest.raises(InputError, match="cache size must be a whole number of inputs, 1 or more"):
+        seer.set_cache_size(size)
+    assert seer.cache_info()["maxsize"] == 128
+
+
+def test_cache_size_may_be_a_numpy_integer():
+    try:
+        seer.set_cache_size(np.int64(5))
+        assert seer.cache_info()["maxsize"] == 5
+    finally:
+        seer.set_cache_size(128)
+
+
+def test_a_misspelt_keyword_names_the_op_and_what_it_takes():
+    m = _matrix()
+    inputs = (_parts(m), torch.randn(m.shape[1]))
+    with pytest.raises(InputError, match=r"seer.dispatch\('spmv', ...\) got unknown keyword argument\(s\) \['varaint'\]; "
+                                         r"it takes out=, calls=, model=, variant=$"):
+        seer.dispatch("spmv", inputs, varaint="merge_c512")
+    with pytest.raises(InputError, match=r"seer.explain\('spmv', ...\) .* \['out', 'varaint'\]; it takes calls=, model=$"):
+        seer.explain("spmv", inputs, varaint="merge_c512", out=None)
+    a = torch.randn(8, 16, dtype=torch.float16)
+    with pytest.raises(InputError, match=r"\['grop'\]; it takes out=, calls=, model=, variant=, group=, heap=$"):
+        seer.dispatch("gemm_reduce_scatter", (a, a.T), grop=None)

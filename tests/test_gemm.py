@@ -178,12 +178,36 @@ def test_tma_runs_on_aligned_operands_and_falls_back_otherwise(monkeypatch):
 
 
 @pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
-def test_empty_products():
-    a, b = operands(3, 5, 0, torch.float16)
+@pytest.mark.parametrize("m,n,k", [(3, 5, 0), (0, 5, 700), (3, 0, 700), (0, 0, 0)], ids=str)
+@pytest.mark.parametrize("name", sorted(gemm.VARIANTS))
+def test_empty_products(name, m, n, k):
+    """K = 0 gives zeros (out filled with NaN first); M or N = 0 an empty C, with or without out.
+    A split-K variant once sized its slices by C's tiles first and divided by none."""
+    variant = gemm.VARIANTS[name]
+    a, b = operands(m, n, k, torch.float16)
+    assert torch.equal(run_poisoned(variant, a, b), torch.zeros(m, n, dtype=torch.float16))
+    assert variant.run(gemm.problem((a, b)), a, b).shape == (m, n)
+
+
+@pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
+def test_splitk_slices_of_an_empty_product():
+    a, b = operands(0, 5, 700, torch.float16)
+    assert gemm.GemmConfig("splitk", 16, 64, 128, 4, 4, split_k=4).splits(gemm.problem((a, b))) == (3, 256)
+
+
+@pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
+def test_out_that_requires_grad_is_refused_while_autograd_is_on():
+    """Every variant alike (torch.matmul's out= raised torch's own error, a Triton kernel wrote it
+    silently), as for a and b; under torch.no_grad() it is written."""
+    a, b = operands(4, 8, 16, torch.float16)
+    p = gemm.problem((a, b))
     for variant in gemm.VARIANTS.values():
-        assert torch.equal(run_poisoned(variant, a, b), torch.zeros(3, 5, dtype=torch.float16)), variant.name
-    a, b = operands(0, 5, 7, torch.float16)
-    assert gemm.VARIANTS["tile_64x64x64_w4s4g8"].run(gemm.problem((a, b)), a, b).shape == (0, 5)
+        out = torch.zeros(4, 8, dtype=torch.float16, requires_grad=True)
+        with pytest.raises(InputError, match="gemm: out requires grad"):
+            variant.run(p, a, b, out=out)
+        with torch.no_grad():
+            variant.run(p, a, b, out=out)
+        assert relative_error(out.detach(), a, b) < 1e-2, variant.name
 
 
 def test_out_must_match():

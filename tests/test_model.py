@@ -241,3 +241,62 @@ def test_missing_non_json_and_foreign_files(tmp_path):
     path = make_model().save(tmp_path / "m.json")
     with pytest.raises(ModelError, match="model is for op 'toy', expected 'spmv'"):
         SelectorModel.load(path, op="spmv")
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_numbers_json_cannot_carry_are_refused_as_corrupted(tmp_path, literal):
+    """NaN, an infinity or a literal out of float range (1e400 reads as inf) as a stage-1 threshold:
+    the checksum cannot be taken, which is a ModelError (dispatch then warns and uses the hand rule),
+    not json's ValueError."""
+    path = make_model().save(tmp_path / "m.json")
+    document = json.loads(path.read_text())
+    document["stage1"]["1"]["threshold"][0] = "THRESHOLD"
+    path.write_text(json.dumps(document).replace('"THRESHOLD"', literal))
+    with pytest.raises(ModelError, match=r"\['stage1'\]\['1'\]\['threshold'\]\[0\] is .*not a finite number") as error:
+        SelectorModel.load(path)
+    assert str(path) in str(error.value)
+
+
+def test_non_finite_tree_numbers_are_refused_even_with_a_checksum():
+    """A document whose checksum could not be written still fails on its trees' own checks."""
+    for change, message in (
+        (lambda d: d["stage1"]["1"]["threshold"].__setitem__(0, float("inf")), "threshold must be a finite number"),
+        (lambda d: d["stage1"]["1"]["mean_regret"].__setitem__(1, float("nan")), "mean_regret must be finite"),
+    ):
+        document = make_model().to_dict()
+        change(document)
+        with pytest.raises(ModelError, match=message):
+            SelectorModel.from_dict(document)
+
+
+def test_saving_a_non_finite_number_is_a_model_error(tmp_path):
+    model = make_model()
+    model.training["scores"] = {"all": {"1": {"fraction_of_oracle": float("nan")}}}
+    with pytest.raises(ModelError, match=r"\['training'\]\['scores'\]\['all'\]\['1'\]\['fraction_of_oracle'\] is nan"):
+        model.save(tmp_path / "m.json")
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(known_features=[*d["known_features"], "zzz"]), r"known features \['zzz'\] are not among"),
+    (lambda d: [d.update(gathered_features=["row_cv", "zzz"]), d["stage2"]["1"]["features"].__setitem__(5, "zzz")],
+     r"gathered features \['zzz'\] are not among those op 'toy' computes \(\['row_cv', 'row_max'\]\)"),
+    (lambda d: d.update(known_features=[*d["known_features"], "row_max"], gathered_features=["row_cv"]),
+     r"known features \['row_max'\]"),  # gathered, not known: stage 1 would never have it
+])
+def test_features_the_op_does_not_compute_are_refused(tmp_path, change, message):
+    """Else the model loads and every dispatch fails, blaming the input for a feature it cannot have."""
+    path = make_model().save(tmp_path / "m.json")
+    rewrite(path, change)
+    with pytest.raises(ModelError, match=message):
+        SelectorModel.load(path, op="toy")
+
+
+def test_check_for_an_op_is_what_load_checks():
+    model = make_model()
+    model.check_for("toy")
+    with pytest.raises(ModelError, match="model is for op 'toy', expected 'spmv'"):
+        model.check_for("spmv")
+    foreign = make_model(known=(*KNOWN_NAMES, "zzz"))
+    with pytest.raises(ModelError, match=r"known features \['zzz'\]"):
+        foreign.check_for("toy")
+    make_model(op="mystery", known=(*KNOWN_NAMES, "zzz")).check_for("mystery")  # no feature module: unchecked

@@ -43,7 +43,7 @@ def test_floats_read_back_to_the_bit_without_warnings(tmp_path):
     would change cells it never measured."""
     frame = planted_frame(groups=6, per_group=50)
     rng = np.random.default_rng(3)
-    frame["time_ms:a"] = rng.random(len(frame)) * np.logspace(-4, 2, len(frame))
+    frame["time_ms:a"] = (0.5 + rng.random(len(frame))) * np.logspace(-4, 2, len(frame))  # every one >= 1 ns
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # pandas 3 deprecates the argument pandas 2 needs
         table = read_table(write(tmp_path, frame))
@@ -159,6 +159,43 @@ def test_rows_with_failed_times_are_dropped_with_one_counting_warning(tmp_path):
     assert (table.times > 0).all()
 
 
+def test_a_repeated_column_name_is_refused_before_pandas_renames_it(tmp_path):
+    """pandas reads a second 'time_ms:a' as variant 'a.1', a second feature column as 'nnz.1'."""
+    frame = planted_frame(groups=2, per_group=2)
+    for name in ("time_ms:a", "nnz"):
+        path = write(tmp_path, frame)
+        header, rest = path.read_text().split("\n", 1)
+        path.write_text(f"{header},{name}\n" + "".join(f"{line},1.0\n" for line in rest.splitlines()))
+        with pytest.raises(ProfileTableError, match=rf"t\.csv: column\(s\) \['{name}'\] appear more than once in the header"):
+            read_table(path)
+
+
+def test_a_table_of_only_a_header_says_so(tmp_path):
+    path = write(tmp_path, planted_frame(groups=2, per_group=2).iloc[:0])
+    with pytest.raises(ProfileTableError, match="the table has no rows, only a header"):
+        read_table(path)
+
+
+@pytest.mark.parametrize("cell", [-5.0, 0.0, np.inf, -np.inf, 1e-320, 1e-9])
+def test_baseline_times_must_be_times(tmp_path, cell):
+    """A negative baseline gave a NaN speed-up and a model that could not be saved, a zero a speed-up
+    of 0 in silence; an empty cell (not measured there) is fine."""
+    frame = planted_frame(groups=2, per_group=2)
+    frame.loc[2, "baseline_ms:vendor"] = cell
+    frame.loc[0, "baseline_ms:vendor"] = np.nan
+    with pytest.raises(ProfileTableError, match=r"column 'baseline_ms:vendor' must hold times .* row\(s\) \['3'\]"):
+        read_table(write(tmp_path, frame))
+
+
+def test_sub_nanosecond_times_are_failed_measurements(tmp_path):
+    """1e-320 ms is no GPU time: its ratios to the others overflow, and training ended in a traceback."""
+    frame = planted_frame(groups=5, per_group=4)
+    frame.loc[[1, 6], "time_ms:b"] = [1e-320, 1e-7]
+    with pytest.warns(SeerWarning, match=r"dropped 2 of 20 rows .*sub-nanosecond time \(time_ms:b: 2\)"):
+        table = read_table(write(tmp_path, frame))
+    assert len(table) == 18 and (table.times >= 1e-6).all()
+
+
 def test_all_rows_failed_is_an_error(tmp_path):
     frame = planted_frame(groups=2, per_group=2)
     frame["time_ms:a"] = 0.0
@@ -266,9 +303,42 @@ def test_merge_command_line(tmp_path, capsys):
 
     a = write_planted(tmp_path / "a.csv", groups=4, per_group=2)
     b = write_planted(tmp_path / "b.csv", groups=4, per_group=2)
+    b = _campaign(tmp_path, "b", _remeasured(planted_frame(groups=4, per_group=2)))
     assert main(["merge", str(a), str(b), "--out", str(tmp_path / "m.csv")]) == 0
     assert "8 rows from 2 campaigns" in capsys.readouterr().out
     assert main(["merge", str(a), "--out", str(tmp_path / "m2.csv")]) == 2  # the error, said, not raised
+
+
+def _remeasured(frame: pd.DataFrame, factor: float = 1.1) -> pd.DataFrame:
+    """``frame`` as another campaign measures it: the same inputs, other times."""
+    times = [c for c in frame.columns if c.startswith("time_ms:")]
+    return frame.assign(**{c: frame[c] * factor for c in times})
+
+
+def test_merging_a_table_with_itself_is_refused(tmp_path):
+    """Its mean is the table, but every row would count as measured in two campaigns."""
+    a = write_planted(tmp_path / "a.csv", groups=4, per_group=2)
+    copy = tmp_path / "copy.csv"
+    copy.write_bytes(a.read_bytes())
+    meta_path(copy).write_bytes(meta_path(a).read_bytes())
+    for campaigns in ([a, a], [a, copy]):
+        with pytest.raises(ProfileTableError, match=r"a\.csv and .*\.csv are the same table \(sha256"):
+            merge_tables(campaigns, tmp_path / "merged.csv")
+    assert not (tmp_path / "merged.csv").exists()
+
+
+@pytest.mark.parametrize("column", ["gather_ms", "prepare_ms:b", "row_cv"])
+def test_merge_names_the_campaign_missing_a_column_its_rows_need(tmp_path, column):
+    """A column every row must fill, absent from the campaign that alone measured some rows: the
+    merged table could not read back, and its error named neither campaign."""
+    frame = planted_frame(groups=4, per_group=2).assign(**{"prepare_ms:b": 0.5})
+    a = _campaign(tmp_path, "a", frame)
+    b = _campaign(tmp_path, "b", _remeasured(pd.concat([frame, frame.iloc[:1].assign(id="new")])).drop(columns=[column]))
+    with pytest.raises(ProfileTableError, match=rf"b\.csv has no column '{column}', which .*a\.csv has, and its rows \['new'\]"):
+        merge_tables([a, b], tmp_path / "merged.csv")
+    if column != "row_cv":  # a feature must agree on the rows campaigns share, so it cannot be missing there
+        shared = _campaign(tmp_path, "c", _remeasured(frame).drop(columns=[column]))  # every row also in a: fine
+        assert len(read_table(merge_tables([a, shared], tmp_path / "merged.csv"))) == 8
 
 
 def test_retiring_a_variant_removes_its_columns_alone(tmp_path):

@@ -384,3 +384,27 @@ def test_gate_is_left_out_where_the_tree_does_well():
                 [len(X), 0, 0], [0.0, 0.0, 0.0])
     fitted = seer.train._Fitted(tree, {"max_depth": 1}, right)
     assert seer.train._gated(fitted, X, costs, ["size"], labels) is fitted
+
+
+@pytest.mark.parametrize("out", ["planted.csv", "planted.meta.json", "model.txt", "model"])
+def test_a_model_path_over_the_table_or_not_json_is_refused(tmp_path, out):
+    """Training wrote the model over the table it read (or its metadata); a model path of another
+    suffix was then overwritten by the rules written beside it."""
+    from seer.errors import ModelError
+
+    path = write_planted(tmp_path / "planted.csv", groups=4, per_group=2)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(ModelError, match="must end in .json|would write .* over the profile table"):
+        train_table(path, out=tmp_path / out)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_a_sub_nanosecond_time_trains_a_model_that_saves(tmp_path):
+    """1e-320 ms made every regret of its row overflow, and saving the model ended in json's ValueError."""
+    frame = planted_frame(groups=8, per_group=3)
+    frame.loc[4, "time_ms:a"] = 1e-320
+    path = write_planted(tmp_path / "planted.csv", groups=8, per_group=3)
+    path.write_text(frame.to_csv(index=False))
+    with pytest.warns(SeerWarning, match="dropped 1 of 24 rows"):
+        model, _ = train_table(path, out=tmp_path / "model.json", selector=TwoStageSelector(folds=3))
+    assert SelectorModel.load(tmp_path / "model.json") == model
