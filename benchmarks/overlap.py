@@ -313,14 +313,16 @@ CHUNK_COUNTS = (1, 2, 4, 8)
 SWEEP_RANKS = (0, 1 / 8, 1 / 4, 1 / 2)  # shapes at these fractions down each op's list, most bytes sent first
 
 
-def chunk_sweep(heap, todo: list[dict]) -> list[dict]:
+def chunk_sweep(heap, todo: list[dict], ids: list[str] | None = None) -> list[dict]:
     """pipelined_torch at several chunk counts on each op's shapes, from the one that sends the most bytes
-    to a middling one."""
+    to a middling one; or on the shapes ``ids`` names."""
     rows = []
     for op_name in LAYERS_OF:
         op = get_op(op_name)
         ranked = sorted((c for c in todo if c["op"] == op_name), key=lambda c: -sent_elements(c, heap.world_size))
-        for case in [ranked[i] for i in sorted({int(f * (len(ranked) - 1)) for f in SWEEP_RANKS})]:
+        chosen = ([c for c in ranked if c["id"] in ids] if ids else
+                  [ranked[i] for i in sorted({int(f * (len(ranked) - 1)) for f in SWEEP_RANKS})])
+        for case in chosen:
             heap.free_all()
             a = torch.randn(case["a"], device="cuda").to(torch.bfloat16)
             b = (torch.randn(case["b"], device="cuda") / math.sqrt(case["b"][0])).to(torch.bfloat16)
@@ -509,6 +511,7 @@ def main(argv=None) -> None:
     parser.add_argument("--ops", nargs="+", choices=sorted(LAYERS_OF), default=sorted(LAYERS_OF),
                         help="time these ops only")
     parser.add_argument("--chunk-sweep", action="store_true", help="then time pipelined_torch at several chunk counts")
+    parser.add_argument("--sweep-ids", nargs="+", metavar="ID", help="the chunk sweep's shapes (default: 4 per op)")
     parser.add_argument("--copy-sweep", action="store_true",
                         help="only time remote copies over block sizes and programs per SM (overlap-copy-<device>)")
     args = parser.parse_args(argv)
@@ -561,7 +564,7 @@ def main(argv=None) -> None:
         select(args.tables, args.out, tag, machine, meta["command"])
     if args.chunk_sweep:
         log("pipelined_torch chunk counts:")
-        sweep = chunk_sweep(heap, todo)
+        sweep = chunk_sweep(heap, todo, args.sweep_ids)
         if dist.get_rank() == 0:
             write_result(args.out, f"overlap-chunks-{tag}", {**meta, "chunk_counts": list(CHUNK_COUNTS),
                                                              "shapes": sweep}, _chunk_markdown(sweep, meta))
