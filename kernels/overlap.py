@@ -401,8 +401,21 @@ def split(op: str, inputs, *, heap: Heap | None = None, group=None):
             raise InputError(f"{op}: {name} must be a 2-D torch.Tensor, got {_describe(tensor)}")
     if heap is not None and not isinstance(heap, Heap):
         raise InputError(f"{op}: heap must be a seer.symmetric_heap.Heap, got {type(heap).__name__}")
+    _check_group(op, group, heap)
     a, b = inputs
     return OverlapSpec(op, tuple(a.shape), tuple(b.shape), a.dtype, a.device, heap, group), (a, b)
+
+
+def _check_group(op: str, group, heap: Heap | None) -> None:
+    """``group`` is None (the world) or a torch.distributed process group, and says nothing a
+    ``heap`` given too contradicts: anything else would be keyed, and run, as the world."""
+    if group is None:
+        return
+    if not isinstance(group, torch.distributed.ProcessGroup):
+        raise InputError(f"{op}: group must be a torch.distributed process group (or None for the world), got "
+                         f"{type(group).__name__}; for a DeviceMesh pass mesh.get_group()")
+    if heap is not None:
+        raise InputError(f"{op}: pass heap= or group=, not both: the heap already names its ranks")
 
 
 def cache_key(spec: OverlapSpec):
@@ -1031,6 +1044,9 @@ def _rs_add_in_epilogue(p, parts, flags, index, epoch, own_rows, b_part, out_row
     """out rows = own rows' partial + the peers' partials, the first added by cuBLAS (beta = 1)."""
     _rs_await_partials(p, flags, index, epoch)
     peers = _peers(p)
+    if not peers:  # one rank: its own partial is the whole sum
+        torch.matmul(own_rows, b_part, out=out_rows)
+        return
     torch.addmm(parts[peers[0]][rows], own_rows, b_part, out=out_rows)
     for owner in peers[1:]:
         out_rows.add_(parts[owner][rows])
@@ -1137,10 +1153,44 @@ def _default_params(prefix: str, pattern: str) -> dict:
     return {}
 
 
+_agreed: set = set()  # (heap, shapes, dtype) every rank of the heap was seen to call with
+
+
+def _after_ranks_agree(run):
+    """``run`` once the ranks are known to call with the same shapes and dtype: the patterns address
+    their peers' memory by offsets worked out from their own shapes, so a rank that disagrees would
+    read and write the wrong places without an error. Checked by one all-gather the first time a
+    rank runs a call shape on a heap, which every rank does in the same call (a decision cache
+    evicted differently on each rank, or ``explain``, must not start a collective on some ranks). A
+    peer silent on that first call leaves it to the collective's own timeout, not the bounded waits."""
+
+    @functools.wraps(run)
+    def agreed(p, a, b, **params):
+        key = (id(p.heap), p.a_shape, p.b_shape, p.dtype)
+        if key not in _agreed:
+            _check_ranks_agree(p)
+            _agreed.add(key)
+        return run(p, a, b, **params)
+
+    return agreed
+
+
+def _check_ranks_agree(p) -> None:
+    if p.world_size == 1 or p.heap.group is None:  # a heap without a group has no collective to ask with
+        return
+    mine = torch.tensor([*p.a_shape, *p.b_shape, DTYPES.index(p.dtype)], dtype=torch.int64, device=p.device)
+    every = _all_gather(mine, p.heap.group).tolist()
+    if any(row != every[0] for row in every):
+        calls = "; ".join(f"rank {rank}: {INPUTS[p.op][0]} {row[:2]}, {INPUTS[p.op][1]} {row[2:4]}, {DTYPES[row[4]]}"
+                          for rank, row in enumerate(every))
+        raise InputError(f"{p.op}: the ranks called with different shapes or dtypes ({calls}); every rank must pass "
+                         f"its share of the same GEMM")
+
+
 def _variants(prefix: str, patterns) -> dict[str, Variant]:
     variants = {}
     for pattern in patterns:
-        run = globals()[f"_{prefix}_{pattern}"]
+        run = _after_ranks_agree(globals()[f"_{prefix}_{pattern}"])
         params = _default_params(prefix, pattern)
         variants[pattern] = Variant(pattern, functools.partial(run, **params) if params else run, params,
                                     _PATTERN_DOCS[pattern])

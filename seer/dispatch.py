@@ -277,15 +277,16 @@ def _bound(entry: Op, decision: Decision) -> Decision:
     """``decision`` with its ``call``: the variant's own ``bind`` if it has one, else a check of
     the operands then ``run``. On the CPU the call holds the interpreter lock."""
     variant = entry.variants[decision.variant]
+    device = _device_of(decision.problem)
     if variant.bind is not None:
-        call = variant.bind(decision.problem)
+        # A plan may launch kernels (preprocessing): one at a time under the interpreter.
+        call = (_serialised(variant.bind) if device.type == "cpu" else variant.bind)(decision.problem)
     else:
         check, run, problem = entry.kernels.check_operands, decision.run, decision.problem
 
         def call(*operands, **out):
             check(problem, operands)
             return run(problem, *operands, **out)
-    device = _device_of(decision.problem)
     if device.type == "cpu":
         call = _serialised(call)
     elif several_gpus():

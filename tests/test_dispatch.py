@@ -1,6 +1,7 @@
 """seer.dispatch / seer.explain end to end on the CPU (Triton interpreter)."""
 import dataclasses
 import json
+import sys
 import threading
 import warnings
 
@@ -609,3 +610,21 @@ def test_a_misspelt_keyword_names_the_op_and_what_it_takes():
     a = torch.randn(8, 16, dtype=torch.float16)
     with pytest.raises(InputError, match=r"\['grop'\]; it takes out=, calls=, model=, variant=, group=, heap=$"):
         seer.dispatch("gemm_reduce_scatter", (a, a.T), grop=None)
+
+
+def test_a_plan_is_made_under_the_interpreter_lock(monkeypatch):
+    """Plans may launch kernels (preprocessing), and the interpreter runs one kernel at a time: a
+    plan made outside the lock broke other threads' kernels (and left results unwritten)."""
+    dispatch_module = sys.modules["seer.dispatch"]  # ``seer.dispatch`` names the function
+    held = []
+    variant = spmv_kernels.VARIANTS["diagonal_r128"]
+
+    def bind(csr):
+        held.append(dispatch_module._interpreter_lock.locked())
+        return variant.bind(csr)
+
+    monkeypatch.setitem(spmv_kernels.VARIANTS, "diagonal_r128", dataclasses.replace(variant, bind=bind))
+    m = _matrix()
+    x = torch.randn(m.shape[1])
+    _check(seer.dispatch("spmv", (_parts(m), x), variant="diagonal_r128"), m, x)
+    assert held == [True]

@@ -202,8 +202,15 @@ def _torch_pattern_with_silent_peer(heap, op, pattern):
         return
     heap.max_spins = 200
     problem, operands = _problem(heap, op, a, b)
+    _as_if_agreed(problem)
     get_op(op).variants[pattern].run(problem, *operands)
     heap.raise_wait_errors()  # on a GPU the call itself does not wait to find out
+
+
+def _as_if_agreed(problem) -> None:
+    """The silent-peer scenarios are a later call of a shape the ranks agreed on: a peer silent on
+    the first call would leave the agreement's all-gather waiting (the collective's own timeout)."""
+    overlap._agreed.add((id(problem.heap), problem.a_shape, problem.b_shape, problem.dtype))
 
 
 def _reduce_scatter_with_silent_peer(heap):
@@ -215,8 +222,37 @@ def _reduce_scatter_with_silent_peer(heap):
         return
     heap.max_spins = 200
     problem, operands = _problem(heap, "gemm_reduce_scatter", a, b)
+    _as_if_agreed(problem)
     get_op("gemm_reduce_scatter").variants["producer_consumer"].run(problem, *operands)
     heap.raise_wait_errors()
+
+
+def _refusals_of_mismatched_ranks(heap, op):
+    """Every pattern with rank 1's inputs 6/5 of rank 0's sizes (for the reduce-scatter, K split
+    unevenly), sizes no other test runs (a shape the ranks agreed on before is not checked again):
+    the message each rank's call raised, or None for a call that ran."""
+    a, b, _ = _inputs(op, heap.rank, heap.world_size, torch.float32, heap.device, scale=5 + heap.rank)
+    messages = {}
+    for pattern in _cpu_patterns(op):
+        problem, operands = _problem(heap, op, a, b)
+        try:
+            get_op(op).variants[pattern].run(problem, *operands)
+            messages[pattern] = None
+        except InputError as error:
+            messages[pattern] = str(error)
+    return messages
+
+
+def _group_refusals(heap, op):
+    a, b, _ = _inputs(op, heap.rank, heap.world_size, torch.float32, heap.device)
+    messages = []
+    for arguments in ({"group": "tp"}, {"group": object()}, {"heap": heap, "group": heap.group}):
+        try:
+            seer.dispatch(op, (a, b), **arguments)
+            messages.append(None)
+        except InputError as error:
+            messages.append(str(error))
+    return messages
 
 
 # ---------------------------------------------------------------- tests
@@ -227,7 +263,7 @@ def _assert_small(errors_by_rank, tolerance):
 
 
 @pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("world_size", [2, 4, pytest.param(8, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("world_size", [1, 2, 4, pytest.param(8, marks=pytest.mark.slow)])
 def test_every_pattern_matches_float64(op, world_size):
     _assert_small(shared_world(world_size).run(_pattern_errors, op, _cpu_patterns(op), "float32"), TOLERANCE["float32"])
 
@@ -240,7 +276,7 @@ def test_16_bit_patterns_match_float64(dtype_name):
 
 
 @pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("world_size", [2, 4])
+@pytest.mark.parametrize("world_size", [1, 2, 4])
 def test_pipelined_pattern_in_several_chunks_matches_float64(op, world_size):
     errors = shared_world(world_size).run(_pipelined_errors_in_thin_chunks, op, "float32")
     _assert_small(errors, TOLERANCE["float32"])
@@ -337,6 +373,23 @@ def test_silent_peer_of_a_torch_pattern_raises_instead_of_hanging(op, pattern):
 def test_bad_shapes_are_named(op, a_shape, b_shape, message):
     with pytest.raises(InputError, match=message):
         _local_problem(_fake_heap(world_size=4), op, a_shape, b_shape)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_ranks_that_call_with_different_shapes_are_refused(op):
+    """The patterns address their peers' memory by offsets from their own shapes: ranks that disagree
+    would get garbage without an error. Every rank's call is refused, naming each rank's shapes."""
+    for rank, messages in enumerate(shared_world(2).run(_refusals_of_mismatched_ranks, op)):
+        for pattern, message in messages.items():
+            assert message is not None and "the ranks called with different shapes" in message, (rank, pattern)
+            assert "rank 0: " in message and "rank 1: " in message
+
+
+def test_a_group_must_be_a_process_group_and_not_given_with_a_heap():
+    """A group that is not one was keyed, and on a cache hit run, as the world's."""
+    for messages in shared_world(2).run(_group_refusals, "all_gather_gemm"):
+        assert ["must be a torch.distributed process group" in m for m in messages[:2]] == [True, True]
+        assert "pass heap= or group=, not both" in messages[2]
 
 
 @pytest.mark.parametrize("pattern", GRAPHED)

@@ -131,3 +131,16 @@ def test_silent_peer_of_a_torch_pattern_raises_instead_of_hanging(heap, op, patt
     outcomes = _on_every_rank(fresh, overlap_checks._torch_pattern_with_silent_peer, op, pattern)
     assert outcomes[0][0] == "error"
     assert "rank 0 gave up waiting on flag" in outcomes[0][1] and f"of rank 1 ({op} {pattern})" in outcomes[0][1]
+
+
+@pytest.mark.parametrize("op", overlap_checks.OPS)
+def test_ranks_that_call_with_different_shapes_are_refused(heap, op):
+    for messages in _results(_on_every_rank(heap, overlap_checks._refusals_of_mismatched_ranks, op)):
+        for pattern, message in messages.items():
+            assert message is not None and "the ranks called with different shapes" in message, pattern
+
+
+def test_a_group_must_be_a_process_group_and_not_given_with_a_heap(heap):
+    for messages in _results(_on_every_rank(heap, overlap_checks._group_refusals, "all_gather_gemm")):
+        assert ["must be a torch.distributed process group" in m for m in messages[:2]] == [True, True]
+        assert "pass heap= or group=, not both" in messages[2]
