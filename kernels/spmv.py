@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 from seer import cusparse, sparse
-from seer.errors import InputError, overlap_error, warn
+from seer.errors import InputError, check_no_grad, overlap_error, warn
 from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, current_stream, sm_count,
                          specialisation, vector_operands)
 from seer.registry import Variant
@@ -410,10 +410,7 @@ def _out_check(csr: CsrMatrix) -> Callable[[torch.Tensor, torch.Tensor], torch.T
             raise InputError(f"out is on {out.device} but the matrix is on {device}")
         if out.layout is not STRIDED:
             raise InputError(f"out must be a dense tensor, got layout {out.layout}")
-        if torch.is_grad_enabled():
-            raise InputError("out requires grad: a result written into it would take no part in autograd (torch "
-                             "refuses out= arguments that require grad too); pass a tensor that does not, or "
-                             "call under torch.no_grad()")
+        check_no_grad("spmv", out=out)  # here out requires grad: served under torch.no_grad() only
         _check_apart(out, x, rows, cols, size, arrays)
         return out
 
@@ -990,21 +987,26 @@ def cache_key(matrix):
     require grad, or one first called under ``torch.no_grad()``, is examined again, and refused
     while autograd is on)."""
     try:
-        return _versioned_key(matrix)
-    except RuntimeError:  # an inference tensor among the arrays: it keeps no version counter
-        return _inference_key(matrix)
+        try:
+            return _key(matrix, tracked=True)
+        except RuntimeError:  # an inference tensor among the arrays: it keeps no version counter
+            _warn_of_inference_tensors()
+            return _key(matrix, tracked=False)
     except TypeError:  # a shape that is no sequence: examined, and refused with what is wrong
         return None
 
 
-def _versioned_key(matrix):
+def _key(matrix, tracked: bool):
+    """:func:`cache_key`; ``tracked=False`` for inference tensors: identity alone, every version
+    read as None (their index arrays can be written in place only inside
+    ``torch.inference_mode()``, and such writes go unseen: README)."""
     if isinstance(matrix, torch.Tensor) and matrix.layout == torch.sparse_csr:
         # Its member tensors share the tensor's version counter (tests/test_dispatch.py checks):
         # one read instead of two member aliases made per call.
-        return (id(matrix), matrix._version, matrix.requires_grad and torch.is_grad_enabled())
+        return (id(matrix), matrix._version if tracked else None, matrix.requires_grad and torch.is_grad_enabled())
     if isinstance(matrix, CsrMatrix):
-        values = matrix.values
-        return (id(matrix), matrix.indptr._version, matrix.indices._version,
+        indptr, indices, values = matrix.indptr, matrix.indices, matrix.values
+        return (id(matrix), indptr._version if tracked else None, indices._version if tracked else None,
                 values.requires_grad and torch.is_grad_enabled())
     if isinstance(matrix, (tuple, list)) and len(matrix) == 4 and isinstance(matrix[0], torch.Tensor):
         indptr, indices, values, _ = matrix
@@ -1015,27 +1017,20 @@ def _versioned_key(matrix):
                  "matrix afresh on every call instead of caching its decision; pass values.contiguous()")
             return None
         # Values written in place are served at a hit; their length is keyed (``resize_``).
-        return (id(indptr), indptr._version, id(indices), indices._version, id(values), values.shape,
-                tuple(matrix[3]), values.requires_grad and torch.is_grad_enabled())
+        return (id(indptr), indptr._version if tracked else None, id(indices), indices._version if tracked else None,
+                id(values), values.shape, tuple(matrix[3]), values.requires_grad and torch.is_grad_enabled())
     return None  # uncacheable (scipy input): examined on every call
 
 
 _warned_inference: list = []
 
 
-def _inference_key(matrix):
-    """The key of a matrix made of inference tensors: identity alone. Their index arrays can be
-    written in place only inside ``torch.inference_mode()``, and such writes go unseen (README)."""
+def _warn_of_inference_tensors() -> None:
     if not _warned_inference:  # once a process: a serving loop would pay the warnings machinery per call
         _warned_inference.append(True)
         warn("the CSR arrays are inference tensors, which keep no version counter: seer cannot see their index "
              "arrays written in place (possible inside torch.inference_mode()); call seer.clear_cache() after "
              "such a write")
-    if isinstance(matrix, (tuple, list)):
-        values = matrix[2]
-        return (*map(id, matrix[:3]), values.shape, tuple(matrix[3]), values.requires_grad and torch.is_grad_enabled())
-    values = matrix.values if isinstance(matrix, CsrMatrix) else matrix  # a torch CSR tensor's own flag
-    return (id(matrix), values.requires_grad and torch.is_grad_enabled())
 
 
 def problem(matrix) -> CsrMatrix:

@@ -226,7 +226,8 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
         raise ProfileTableError(f"{out} is one of the campaigns: write the merged table to a new file")
     tables = [read_table(p) for p in paths]
     _check_same_op_and_device(tables)
-    _check_distinct_campaigns(paths)
+    digests = [table_sha256(p) for p in paths]  # read once: checked here, recorded in the metadata
+    _check_distinct_campaigns(paths, digests)
     _check_columns_cover(paths, tables)
     frames = [t.frame.set_index("id") for t in tables]
     ids = list(dict.fromkeys(i for f in frames for i in f.index))
@@ -242,9 +243,9 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
     meta.update(
         date=max(str(t.meta.get("date", "")) for t in tables),
         command=command or f"seer merge {' '.join(map(str, paths))} --out {out}",
-        campaigns=[{"table": str(p), "sha256": table_sha256(p), "date": t.meta.get("date"), "rows": len(t),
+        campaigns=[{"table": str(p), "sha256": digest, "date": t.meta.get("date"), "rows": len(t),
                     "versions": t.meta.get("versions"), "commands": t.meta.get("commands", [t.meta.get("command")])}
-                   for p, t in zip(paths, tables)],
+                   for p, t, digest in zip(paths, tables, digests)],
     )
     meta.pop("commands", None)
     ProfileTable.from_frame(result.reset_index(), tables[0].op, meta)  # the merged table must read back
@@ -295,12 +296,11 @@ def retire_variants(path: str | Path, variants: Sequence[str], command: str) -> 
     return columns
 
 
-def _check_distinct_campaigns(paths: Sequence[Path]) -> None:
-    """Two campaigns with the same bytes are one campaign twice: their mean is that campaign, but
-    the merged table would count every row as measured twice."""
+def _check_distinct_campaigns(paths: Sequence[Path], digests: Sequence[str]) -> None:
+    """Two campaigns with the same bytes (``digests``: their sha256) are one campaign twice: their
+    mean is that campaign, but the merged table would count every row as measured twice."""
     seen: dict[str, Path] = {}
-    for path in paths:
-        digest = table_sha256(path)
+    for path, digest in zip(paths, digests):
         if digest in seen:
             raise ProfileTableError(f"{seen[digest]} and {path} are the same table (sha256 {digest[:12]}...): "
                                     "merge campaigns measured separately, each once")
@@ -440,11 +440,16 @@ def _check_header(path: Path) -> None:
                                 "once (merge repeated measurements with `seer merge`)")
 
 
+def _are_times(values: np.ndarray) -> np.ndarray:
+    """Which of ``values`` (ms) are measured times: finite and at least :data:`MIN_TIME_MS`."""
+    return np.isfinite(values) & (values >= MIN_TIME_MS)
+
+
 def _check_baseline(frame: pd.DataFrame, column: str) -> None:
     """Empty cells are rows the library was not measured on; any other cell is a time (see
     :data:`MIN_TIME_MS`), which speed-ups divide by."""
     values = frame[column].to_numpy(dtype=float)
-    bad = ~np.isnan(values) & ~(np.isfinite(values) & (values >= MIN_TIME_MS))
+    bad = ~np.isnan(values) & ~_are_times(values)
     if bad.any():
         raise ProfileTableError(f"column {column!r} must hold times of at least {MIN_TIME_MS} ms (or be empty); "
                                 f"infinite, zero, negative or smaller in row(s) {_rows(bad)}")
@@ -465,7 +470,7 @@ def _rows(mask) -> list[str]:
 
 def _drop_failed_rows(frame: pd.DataFrame, time_columns: list[str]) -> pd.DataFrame:
     times = frame[time_columns].to_numpy(dtype=float)
-    failed = ~(np.isfinite(times) & (times >= MIN_TIME_MS))
+    failed = ~_are_times(times)
     dropped = failed.any(axis=1)
     if dropped.any():
         per_column = ", ".join(f"{c}: {n}" for c, n in zip(time_columns, failed.sum(axis=0)) if n)

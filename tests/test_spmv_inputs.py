@@ -134,3 +134,10 @@ def test_a_shape_of_numpy_integers_is_accepted():
     m = _matrix()
     x = torch.randn(m.shape[1])
     _check(seer.dispatch("spmv", ((*_parts(m)[:3], np.array(m.shape)), x)), m, x)
+
+
+def test_a_bad_shape_of_inference_tensors_is_named_too():
+    with torch.inference_mode():
+        indptr, indices, values, _ = _parts(_matrix())
+        with pytest.raises(InputError, match="shape must be a pair of integers"):
+            seer.dispatch("spmv", ((indptr, indices, values, 40), torch.randn(30)))
