@@ -69,6 +69,7 @@ run_stage() {
     spmv-tiles) python3 benchmarks/spmv_tiles.py --out benchmarks/results --budget-s "$budget" ${TILES_ARGS:-} ;;
     spmv-registers) python3 benchmarks/spmv_registers.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-reorder) python3 benchmarks/spmv_reorder.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
+    spmv-hot-select) python3 benchmarks/spmv_hot_select.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-floor) python3 benchmarks/spmv_floor.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-vector-loads) python3 benchmarks/spmv_vector_loads.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-row-occupancy) python3 benchmarks/spmv_row_occupancy.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;

@@ -23,11 +23,16 @@ def checked_times(case, loaded, timed_calls) -> dict:
     csr = spmv.problem(parts)
     reference = spmv.reference(csr, x)
     runs = timed_calls(csr, x)
+    check_all(runs, reference, case.id)
+    return {"id": case.id, "rows": csr.rows, "cols": csr.cols, "nnz": csr.nnz, "time_ms": _least_of_rounds(runs)}
+
+
+def check_all(runs: dict, reference: torch.Tensor, case_id: str) -> None:
+    """Raise unless every run's result matches the float64 reference."""
     for name, fn in runs.items():
         error = relative_error(fn(), reference)
         if not error <= 1e-4:
-            raise AssertionError(f"{name} is wrong on {case.id}: relative error {error:.1e}")
-    return {"id": case.id, "rows": csr.rows, "cols": csr.cols, "nnz": csr.nnz, "time_ms": _least_of_rounds(runs)}
+            raise AssertionError(f"{name} is wrong on {case_id}: relative error {error:.1e}")
 
 
 def run(doc: str, stem: str, select: Callable[[list[Case]], list[Case]], measure: Callable, describe: Callable,
@@ -49,3 +54,12 @@ def run(doc: str, stem: str, select: Callable[[list[Case]], list[Case]], measure
               "matrices": rows}
     write_result(args.out, f"{stem}-{device_tag(name)}", result, markdown(result))
     return 0
+
+
+def method(result: dict, title: str) -> list[str]:
+    """A results file's title and how it was measured (the copy ceiling measured in the same run)."""
+    return [f"# {title}, {result['device']['name']}", "",
+            f"torch {result['versions'].get('torch')}, triton {result['versions'].get('triton')}, measured "
+            f"{result['date']}; `{result['command']}`. do_bench medians (L2 flushed), least of three "
+            f"interleaved rounds; every result checked against float64. Copy ceiling {result['copy_gbps']:.0f} "
+            "GB/s measured in the same run; shares of it under the byte model of `spmv_bandwidth.py`."]

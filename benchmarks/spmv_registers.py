@@ -39,7 +39,8 @@ def merge(csr, x, sub_rows, chunk: int, warps: int = 4, cap: int | None = None, 
     y = torch.zeros(csr.rows, dtype=torch.float32, device=x.device)
     options = {"num_warps": warps, **({"maxnreg": cap} if cap else {})}
     spmv._merge_kernel[(triton.cdiv(csr.nnz, chunk),)](
-        csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), sub_rows, csr.nnz, chunk, sub, **options)
+        csr.indptr, csr.indices, csr.values, x, x.stride(0), x, y, y.stride(0), sub_rows, csr.nnz, chunk, sub, 0,
+        **options)
     return y
 
 

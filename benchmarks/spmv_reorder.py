@@ -26,11 +26,12 @@ from functools import partial
 
 import torch
 from scipy.stats import gmean
+from large_set import check_all, method
 from spmv_bandwidth import share_of_copy
 
 from seer.datasets.cases import SKEWED_FAMILIES, skewed_round_robin
 from seer.kernels import spmv
-from seer.profiling import _least_of_rounds, relative_error
+from seer.profiling import _least_of_rounds
 from seer.sparse import as_csr
 
 VARIANTS = ("scalar_r128", "vector_g16", "vector_g64", "merge_c256", "merge_c512", "adaptive",
@@ -111,10 +112,7 @@ def measure(case, loaded) -> dict:
     csr = spmv.problem(parts)
     reference = spmv.reference(csr, x)
     runs, extras = timed_calls(csr, x)
-    for name, fn in runs.items():
-        error = relative_error(fn(), reference)
-        if not error <= 1e-4:
-            raise AssertionError(f"{name} is wrong on {case.id}: relative error {error:.1e}")
+    check_all(runs, reference, case.id)
     uses = torch.bincount(csr.indices, minlength=csr.cols).sort(descending=True).values
     return {"id": case.id, "rows": csr.rows, "cols": csr.cols, "nnz": csr.nnz,
             "hot_share": float(uses[:HOT].sum()) / csr.nnz, "renumbering_ms": renumbering_ms(csr),
@@ -142,11 +140,7 @@ def describe(row: dict) -> str:
 
 def markdown(result: dict) -> str:
     rows, copy = result["matrices"], result["copy_gbps"]
-    lines = [f"# Columns renumbered by use, {result['device']['name']}", "",
-             f"torch {result['versions'].get('torch')}, triton {result['versions'].get('triton')}, measured "
-             f"{result['date']}; `{result['command']}`. do_bench medians (L2 flushed), least of three "
-             "interleaved rounds; every result checked against float64. Copy ceiling "
-             f"{copy:.0f} GB/s measured in the same run.", "",
+    lines = [*method(result, "Columns renumbered by use"), "",
              "Layouts: *renumbered*, every column by use (per call x[order], a gather of all of x); *hot "
              f"first*, the {HOT:,} most used columns first and the others shifted (per call a gather of "
              f"{HOT:,} values and a copy of x); *kernel*: the same without the per-call preparation of x, "

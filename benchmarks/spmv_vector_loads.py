@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 from scipy.stats import gmean
-from large_set import checked_times
+from large_set import checked_times, method
 from spmv_bandwidth import share_of_copy
 
 from seer.kernels import spmv
@@ -151,15 +151,6 @@ def describe_best(row: dict, names, label: str) -> str:
 
 def describe(row: dict) -> str:
     return describe_best(row, configurations(), "aligned")
-
-
-def method(result: dict, title: str) -> list[str]:
-    """A results file's title and how it was measured."""
-    return [f"# {title}, {result['device']['name']}", "",
-            f"torch {result['versions'].get('torch')}, triton {result['versions'].get('triton')}, measured "
-            f"{result['date']}; `{result['command']}`. do_bench medians (L2 flushed), least of three "
-            f"interleaved rounds; every result checked against float64. Copy ceiling {result['copy_gbps']:.0f} "
-            "GB/s measured in the same run; shares of it under the byte model of `spmv_bandwidth.py`."]
 
 
 def per_matrix(rows: list[dict], names, label: str, copy_gbps: float) -> list[str]:

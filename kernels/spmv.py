@@ -161,14 +161,16 @@ def _segmented_add(a_sum, a_head, b_sum, b_head):
 
 
 @triton.jit
-def _merge_kernel(indptr, indices, values, x, x_stride, acc, acc_stride, sub_rows, nnz,
-                  CHUNK: tl.constexpr, SUB: tl.constexpr):
+def _merge_kernel(indptr, indices, values, x, x_stride, hot_x, acc, acc_stride, sub_rows, nnz,
+                  CHUNK: tl.constexpr, SUB: tl.constexpr, HOT: tl.constexpr):
     """Program p owns the nonzeros [p * CHUNK, (p + 1) * CHUNK): equal work whatever the rows.
 
     ``sub_rows[j]`` is the row holding nonzero j * SUB (the last entry: the row of the last
     nonzero), so nonzero k lies in a row of [sub_rows[k // SUB], sub_rows[k // SUB + 1]].
     ``acc`` is float32 and zeroed by the caller: rows wholly inside the chunk are stored, rows
     cut by a chunk edge are added atomically (at most two atomics per program).
+    With ``HOT`` > 0 the column indices are renumbered: a column below ``HOT`` reads ``hot_x``,
+    a packed copy of the most read x values, and column c >= ``HOT`` reads x[c - HOT].
     """
     pid = tl.program_id(0)
     first = pid.to(indptr.dtype.element_ty) * CHUNK  # int64 when indices are: nnz may pass 2**31
@@ -195,7 +197,12 @@ def _merge_kernel(indptr, indices, values, x, x_stride, acc, acc_stride, sub_row
 
     col = tl.load(indices + k, mask=live, other=0)
     a = tl.load(values + k, mask=live, other=0.0)
-    xv = tl.load(x + col * x_stride, mask=live, other=0.0)
+    if HOT > 0:
+        # One load through a pointer select: a hot value shares its sector with seven others.
+        source = tl.where(col < HOT, hot_x + col, x + (col - HOT) * x_stride)
+    else:
+        source = x + col * x_stride
+    xv = tl.load(source, mask=live, other=0.0)
     prod = a.to(tl.float32) * xv.to(tl.float32)
 
     head = ((k == row_start) | (k == first)).to(tl.int32)
@@ -208,6 +215,17 @@ def _merge_kernel(indptr, indices, values, x, x_stride, acc, acc_stride, sub_row
     # Triton's default (acquire-release) adds a memory barrier and invalidates the SM's whole L1
     # at every chunk edge, which cost the kernel 13% (21% on R-MAT; NOTES SpMV 19).
     tl.atomic_add(target, sums, mask=tail & ~whole, sem="relaxed")
+
+
+@triton.jit
+def _zero_and_gather_kernel(acc, acc_stride, rows, x, x_stride, hot_columns, hot_x, hot, BLOCK: tl.constexpr):
+    """Before a merge call on hot columns, in one launch: zero the float32 accumulator and pack the
+    hot x values (``hot_x[i] = x[hot_columns[i]]``)."""
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(acc + i * acc_stride, tl.zeros((BLOCK,), dtype=tl.float32), mask=i < rows)
+    gathered = i < hot
+    column = tl.load(hot_columns + i, mask=gathered, other=0)
+    tl.store(hot_x + i, tl.load(x + column * x_stride, mask=gathered), mask=gathered)
 
 
 @triton.jit
@@ -450,6 +468,7 @@ def _check_apart(y: torch.Tensor, x: torch.Tensor, rows: int, cols: int, size: i
 _rows_launch = LaunchCache(_csr_rows_kernel)
 _diagonal_launch = LaunchCache(_diagonal_rows_kernel)
 _merge_launch = LaunchCache(_merge_kernel)
+_zero_and_gather_launch = LaunchCache(_zero_and_gather_kernel)
 _adaptive_launch = LaunchCache(_adaptive_kernel)
 _combine_launch = LaunchCache(_combine_pieces_kernel)
 _to_diagonal_major_launch = LaunchCache(_to_diagonal_major_kernel)
@@ -731,8 +750,51 @@ def _bracket_rows(csr: CsrMatrix, sub: int) -> torch.Tensor:
     return torch.searchsorted(csr.indptr, firsts, right=True).to(csr.indptr.dtype) - 1
 
 
-def _merge_variant(chunk: int, sub: int, num_warps: int) -> tuple[Callable, Callable]:
-    """nnz-balanced: float32 y is accumulated in place, others via a float32 copy."""
+def _hot_columns(csr: CsrMatrix, hot: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(hot_columns, renumbered indices)``, both of the index dtype: the ``hot`` most read columns,
+    most read first, become columns 0..hot-1 and every other column c becomes c + hot. No host
+    synchronisation (a ``bincount`` would read its size back); 8-12 bytes a column meanwhile."""
+    device, index_dtype = csr.device, csr.indices.dtype
+    uses = torch.zeros(csr.cols, dtype=torch.int32, device=device)
+    uses.index_add_(0, csr.indices, torch.ones(csr.nnz, dtype=torch.int32, device=device))
+    hot_columns = torch.topk(uses, hot).indices.to(index_dtype)
+    slot = torch.arange(hot, hot + csr.cols, dtype=index_dtype, device=device)
+    slot[hot_columns] = torch.arange(hot, dtype=index_dtype, device=device)
+    return hot_columns, slot.index_select(0, csr.indices)
+
+
+_GATHER_BLOCK = 1024
+
+
+def _accumulator_zeroing(csr: CsrMatrix, hot: int) -> Callable:
+    """``prepare(x, acc, vectors, x_at, x_stride, acc_at, acc_stride) -> hot_x`` of a merge plan: the
+    float32 accumulator zeroed and, with ``hot`` columns, their x values packed in the same launch
+    (without, x itself is returned for the kernel's unused ``hot_x``)."""
+    if not hot:
+        def zero(x, acc, *_) -> torch.Tensor:
+            acc.zero_()
+            return x
+
+        return zero
+    hot_columns, _ = csr.cached(("hot columns", hot), lambda m: _hot_columns(m, hot))
+    rows, columns_at, grid = csr.rows, hot_columns.data_ptr(), cdiv(max(csr.rows, hot), _GATHER_BLOCK)
+    launches = InputLaunches(_zero_and_gather_launch, (csr.device, specialisation(rows, hot_columns, hot)),
+                             {"num_warps": 4})
+
+    def prepare(x, acc, vectors, x_at, x_stride, acc_at, acc_stride) -> torch.Tensor:
+        hot_x = x.new_empty(hot)
+        launches.launch(vectors, grid, (acc, acc_stride, rows, x, x_stride, hot_columns, hot_x, hot, _GATHER_BLOCK),
+                        (acc_at, acc_stride, rows, x_at, x_stride, columns_at, hot_x.data_ptr(), hot, _GATHER_BLOCK))
+        return hot_x
+
+    return prepare
+
+
+def _merge_variant(chunk: int, sub: int, num_warps: int, hot: int = 0) -> tuple[Callable, Callable]:
+    """nnz-balanced: float32 y is accumulated in place, others via a float32 copy. With ``hot``,
+    the ``hot`` most read columns are renumbered first, once per matrix, and each call packs their
+    x values while it zeroes the accumulator (where the renumbered indices would pass the index
+    dtype, the matrix runs unrenumbered)."""
     brackets_key = ("merge brackets", sub)  # the brackets depend on sub only: variants of one sub share them
 
     def plan(csr: CsrMatrix) -> Callable:
@@ -740,27 +802,32 @@ def _merge_variant(chunk: int, sub: int, num_warps: int) -> tuple[Callable, Call
             return _zero_call(csr)
         check, out_check = dense_vector_check(csr), _out_check(csr)
         indptr, indices, values, rows, nnz = csr.indptr, csr.indices, csr.values, csr.rows, csr.nnz
+        hot_count = min(hot, csr.cols) if csr.cols + hot <= torch.iinfo(indices.dtype).max else 0
+        if hot_count:
+            indices = csr.cached(("hot columns", hot_count), lambda m: _hot_columns(m, hot_count))[1]
+        prepare = _accumulator_zeroing(csr, hot_count)
         sub_rows = csr.cached(brackets_key, lambda m: _bracket_rows(m, sub))
         sub_rows_at, grid = sub_rows.data_ptr(), cdiv(nnz, chunk)
         launches = InputLaunches(_merge_launch, (csr.device, specialisation(indptr, indices, values, sub_rows, nnz),
-                                                 chunk, sub), {"num_warps": num_warps})
+                                                 chunk, sub, hot_count), {"num_warps": num_warps})
 
         def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
             check(x)
             y = x.new_empty(rows) if out is None else out_check(out, x)
-            acc = y.zero_() if y.dtype == torch.float32 else torch.zeros(rows, dtype=torch.float32, device=y.device)
+            acc = y if y.dtype == torch.float32 else torch.empty(rows, dtype=torch.float32, device=y.device)
             vectors, x_at, x_stride, acc_at, acc_stride = vector_operands(x, acc)
-            launches.launch(vectors, grid, (indptr, indices, values, x, x_stride, acc, acc_stride, sub_rows, nnz,
-                                            chunk, sub),
-                            (indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), x_at, x_stride, acc_at,
-                             acc_stride, sub_rows_at, nnz, chunk, sub))
+            hot_x = prepare(x, acc, vectors, x_at, x_stride, acc_at, acc_stride)
+            launches.launch(vectors, grid, (indptr, indices, values, x, x_stride, hot_x, acc, acc_stride, sub_rows,
+                                            nnz, chunk, sub, hot_count),
+                            (indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), x_at, x_stride,
+                             hot_x.data_ptr(), acc_at, acc_stride, sub_rows_at, nnz, chunk, sub, hot_count))
             if acc is not y:
                 y.copy_(acc)
             return y
 
         return call
 
-    return _kernel_variant(("merge", chunk, sub, num_warps), plan)
+    return _kernel_variant(("merge", chunk, sub, num_warps, hot), plan)
 
 
 def _adaptive_bins(csr: CsrMatrix, p: dict) -> dict:
@@ -959,6 +1026,14 @@ for _chunk, _warps in ((256, 4), (512, 4)):
     _register(f"merge_c{_chunk}", _merge_variant(_chunk, 32, _warps),
               {"kind": "merge", "chunk": _chunk, "bracket": 32, "num_warps": _warps},
               f"{_chunk} nonzeros per program whatever the rows; segmented scan, atomics at chunk edges")
+# Skewed column use (R-MAT): the 64k most read columns renumbered first, once per matrix, their x
+# values packed eight to a sector on every call (benchmarks/results/spmv-hot-select-h100.md: 1.13x
+# over merge_c512 on R-MATs of 10M+ nonzeros, 0.98x where columns are read evenly; NOTES SpMV 55).
+_HOT = 65536
+_register("merge_c512_hot64k", _merge_variant(512, 32, 4, _HOT),
+          {"kind": "merge", "chunk": 512, "bracket": 32, "num_warps": 4, "hot": _HOT},
+          "merge_c512 with the 64k most read columns renumbered first (once per matrix: +4 or 8 bytes a "
+          "nonzero); each call packs their x values in the launch that zeroes the accumulator")
 # Narrow groups for short rows, wider ones as rows grow; pieces bound any program's work.
 _ADAPTIVE = {"bin_max": [8, 128, 4096], "short": [128, 2], "medium": [32, 16], "large": [4, 128],
              "pieces": [4, 256], "piece": 4096, "num_warps": 4}

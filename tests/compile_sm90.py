@@ -75,14 +75,17 @@ def check_merge_atomics() -> None:
     acquire-release one compiles to a memory barrier and an invalidation of the SM's whole L1,
     which cost the kernel 13% (benchmarks/NOTES.md, SpMV 19)."""
     names = list(inspect.signature(spmv._merge_kernel.fn).parameters)
-    types = {"indptr": "*i32", "indices": "*i32", "values": "*fp32", "x": "*fp32", "acc": "*fp32", "sub_rows": "*i32",
-             "x_stride": "i32", "acc_stride": "i32", "nnz": "i32", "CHUNK": "constexpr", "SUB": "constexpr"}
-    source = ASTSource(spmv._merge_kernel, {n: types[n] for n in names},
-                       constexprs={(names.index("CHUNK"),): 512, (names.index("SUB"),): 32})
-    ptx = triton.compile(source, target=HOPPER, options={"num_warps": 4}).asm["ptx"]
-    atomics = re.findall(r"\b(?:atom|red)\.global[\w.]*", ptx)
-    if not atomics or not all(".relaxed." in a for a in atomics):
-        raise AssertionError(f"the merge kernel's atomics should be relaxed, got {sorted(set(atomics))}")
+    types = {"indptr": "*i32", "indices": "*i32", "values": "*fp32", "x": "*fp32", "hot_x": "*fp32", "acc": "*fp32",
+             "sub_rows": "*i32", "x_stride": "i32", "acc_stride": "i32", "nnz": "i32", "CHUNK": "constexpr",
+             "SUB": "constexpr", "HOT": "constexpr"}
+    for hot in (0, 65536):  # plain merge, and merge on hot columns
+        source = ASTSource(spmv._merge_kernel, {n: types[n] for n in names},
+                           constexprs={(names.index("CHUNK"),): 512, (names.index("SUB"),): 32,
+                                       (names.index("HOT"),): hot})
+        ptx = triton.compile(source, target=HOPPER, options={"num_warps": 4}).asm["ptx"]
+        atomics = re.findall(r"\b(?:atom|red)\.global[\w.]*", ptx)
+        if not atomics or not all(".relaxed." in a for a in atomics):
+            raise AssertionError(f"the merge kernel's atomics should be relaxed (HOT={hot}), got {sorted(set(atomics))}")
 
 
 def check_flags_compile(kernel, constants: dict, warps: int, has_flags: bool) -> None:

@@ -117,13 +117,13 @@ def run_and_check(name: str, matrix: sp.csr_matrix, rng, dtype=torch.float32, in
 
 
 def test_variants_are_registered_consistently():
-    assert 7 <= len(spmv.VARIANTS) <= 14
+    assert 7 <= len(spmv.VARIANTS) <= 16
     kinds = set()
     for name, variant in spmv.VARIANTS.items():
         assert variant.name == name and variant.doc
         kind = variant.params["kind"]
-        # the name is the kind, then its tile or its flavour: vector_g4, diagonal_major_r512, torch_csr
-        assert name.rsplit("_", 1)[0] == kind and ("num_warps" in variant.params) == (kind not in ("torch", "cusparse"))
+        # the name is the kind, then its tile and flavour: adaptive, diagonal_major_r512, merge_c512_hot64k
+        assert (name == kind or name.startswith(kind + "_")) and ("num_warps" in variant.params) == (kind not in ("torch", "cusparse"))
         kinds.add(kind)
     assert kinds == {"scalar", "vector", "diagonal", "diagonal_major", "merge", "adaptive", "torch", "cusparse"}
 
@@ -165,6 +165,43 @@ def test_chunk_and_bin_edges(name):
     rng = np.random.default_rng(5)
     lengths = [1024, 1024, 0, 0, 2048, 1, 1023, 0, 4096, 4097, 9000, 0, 3, 8, 9, 128, 129, 4095, 5000, 0]
     run_and_check(name, random_csr(rng, len(lengths), 64, lengths), rng)
+
+
+@pytest.mark.parametrize("hot", [1, 7, 64])
+@pytest.mark.parametrize("dtype,index_dtype", [(torch.float32, torch.int32), (torch.bfloat16, torch.int64)], ids=str)
+def test_hot_columns_read_packed_and_plain_x(hot, dtype, index_dtype):
+    """Merge on hot columns with fewer of them than the matrix has columns (the shipped variant's
+    64k cover every column of a test-sized matrix), so both sides of the pointer select run:
+    columns read by Zipf counts, a strided x and out, the out's gaps and y poisoned. The hot
+    columns are the most read, and the renumbered indices map back to the matrix's."""
+    rng = np.random.default_rng(hot)
+    rows, cols = 300, 400
+    matrix = random_csr(rng, rows, cols, skewed_lengths(rng, rows, cols, 12))
+    matrix.indices = np.minimum(rng.zipf(1.5, matrix.nnz) - 1, cols - 1)
+    csr, exact = to_seer(matrix, dtype, index_dtype)
+    run, _ = spmv._merge_variant(512, 32, 4, hot)
+    x = random_vector(rng, 2 * cols, dtype)[::2]
+    out = torch.full((2 * rows,), float("nan"), dtype=dtype)
+    assert_spmv_close(run(csr, x, out[::2]), exact, x, dtype)
+    assert out[1::2].isnan().all()
+
+    hot_columns, renumbered = csr.scratch[("hot columns", hot)][-1]
+    assert hot_columns.dtype == renumbered.dtype == index_dtype
+    uses = np.bincount(matrix.indices, minlength=cols)
+    assert uses[hot_columns.numpy()].min() >= np.delete(uses, hot_columns.numpy()).max() > 0
+    packed = renumbered < hot
+    back = torch.where(packed, hot_columns[renumbered.clamp(max=hot - 1)], renumbered - hot)
+    assert torch.equal(back, csr.indices) and 0 < packed.sum() < csr.nnz
+
+
+def test_hot_columns_are_not_renumbered_past_the_index_dtype():
+    """Columns renumbered c + 64k would pass int32 on a matrix of 2**31 - 100 columns: its plan
+    reads the matrix's own indices instead (its x is not needed to make the plan)."""
+    cols = 2**31 - 100
+    indptr, indices = torch.tensor([0, 2, 3], dtype=torch.int32), torch.tensor([5, cols - 1, 7], dtype=torch.int32)
+    csr = as_csr((indptr, indices, torch.ones(3), (2, cols)))
+    spmv.VARIANTS["merge_c512_hot64k"].bind(csr)
+    assert not any(key[0] == "hot columns" for key in csr.scratch)
 
 
 @pytest.mark.parametrize("name", [n for n in VARIANT_NAMES if spmv.VARIANTS[n].params["kind"] == "merge"])
@@ -393,6 +430,7 @@ def test_preprocessing_runs_once_per_matrix(name, monkeypatch):
     with monkeypatch.context() as patch:
         patch.setattr(spmv, "_bracket_rows", no_rebuild)
         patch.setattr(spmv, "_adaptive_bins", no_rebuild)
+        patch.setattr(spmv, "_hot_columns", no_rebuild)
         x = random_vector(rng, 150, torch.float32)
         assert_spmv_close(spmv.VARIANTS[name].run(csr, x), to_seer(matrix)[1], x, torch.float32)
     assert all(csr.scratch[key][-1] is plan for key, plan in plans.items())
@@ -414,9 +452,10 @@ def test_cache_entries_follow_the_preprocessing_they_hold():
         variant.run(csr, x)
     params = [v.params for v in spmv.VARIANTS.values()]
     brackets = {p["bracket"] for p in params if p["kind"] == "merge"}
+    hot_counts = {p["hot"] for p in params if "hot" in p}  # all cover this matrix's 100 columns: one entry
     kernels = [p for p in params if p["kind"] != "torch"]
     # + the pattern's rows, the row-length sums, the addresses and the torch CSR tensor
-    assert len(csr.scratch) == len(kernels) + len(brackets) + 4
+    assert len(csr.scratch) == len(kernels) + len(brackets) + len(hot_counts) + 4
     assert spmv._TORCH_CSR in csr.scratch and spmv._FOLLOWING_PATTERN in csr.scratch
     assert sparse._ROW_SUMS in csr.scratch and sparse._ADDRESSES in csr.scratch
     assert all(("merge brackets", b) in csr.scratch for b in brackets)
