@@ -756,7 +756,7 @@ def _hot_columns(csr: CsrMatrix, hot: int) -> tuple[torch.Tensor, torch.Tensor]:
     synchronisation (a ``bincount`` would read its size back); 8-12 bytes a column meanwhile."""
     device, index_dtype = csr.device, csr.indices.dtype
     uses = torch.zeros(csr.cols, dtype=torch.int32, device=device)
-    uses.index_add_(0, csr.indices, torch.ones(csr.nnz, dtype=torch.int32, device=device))
+    uses.index_add_(0, csr.indices, torch.ones(1, dtype=torch.int32, device=device).expand(csr.nnz))
     hot_columns = torch.topk(uses, hot).indices.to(index_dtype)
     slot = torch.arange(hot, hot + csr.cols, dtype=index_dtype, device=device)
     slot[hot_columns] = torch.arange(hot, dtype=index_dtype, device=device)
@@ -766,17 +766,17 @@ def _hot_columns(csr: CsrMatrix, hot: int) -> tuple[torch.Tensor, torch.Tensor]:
 _GATHER_BLOCK = 1024
 
 
-def _accumulator_zeroing(csr: CsrMatrix, hot: int) -> Callable:
+def _accumulator_zeroing(csr: CsrMatrix, hot_columns: torch.Tensor | None) -> Callable:
     """``prepare(x, acc, vectors, x_at, x_stride, acc_at, acc_stride) -> hot_x`` of a merge plan: the
-    float32 accumulator zeroed and, with ``hot`` columns, their x values packed in the same launch
+    float32 accumulator zeroed and, given ``hot_columns``, their x values packed in the same launch
     (without, x itself is returned for the kernel's unused ``hot_x``)."""
-    if not hot:
+    if hot_columns is None:
         def zero(x, acc, *_) -> torch.Tensor:
             acc.zero_()
             return x
 
         return zero
-    hot_columns, _ = csr.cached(("hot columns", hot), lambda m: _hot_columns(m, hot))
+    hot = len(hot_columns)
     rows, columns_at, grid = csr.rows, hot_columns.data_ptr(), cdiv(max(csr.rows, hot), _GATHER_BLOCK)
     launches = InputLaunches(_zero_and_gather_launch, (csr.device, specialisation(rows, hot_columns, hot)),
                              {"num_warps": 4})
@@ -803,9 +803,10 @@ def _merge_variant(chunk: int, sub: int, num_warps: int, hot: int = 0) -> tuple[
         check, out_check = dense_vector_check(csr), _out_check(csr)
         indptr, indices, values, rows, nnz = csr.indptr, csr.indices, csr.values, csr.rows, csr.nnz
         hot_count = min(hot, csr.cols) if csr.cols + hot <= torch.iinfo(indices.dtype).max else 0
+        hot_columns = None
         if hot_count:
-            indices = csr.cached(("hot columns", hot_count), lambda m: _hot_columns(m, hot_count))[1]
-        prepare = _accumulator_zeroing(csr, hot_count)
+            hot_columns, indices = csr.cached(("hot columns", hot_count), lambda m: _hot_columns(m, hot_count))
+        prepare = _accumulator_zeroing(csr, hot_columns)
         sub_rows = csr.cached(brackets_key, lambda m: _bracket_rows(m, sub))
         sub_rows_at, grid = sub_rows.data_ptr(), cdiv(nnz, chunk)
         launches = InputLaunches(_merge_launch, (csr.device, specialisation(indptr, indices, values, sub_rows, nnz),

@@ -253,6 +253,36 @@ def test_writes_into_the_arrays_a_torch_csr_tensor_was_built_from_are_not_seen()
     seer.clear_cache()
     _check(product(), exact(), x)
 
+@pytest.mark.parametrize("variant", ["diagonal_r128", "diagonal_major_r512", "merge_c512_hot64k"])
+def test_column_indices_written_into_the_tensor_a_csr_was_built_from_are_not_seen(variant):
+    """The README's caveat for structure: a plan made from the column indices (the diagonal
+    variants' pattern, the hot variant's renumbered copy) keeps the old ones after a write into the
+    tensor the CSR tensor was built from, until ``seer.clear_cache()``; a write through
+    ``A.col_indices()`` is seen (a new decision, a new plan). Row 10's first column moves 9 -> 8."""
+    m = generators.banded(300, 1, seed=5).astype(np.float32)
+    indices = torch.from_numpy(m.indices.astype(np.int32))
+    A = torch.sparse_csr_tensor(torch.from_numpy(m.indptr.astype(np.int32)), indices, torch.from_numpy(m.data), m.shape)
+    x = torch.randn(300)
+
+    def product():
+        return seer.dispatch("spmv", (A, x), variant=variant)
+
+    def exact():
+        return sp.csr_matrix((m.data, indices.numpy().copy(), m.indptr), shape=m.shape)
+
+    _check(product(), exact(), x)
+    first = int(m.indptr[10])
+    assert int(indices[first]) == 9
+    for column in (8, 9):  # seen: row 10 leaves the band's pattern, then joins it again
+        A.col_indices()[first] = column
+        _check(product(), exact(), x)
+    indices[first] = 8
+    with pytest.raises(AssertionError):  # the plan's structure is the one before the write
+        _check(product(), exact(), x)
+    seer.clear_cache()
+    _check(product(), exact(), x)
+
+
 @pytest.mark.parametrize("calls", [0, -5, 2.5, 1.0, "ten", True])
 def test_a_calls_hint_must_be_a_count(calls):
     """A hint that is not a whole number of calls, 1 or more, is refused by dispatch and explain
