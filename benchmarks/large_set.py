@@ -4,6 +4,7 @@ input until the time budget is spent, write ``<stem>-<device>.json`` / ``.md``."
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 from typing import Callable
@@ -54,6 +55,20 @@ def run(doc: str, stem: str, select: Callable[[list[Case]], list[Case]], measure
               "matrices": rows}
     write_result(args.out, f"{stem}-{device_tag(name)}", result, markdown(result))
     return 0
+
+
+def events_ms(fn: Callable[[], object], tries: int = 5) -> float:
+    """Median ms of ``fn`` on the device over ``tries`` runs (CUDA events around each): for one-time
+    work such as a matrix's renumbering, which do_bench's repeated calls would not time alone."""
+    times = []
+    for _ in range(tries):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
 
 
 def method(result: dict, title: str) -> list[str]:

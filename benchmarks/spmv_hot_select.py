@@ -29,7 +29,7 @@ import torch
 from scipy.stats import gmean
 from spmv_bandwidth import share_of_copy
 
-from large_set import check_all, method, run
+from large_set import check_all, events_ms, method, run
 from seer.datasets.cases import SKEWED_FAMILIES, skewed_round_robin
 from seer.kernels import spmv
 from seer.profiling import _least_of_rounds
@@ -40,19 +40,6 @@ HOT_VARIANTS = {f"merge_c{c}+hot{h // 1024}k": spmv._merge_variant(c, 32, 4, h)[
 GATHERED = max(HOTS)
 
 
-def renumbering_ms(csr) -> float:
-    """Median of 5 of the per-matrix preparation (hot columns and renumbered indices; CUDA events)."""
-    times = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        spmv._hot_columns(csr, min(GATHERED, csr.cols))
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
 def measure(case, loaded) -> dict:
     parts, (x,) = case.build(loaded)
     csr = spmv.problem(parts)
@@ -61,18 +48,18 @@ def measure(case, loaded) -> dict:
     check_all(runs, spmv.reference(csr, x), case.id)
     uses = torch.bincount(csr.indices, minlength=csr.cols).sort(descending=True).values
     return {"id": case.id, "rows": csr.rows, "cols": csr.cols, "nnz": csr.nnz,
-            "hot_share": float(uses[:GATHERED].sum()) / csr.nnz, "renumbering_ms": renumbering_ms(csr),
+            "hot_share": float(uses[:GATHERED].sum()) / csr.nnz,
+            "renumbering_ms": events_ms(lambda: spmv._hot_columns(csr, min(GATHERED, csr.cols))),
             "time_ms": _least_of_rounds({**runs, **per_call_preparations(csr, x)})}
 
 
 def per_call_preparations(csr, x) -> dict:
     """What a merge call launches before its kernel: the accumulator zeroed, alone and with the hot
     values packed in the same launch, and torch's gather of the hot values for comparison."""
-    hot = min(GATHERED, csr.cols)
-    hot_columns, _ = spmv._hot_columns(csr, hot)
+    hot_columns, _ = spmv._hot_columns(csr, min(GATHERED, csr.cols))
     acc = torch.empty(csr.rows, dtype=torch.float32, device=x.device)
     operands = spmv.vector_operands(x, acc)
-    zero, zero_and_gather = (spmv._accumulator_zeroing(csr, h) for h in (0, hot))
+    zero, zero_and_gather = (spmv._accumulator_zeroing(csr, columns) for columns in (None, hot_columns))
     return {"zero": lambda: zero(x, acc, *operands), "zero and gather": lambda: zero_and_gather(x, acc, *operands),
             "torch gather": lambda: x.index_select(0, hot_columns)}
 
@@ -113,7 +100,9 @@ def markdown(result: dict) -> str:
              f"*Own*: the best of {', '.join(OWN)} on the matrix's own columns. *Hot*: merge with the H most "
              "read columns renumbered first; each call gathers their x values (included in its time) and "
              "reads them through a pointer select. *Hot share*: the nonzeros that read the "
-             f"{GATHERED:,} hottest columns. *Gather*: the per-call launch that zeroes the accumulator and packs {GATHERED:,} hot values, alone (the plain merge call's zeroing alone and torch's `index_select` of the same values are in the JSON).", "",
+             f"{GATHERED:,} hottest columns. *Gather*: the per-call launch that zeroes the accumulator and "
+             f"packs {GATHERED:,} hot values, alone (the plain merge call's zeroing alone and torch's "
+             "`index_select` of the same values are in the JSON).", "",
              "Geometric means per group: own best over hot best (> 1: hot wins), own best over the best of "
              "both (what adding hot to the choices gains), hot wins; medians of the share of copy:", "",
              "| group | matrices | hot share | own / hot | own / both | hot fastest on | copy share, own | "

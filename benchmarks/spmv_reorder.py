@@ -26,7 +26,7 @@ from functools import partial
 
 import torch
 from scipy.stats import gmean
-from large_set import check_all, method
+from large_set import check_all, events_ms, method
 from spmv_bandwidth import share_of_copy
 
 from seer.datasets.cases import SKEWED_FAMILIES, skewed_round_robin
@@ -62,19 +62,6 @@ def hot_first(indices: torch.Tensor, cols: int, hot: int) -> tuple[torch.Tensor,
     slot = torch.arange(cols, device=indices.device) + len(hot_columns)
     slot[hot_columns] = torch.arange(len(hot_columns), device=indices.device)
     return hot_columns, slot.index_select(0, indices).to(indices.dtype)
-
-
-def renumbering_ms(csr) -> float:
-    """Median of 5 of the whole renumbering by use on the device (CUDA events)."""
-    times = []
-    for _ in range(5):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        by_use(csr.indices, csr.cols)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def timed_calls(csr, x) -> dict:
@@ -115,7 +102,8 @@ def measure(case, loaded) -> dict:
     check_all(runs, reference, case.id)
     uses = torch.bincount(csr.indices, minlength=csr.cols).sort(descending=True).values
     return {"id": case.id, "rows": csr.rows, "cols": csr.cols, "nnz": csr.nnz,
-            "hot_share": float(uses[:HOT].sum()) / csr.nnz, "renumbering_ms": renumbering_ms(csr),
+            "hot_share": float(uses[:HOT].sum()) / csr.nnz,
+            "renumbering_ms": events_ms(lambda: by_use(csr.indices, csr.cols)),
             "time_ms": _least_of_rounds({**runs, **extras})}
 
 
