@@ -117,6 +117,13 @@ def markdown(result: dict) -> str:
                      f"{gmean([o / h for o, h in zip(own, hot)]):.2f}x | "
                      f"{gmean([o / b for o, b in zip(own, both)]):.2f}x | {sum(h < o for o, h in zip(own, hot))} | "
                      f"{shares[0]:.0%} | {shares[1]:.0%} | {statistics.median(x['zero and gather'] for x in t):.4f} |")
+    med = {name: 1e3 * statistics.median(r["time_ms"][name] for r in rows)
+           for name in ("zero", "zero and gather", "torch gather")}
+    extra = 1e3 * statistics.median(r["time_ms"]["zero and gather"] - r["time_ms"]["zero"] for r in rows)
+    lines += ["", f"Before the kernel, medians over the {len(rows)} inputs: the plain merge call's zeroing "
+              f"{med['zero']:.1f} µs, zeroing and packing the hot values in one launch {med['zero and gather']:.1f} µs "
+              f"(+{extra:.1f} µs, the median of the differences), torch's `index_select` of the same values "
+              f"{med['torch gather']:.1f} µs."]
     lines += ["", "Each hot configuration over the same chunk on its own columns (geometric mean):", "",
               "| group | " + " | ".join(HOT_VARIANTS) + " |", "|" + "---|" * (1 + len(HOT_VARIANTS))]
     for label, group in groups(rows):
