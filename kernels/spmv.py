@@ -970,6 +970,70 @@ def _cusparse_plan(csr: CsrMatrix) -> Callable:
     return call
 
 
+# Columns read evenly (log-normal rows, R-MATs of long rows) miss L1 on nearly every x value: the
+# matrix cut into slices of 16k columns and stacked into one CSR matrix, once per matrix, so that
+# while a slice's rows run their x values come from a window of 64 KB, which L1 keeps
+# (benchmarks/results/spmv-column-slices-h100.md; NOTES SpMV 56). Each slice adds a row pointer and
+# a partial sum a row: past half the matrix's bytes (rows too short for the slices) it does not pay.
+SLICE_COLUMNS = 16384
+SLICE_MAX_EXTRA = 0.5
+
+
+def stacking_extra(csr: CsrMatrix, slices: int) -> float:
+    """What stacking ``slices`` slices adds to a call (row pointers, partial sums written and read)
+    over the matrix's own bytes (fp32 values, int32 indices)."""
+    return (slices - 1) * csr.rows * 12 / (csr.nnz * 8 + csr.rows * 8 + csr.cols * 4)
+
+
+def _stacked_slices(csr: CsrMatrix, slices: int) -> tuple[CsrMatrix, Callable[[], None]]:
+    """``(stack, restack)``: the matrix's slices of :data:`SLICE_COLUMNS` columns stacked (slice s's
+    part of row r is row s * rows + r, a row's entries in their order), and a function that gathers
+    the values into the stack again if they changed in place since (on every call for inference
+    tensors, whose changes cannot be seen). No host synchronisation; 4 bytes a nonzero more than
+    the stack's own arrays are kept, to gather the values again."""
+    rows, device, indices = csr.rows, csr.device, csr.indices
+    key_dtype = torch.int32 if slices * rows < 2**31 else torch.int64
+    row = torch.repeat_interleave(torch.arange(rows, device=device, dtype=key_dtype),
+                                  csr.indptr[1:] - csr.indptr[:-1], output_size=csr.nnz)
+    key = torch.div(indices, SLICE_COLUMNS, rounding_mode="floor").to(key_dtype) * rows + row
+    sorted_keys, order = torch.sort(key, stable=True)
+    del row, key
+    indptr = torch.searchsorted(sorted_keys, torch.arange(slices * rows + 1, device=device, dtype=key_dtype),
+                                out_int32=csr.indptr.dtype == torch.int32)
+    order = order.to(indices.dtype)
+    values, made = csr.values, [_values_version(csr.values)]
+    stack = CsrMatrix(indptr, indices[order], values[order], (slices * rows, csr.cols))
+
+    def restack() -> None:
+        version = _values_version(values)
+        if version is None or version != made[0]:
+            torch.index_select(values, 0, order, out=stack.values)
+            made[0] = version
+
+    return stack, restack
+
+
+def _column_slices_plan(csr: CsrMatrix) -> Callable:
+    """Prepared cuSPARSE on the matrix's stacked column slices (:func:`_stacked_slices`), the slices'
+    partial results summed into y. As ``cusparse_prepared`` where stacking adds more than
+    :data:`SLICE_MAX_EXTRA` of the matrix's bytes, on matrices of one slice and on values other
+    than float32 (their partial sums would round before they are added up)."""
+    slices = cdiv(csr.cols, SLICE_COLUMNS)
+    if csr.nnz == 0 or slices < 2 or csr.dtype != torch.float32 or stacking_extra(csr, slices) > SLICE_MAX_EXTRA:
+        return _cusparse_plan(csr)
+    stack, restack = _stacked_slices(csr, slices)
+    product = _cusparse_plan(stack)
+    check, out_check, rows = dense_vector_check(csr), _out_check(csr), csr.rows
+
+    def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        check(x)
+        y = x.new_empty(rows) if out is None else out_check(out, x)
+        restack()
+        return torch.sum(product(x).view(slices, rows), dim=0, out=y)
+
+    return call
+
+
 def torch_csr_tensor(csr: CsrMatrix) -> torch.Tensor:
     """The matrix as a torch sparse CSR tensor sharing its arrays: built once, and again only if
     an array has moved (its address changed). The torch variant and the profiles' cuSPARSE
@@ -1047,6 +1111,12 @@ _register("cusparse_prepared", _kernel_variant(("cusparse", "csr_alg1"), _cuspar
           {"kind": "cusparse", "algorithm": "csr_alg1", "preprocess": True},
           "cuSPARSE's CSR SpMV called directly, its partition made once per matrix "
           "(cusparseSpMV_preprocess); torch's product off CUDA")
+_register("cusparse_slices_16k", _kernel_variant(("cusparse slices", SLICE_COLUMNS), _column_slices_plan),
+          {"kind": "cusparse", "algorithm": "csr_alg1", "preprocess": True, "slice_columns": SLICE_COLUMNS,
+           "max_extra": SLICE_MAX_EXTRA},
+          "prepared cuSPARSE on the matrix cut into slices of 16k columns stacked into one CSR matrix (made "
+          "once per matrix: +12 bytes a nonzero and 4 a row and slice), the slices' partial results summed; "
+          "as cusparse_prepared where rows are too short for the slices or values are not float32")
 
 
 # ---------------------------------------------------------------- dispatch contract

@@ -283,6 +283,42 @@ def test_column_indices_written_into_the_tensor_a_csr_was_built_from_are_not_see
     _check(product(), exact(), x)
 
 
+@pytest.mark.parametrize("array", ["values", "col_indices"])
+def test_writes_into_the_arrays_a_csr_was_built_from_are_not_seen_by_the_column_slices(array):
+    """The README's caveat for ``cusparse_slices_16k``, whose stack copies a matrix's values and
+    column indices (here four column slices): a write through ``A.values()`` or ``A.col_indices()``
+    is seen, one into the tensor A was built from is not, until ``seer.clear_cache()``. The write
+    moves one nonzero to another slice, or scales the values."""
+    from test_spmv_kernels import sliced_matrix
+
+    m = sliced_matrix(np.random.default_rng(9)).astype(np.float32)
+    m.sort_indices()
+    indices, values = torch.from_numpy(m.indices.astype(np.int32)), torch.from_numpy(m.data)
+    A = torch.sparse_csr_tensor(torch.from_numpy(m.indptr.astype(np.int32)), indices, values, m.shape)
+    x = torch.randn(m.shape[1])
+
+    def product():
+        return seer.dispatch("spmv", (A, x), variant="cusparse_slices_16k")
+
+    def exact():
+        return sp.csr_matrix((values.double().numpy(), indices.numpy().copy(), m.indptr), shape=m.shape)
+
+    def write(tensor):
+        if array == "values":
+            tensor.mul_(-2.0)
+        else:
+            tensor[0] = m.shape[1] - 1 - int(tensor[0])  # row 0's first column into the last slice and back
+
+    _check(product(), exact(), x)
+    write(A.values() if array == "values" else A.col_indices())
+    _check(product(), exact(), x)
+    write(values if array == "values" else indices)
+    with pytest.raises(AssertionError):  # the stack holds the matrix before the write
+        _check(product(), exact(), x)
+    seer.clear_cache()
+    _check(product(), exact(), x)
+
+
 @pytest.mark.parametrize("calls", [0, -5, 2.5, 1.0, "ten", True])
 def test_a_calls_hint_must_be_a_count(calls):
     """A hint that is not a whole number of calls, 1 or more, is refused by dispatch and explain

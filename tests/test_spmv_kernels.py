@@ -204,6 +204,84 @@ def test_hot_columns_are_not_renumbered_past_the_index_dtype():
     assert not any(key[0] == "hot columns" for key in csr.scratch)
 
 
+SLICED_COLS = 3 * spmv.SLICE_COLUMNS + 123  # four column slices
+
+
+def sliced_matrix(rng, rows: int = 60, mean: float = 400) -> sp.csr_matrix:
+    """A matrix of four column slices whose rows are long enough for them to be stacked."""
+    return random_csr(rng, rows, SLICED_COLS, skewed_lengths(rng, rows, SLICED_COLS, mean))
+
+
+def spy_on_stacking(monkeypatch) -> list:
+    """The (stack, restack) pairs the sliced variant's plans make, recorded as they are made."""
+    made, stacked_slices = [], spmv._stacked_slices
+    monkeypatch.setattr(spmv, "_stacked_slices", lambda csr, slices: made.append(stacked_slices(csr, slices)) or made[-1])
+    return made
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64], ids=str)
+def test_column_slices_stack_each_slice_and_add_them_up(index_dtype, monkeypatch):
+    """cusparse_slices_16k on four slices (off CUDA its product on the stack is torch's): each
+    slice's rows of the stack hold that slice's columns of the matrix and nothing else, the sum
+    of the slices' products matches float64 into a poisoned strided out, and values written in
+    place are gathered into the stack again before the next call."""
+    rng = np.random.default_rng(11)
+    csr, exact = to_seer(sliced_matrix(rng), index_dtype=index_dtype)
+    assert spmv.stacking_extra(csr, 4) <= spmv.SLICE_MAX_EXTRA
+    made = spy_on_stacking(monkeypatch)
+    run = spmv.VARIANTS["cusparse_slices_16k"].run
+    x = random_vector(rng, 2 * SLICED_COLS, torch.float32)[::2]
+    out = torch.full((2 * csr.rows,), float("nan"))
+    assert_spmv_close(run(csr, x, out[::2]), exact, x, torch.float32)
+    assert out[1::2].isnan().all()
+
+    (stack, _), = made
+    assert stack.shape == (4 * csr.rows, SLICED_COLS) and stack.nnz == csr.nnz
+    tall = sp.csr_matrix((stack.values.double().numpy(), stack.indices.numpy(), stack.indptr.numpy()), shape=stack.shape)
+    for s in range(4):
+        part = tall[s * csr.rows:(s + 1) * csr.rows].tocoo()
+        assert (part.col // spmv.SLICE_COLUMNS == s).all()
+        in_slice = exact.multiply(sp.csr_matrix(((np.arange(SLICED_COLS) // spmv.SLICE_COLUMNS) == s)[None, :]))
+        assert abs(part.tocsr() - in_slice).max() == 0
+
+    csr.values.mul_(-2.0)
+    assert_spmv_close(run(csr, x), -2.0 * exact, x, torch.float32)
+    assert len(made) == 1  # the stack is kept; only its values were gathered again
+
+
+@pytest.mark.parametrize("case", ["short rows", "one slice", "float16"])
+def test_column_slices_run_unsliced_where_stacking_does_not_pay(case, monkeypatch):
+    """Rows too short for four slices (the stack would add more than half the matrix's bytes), a
+    matrix of one slice, and half-precision values (partial sums would round before they are
+    added up) run as cusparse_prepared: right, and nothing stacked."""
+    rng = np.random.default_rng(12)
+    if case == "short rows":
+        matrix = random_csr(rng, 5000, SLICED_COLS, np.ones(5000, dtype=np.int64))
+    elif case == "one slice":
+        matrix = random_csr(rng, 60, spmv.SLICE_COLUMNS, skewed_lengths(rng, 60, spmv.SLICE_COLUMNS, 400))
+    else:
+        matrix = sliced_matrix(rng)
+    dtype = torch.float16 if case == "float16" else torch.float32
+    csr, exact = to_seer(matrix, dtype)
+    if case == "short rows":
+        assert spmv.stacking_extra(csr, 4) > spmv.SLICE_MAX_EXTRA
+    made = spy_on_stacking(monkeypatch)
+    x = random_vector(rng, csr.cols, dtype)
+    assert_spmv_close(spmv.VARIANTS["cusparse_slices_16k"].run(csr, x), exact, x, dtype)
+    assert made == []
+
+
+def test_a_stacked_matrix_is_freed_at_once():
+    """The stack's plan refers to the matrix's values, not to the matrix."""
+    def make():
+        rng = np.random.default_rng(13)
+        csr, _ = to_seer(sliced_matrix(rng))
+        spmv.VARIANTS["cusparse_slices_16k"].run(csr, random_vector(rng, SLICED_COLS, torch.float32))
+        return csr
+
+    assert_freed_when_dropped(make)
+
+
 @pytest.mark.parametrize("name", [n for n in VARIANT_NAMES if spmv.VARIANTS[n].params["kind"] == "merge"])
 @pytest.mark.parametrize("nnz", [1, 2, 3, 5, 518, 1031])
 def test_arrays_that_end_inside_a_chunk(name, nnz):
@@ -398,12 +476,22 @@ def test_bad_operands_are_rejected_before_and_after_the_plan(operand, value, mes
 def test_a_dropped_matrix_is_freed_at_once(name):
     """The plans kept in a matrix's cache must not refer back to it: through a cycle its device
     memory would stay taken until the garbage collector next ran."""
+    def make():
+        rng = np.random.default_rng(3)
+        csr, _ = to_seer(random_csr(rng, 120, 80, skewed_lengths(rng, 120, 80, 40)))
+        spmv.VARIANTS[name].run(csr, random_vector(rng, 80, torch.float32))
+        return csr
+
+    assert_freed_when_dropped(make)
+
+
+def assert_freed_when_dropped(make) -> None:
+    """The matrix ``make()`` returns, its plans made, is freed as soon as its one reference goes,
+    with the garbage collector off."""
     import gc
     import weakref
 
-    rng = np.random.default_rng(3)
-    csr, _ = to_seer(random_csr(rng, 120, 80, skewed_lengths(rng, 120, 80, 40)))
-    spmv.VARIANTS[name].run(csr, random_vector(rng, 80, torch.float32))
+    csr = make()
     gone = weakref.ref(csr)
     gc.disable()
     try:
