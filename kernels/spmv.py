@@ -672,28 +672,42 @@ def _values_version(values: torch.Tensor) -> int | None:
     return None if values.is_inference() else values._version
 
 
+def _values_refresher(values: torch.Tensor, make: Callable[[], None]) -> Callable[[], None]:
+    """``refresh()`` for a copy that ``make()`` writes from ``values`` (and has just written): it
+    writes it again when ``values`` changed in place since, on every call for inference tensors,
+    whose changes cannot be seen. Kept per CUDA stream: a stream must not take a copy that another
+    stream has queued but may not have run yet. A write queued while the stream is being captured
+    is not counted as made: capture only records it, and a call before the graph's first replay
+    must write the copy itself."""
+    on_cuda = values.device.type == "cuda"
+    made = {current_stream() if on_cuda else 0: _values_version(values)}
+
+    def refresh() -> None:
+        stream, version = current_stream() if on_cuda else 0, _values_version(values)
+        if version is None or made.get(stream) != version:
+            make()
+            if not (on_cuda and torch.cuda.is_current_stream_capturing()):
+                made[stream] = version
+
+    return refresh
+
+
 def _diagonal_copy(csr: CsrMatrix, follows: torch.Tensor, length: int) -> tuple[torch.Tensor, int, Callable]:
     """``(copy, row stride, refresh)``: the values of the rows that follow, stored by diagonals and
-    made now; ``refresh()`` makes the copy again if the values changed in place since (on every
-    call for inference tensors, whose changes cannot be seen). No read-back."""
+    made now; ``refresh()`` makes the copy again if the values changed in place since
+    (:func:`_values_refresher`). No read-back."""
     indptr, values, rows = csr.indptr, csr.values, csr.rows
     stride = cdiv(rows, _DIAGONAL_MAJOR_PAD) * _DIAGONAL_MAJOR_PAD
     diagonals = torch.empty(length * stride, dtype=values.dtype, device=csr.device)
     args = (indptr, values, follows, diagonals, stride, length, rows, *_TO_DIAGONAL_MAJOR_TILE.values())
     launches = InputLaunches(_to_diagonal_major_launch, (csr.device, specialisation(*args[:7])), {"num_warps": 4})
-    grid, made = stride // _TO_DIAGONAL_MAJOR_TILE["ROWS"], [None]
+    grid = stride // _TO_DIAGONAL_MAJOR_TILE["ROWS"]
 
     def make() -> None:
         launches.launch((), grid, args, addresses(args))  # addresses afresh: ``set_`` may move values
-        made[0] = _values_version(values)
-
-    def refresh() -> None:
-        version = _values_version(values)
-        if version is None or version != made[0]:
-            make()
 
     make()
-    return diagonals, stride, refresh
+    return diagonals, stride, _values_refresher(values, make)
 
 
 def _diagonal_major_variant(rows_per_program: int, diagonals_per_step: int, num_warps: int
@@ -981,45 +995,51 @@ SLICE_MAX_EXTRA = 0.5
 
 def stacking_extra(csr: CsrMatrix, slices: int) -> float:
     """What stacking ``slices`` slices adds to a call (row pointers, partial sums written and read)
-    over the matrix's own bytes (fp32 values, int32 indices)."""
+    over the bytes a call moves without it (fp32 values and int32 indices, row pointers, x, y)."""
     return (slices - 1) * csr.rows * 12 / (csr.nnz * 8 + csr.rows * 8 + csr.cols * 4)
+
+
+def stacks(csr: CsrMatrix, slices: int) -> bool:
+    """Whether ``cusparse_slices_16k`` stacks the matrix cut into ``slices`` slices (else it runs as
+    ``cusparse_prepared``): see :func:`_column_slices_plan`."""
+    return (slices >= 2 and 0 < csr.nnz < 2**31 - 1 and csr.dtype == torch.float32
+            and stacking_extra(csr, slices) <= SLICE_MAX_EXTRA)
 
 
 def _stacked_slices(csr: CsrMatrix, slices: int) -> tuple[CsrMatrix, Callable[[], None]]:
     """``(stack, restack)``: the matrix's slices of :data:`SLICE_COLUMNS` columns stacked (slice s's
     part of row r is row s * rows + r, a row's entries in their order), and a function that gathers
-    the values into the stack again if they changed in place since (on every call for inference
-    tensors, whose changes cannot be seen). No host synchronisation; 4 bytes a nonzero more than
-    the stack's own arrays are kept, to gather the values again."""
-    rows, device, indices = csr.rows, csr.device, csr.indices
+    the values into the stack again if they changed in place since (:func:`_values_refresher`).
+    No host synchronisation. Kept beside the stack's own arrays: where each of its values comes
+    from (4 bytes a nonzero); meanwhile 24-32 more a nonzero (keys, their sort)."""
+    rows, indices, values = csr.rows, csr.indices, csr.values
     key_dtype = torch.int32 if slices * rows < 2**31 else torch.int64
-    row = torch.repeat_interleave(torch.arange(rows, device=device, dtype=key_dtype),
-                                  csr.indptr[1:] - csr.indptr[:-1], output_size=csr.nnz)
-    key = torch.div(indices, SLICE_COLUMNS, rounding_mode="floor").to(key_dtype) * rows + row
-    sorted_keys, order = torch.sort(key, stable=True)
-    del row, key
-    indptr = torch.searchsorted(sorted_keys, torch.arange(slices * rows + 1, device=device, dtype=key_dtype),
-                                out_int32=csr.indptr.dtype == torch.int32)
-    order = order.to(indices.dtype)
-    values, made = csr.values, [_values_version(csr.values)]
-    stack = CsrMatrix(indptr, indices[order], values[order], (slices * rows, csr.cols))
+    # Made outside inference mode even under it: the stack is written again by later calls.
+    with torch.inference_mode(False):
+        key = torch.repeat_interleave((csr.indptr[1:] - csr.indptr[:-1]).to(key_dtype), output_size=csr.nnz)
+        key += torch.div(indices, SLICE_COLUMNS, rounding_mode="floor").to(key_dtype) * rows  # now s * rows + r
+        sorted_keys, order = torch.sort(key, stable=True)
+        del key
+        indptr = torch.searchsorted(sorted_keys, torch.arange(slices * rows + 1, device=csr.device, dtype=key_dtype),
+                                    out_int32=csr.indptr.dtype == torch.int32)
+        del sorted_keys
+        order = order.to(torch.int32)  # the caller keeps nnz under 2**31 - 1
+        stack = CsrMatrix(indptr, indices[order], values[order], (slices * rows, csr.cols))
 
-    def restack() -> None:
-        version = _values_version(values)
-        if version is None or version != made[0]:
-            torch.index_select(values, 0, order, out=stack.values)
-            made[0] = version
+    def make() -> None:
+        torch.index_select(values, 0, order, out=stack.values)
 
-    return stack, restack
+    return stack, _values_refresher(values, make)
 
 
 def _column_slices_plan(csr: CsrMatrix) -> Callable:
     """Prepared cuSPARSE on the matrix's stacked column slices (:func:`_stacked_slices`), the slices'
     partial results summed into y. As ``cusparse_prepared`` where stacking adds more than
     :data:`SLICE_MAX_EXTRA` of the matrix's bytes, on matrices of one slice and on values other
-    than float32 (their partial sums would round before they are added up)."""
+    than float32 (their partial sums would round before they are added up), and on 2**31 - 1
+    nonzeros or more (torch sorts at most that many on CUDA)."""
     slices = cdiv(csr.cols, SLICE_COLUMNS)
-    if csr.nnz == 0 or slices < 2 or csr.dtype != torch.float32 or stacking_extra(csr, slices) > SLICE_MAX_EXTRA:
+    if not stacks(csr, slices):
         return _cusparse_plan(csr)
     stack, restack = _stacked_slices(csr, slices)
     product = _cusparse_plan(stack)
@@ -1115,8 +1135,9 @@ _register("cusparse_slices_16k", _kernel_variant(("cusparse slices", SLICE_COLUM
           {"kind": "cusparse", "algorithm": "csr_alg1", "preprocess": True, "slice_columns": SLICE_COLUMNS,
            "max_extra": SLICE_MAX_EXTRA},
           "prepared cuSPARSE on the matrix cut into slices of 16k columns stacked into one CSR matrix (made "
-          "once per matrix: +12 bytes a nonzero and 4 a row and slice), the slices' partial results summed; "
-          "as cusparse_prepared where rows are too short for the slices or values are not float32")
+          "once per matrix: +12 bytes a nonzero and 4 a row and slice), the slices' partial results summed "
+          "(two launches a call); as cusparse_prepared on one slice, where rows are too short for the "
+          "slices, on values other than float32 and past 2**31 - 2 nonzeros")
 
 
 # ---------------------------------------------------------------- dispatch contract

@@ -155,6 +155,33 @@ def test_column_slices_with_cusparse(index_dtype):
     assert_graph_replays(variant.run, csr, exact, rng, torch.float32)
     csr.values.mul_(-1)
     assert_spmv_close(variant.run(csr, x).cpu(), -exact, x.cpu(), torch.float32)
+    assert_copy_rewritten_after_a_captured_call(variant.run, csr, -exact, x)
+
+
+def assert_copy_rewritten_after_a_captured_call(run, csr, exact, x) -> None:
+    """Values written in place, then a call captured in a CUDA graph (which only records the copy
+    of the values being written again): a call outside the graph before any replay must still
+    write the copy itself, and the replay then reads it too."""
+    csr.values.mul_(2)
+    out = torch.empty(csr.rows, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run(csr, x, out)
+    assert_spmv_close(run(csr, x).cpu(), 2 * exact, x.cpu(), torch.float32)
+    out.fill_(float("nan"))
+    graph.replay()
+    assert_spmv_close(out.cpu(), 2 * exact, x.cpu(), torch.float32)
+
+
+def test_diagonal_copy_rewritten_after_a_captured_call():
+    """The same for diagonal_major_r512's copy of the values by diagonals, on a band."""
+    rng = np.random.default_rng(22)
+    cpu, exact = to_seer(banded(20_000, 3, rng))
+    csr = on_gpu(cpu)
+    run = spmv.VARIANTS["diagonal_major_r512"].run
+    x = random_vector(rng, csr.cols, torch.float32).cuda()
+    assert_spmv_close(run(csr, x).cpu(), exact, x.cpu(), torch.float32)
+    assert_copy_rewritten_after_a_captured_call(run, csr, exact, x)
 
 
 @pytest.mark.parametrize("name", VARIANT_NAMES)

@@ -271,6 +271,39 @@ def test_column_slices_run_unsliced_where_stacking_does_not_pay(case, monkeypatc
     assert made == []
 
 
+@pytest.mark.parametrize("inference_values", [False, True])
+def test_column_slices_planned_in_inference_mode_serve_calls_outside_it(inference_values):
+    """A stack made under ``torch.inference_mode()`` is written again by later calls outside it
+    (after values written in place, or on every call for inference-tensor values, whose writes
+    cannot be seen): it must not be made of inference tensors, which refuse such writes."""
+    rng = np.random.default_rng(14)
+    matrix = sliced_matrix(rng)
+    with torch.inference_mode(inference_values):
+        csr, exact = to_seer(matrix)
+    x = random_vector(rng, SLICED_COLS, torch.float32)
+    run = spmv.VARIANTS["cusparse_slices_16k"].run
+    with torch.inference_mode():
+        assert_spmv_close(run(csr, x), exact, x, torch.float32)
+    if not inference_values:
+        with torch.no_grad():
+            csr.values.mul_(3.0)
+        exact = 3.0 * exact
+    for _ in range(2):
+        assert_spmv_close(run(csr, x), exact, x, torch.float32)
+
+
+def test_column_slices_are_not_made_past_what_torch_can_sort():
+    """2**31 - 1 nonzeros and more run as cusparse_prepared: torch's CUDA sort takes at most 2**31
+    - 1 elements. (Only the decision is tested: such a matrix does not fit here.)"""
+    from types import SimpleNamespace
+
+    def matrix(nnz):
+        return SimpleNamespace(rows=1, cols=SLICED_COLS, nnz=nnz, dtype=torch.float32)
+
+    assert spmv.stacks(matrix(2**31 - 2), 4) and not spmv.stacks(matrix(2**31 - 1), 4)
+    assert not spmv.stacks(matrix(0), 4)
+
+
 def test_a_stacked_matrix_is_freed_at_once():
     """The stack's plan refers to the matrix's values, not to the matrix."""
     def make():
