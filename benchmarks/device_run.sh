@@ -50,11 +50,12 @@ run_stage() {
     # up its own totals overstate it), then merged and the model retrained; a table the deadline
     # left unfinished keeps its marker column and the next run of the stage resumes it.
     spmv-regather) each_campaign remeasured_gather --gather ;;
-    # A variant registered since the campaigns (VARIANT=name): its columns measured into both tables
-    # beside two anchors re-timed (their ratios to the tables go to the metadata), then merged and
-    # the model retrained, resuming as spmv-regather does. AGAIN=1: measured again (its code changed);
-    # KERNEL_ONLY=1 with it: the kernel time alone (its host work did not change).
-    spmv-add-variant) each_campaign "added_$VARIANT" --add-variant "$VARIANT" ${AGAIN:+--again} \
+    # Variants registered since the campaigns (VARIANT="name [name ...]", several sharing each input's
+    # build): their columns measured into both tables beside two anchors re-timed (their ratios to
+    # the tables go to the metadata), then merged and the model retrained, resuming as spmv-regather
+    # does. AGAIN=1: measured again (their code changed); KERNEL_ONLY=1 with it: the kernel times
+    # alone (their host work did not change).
+    spmv-add-variant) each_campaign "added_${VARIANT// /+}" --add-variant $VARIANT ${AGAIN:+--again} \
                         ${KERNEL_ONLY:+--kernel-time-only} ;;
     gemm) python3 benchmarks/gemm_profile.py --out "benchmarks/results/gemm-$device" --budget-s "$budget"
           cp "benchmarks/results/gemm-$device/gemm.csv" "datasets/profiles/gemm-$device.csv"

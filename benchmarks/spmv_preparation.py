@@ -57,27 +57,29 @@ def gathering(case, loaded) -> dict[str, float]:
 ANCHORS = ("diagonal_r128", "cusparse_prepared")
 
 
-def addition(name: str, kernel_time_only: bool = False):
-    """The measure of a variant the table lacks: its kernel time (least of interleaved rounds
-    beside the anchors', as ``seer profile`` times every variant), host call time and preparation,
-    each checked against float64 first (a wrong or failing variant gets NaN, as in a campaign).
-    ``kernel_time_only``: the kernel time alone, for a variant whose kernel changed but whose host
-    work did not: the lent hosts differ in host time by more than such a change (NOTES SpMV 49)."""
+def addition(names: list[str], kernel_time_only: bool = False):
+    """The measure of variants the table lacks: each one's kernel time (least of interleaved rounds
+    beside the anchors' and each other's, as ``seer profile`` times every variant), host call time
+    and preparation, each checked against float64 first (a wrong or failing variant gets NaN, as
+    in a campaign). Several variants share one build of each input, the slowest part on the large
+    ones. ``kernel_time_only``: the kernel times alone, for variants whose kernels changed but whose
+    host work did not: the lent hosts differ in host time by more than such a change (NOTES SpMV 49)."""
 
     def measure(case, loaded) -> dict[str, float]:
         op = get_op("spmv")
         source, operands = case.build(loaded)
         problem = op.kernels.problem(source)
-        fns = {n: (lambda v=op.variants[n]: v.run(problem, *operands)) for n in (name, *ANCHORS)}
+        fns = {n: (lambda v=op.variants[n]: v.run(problem, *operands)) for n in (*names, *ANCHORS)}
         checked, times = timed_if_correct(op, problem, operands, fns, case.id)
-        row = {f"time_ms:{name}": times[name], **{f"{ANCHOR_PREFIX}{n}": times[n] for n in ANCHORS}}
+        row = {**{f"time_ms:{n}": times[n] for n in names}, **{f"{ANCHOR_PREFIX}{n}": times[n] for n in ANCHORS}}
         if kernel_time_only:
             return row
-        row.update({f"call_us:{name}": float("nan"), f"prepare_ms:{name}": float("nan")})
-        if name in checked:
-            if case.extra.get("size", 0) < SPMV_CALL_OVERHEAD_BELOW:  # as seer profile decides
-                row[f"call_us:{name}"] = host_call_us(checked[name])
-            row.update(preparation_columns(op, source, [name]))
+        for name in names:
+            row.update({f"call_us:{name}": float("nan"), f"prepare_ms:{name}": float("nan")})
+            if name in checked:
+                if case.extra.get("size", 0) < SPMV_CALL_OVERHEAD_BELOW:  # as seer profile decides
+                    row[f"call_us:{name}"] = host_call_us(checked[name])
+                row.update(preparation_columns(op, source, [name]))
         return row
 
     return measure
@@ -109,24 +111,33 @@ def main() -> int:
     parser.add_argument("--matrices", type=Path, required=True)
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--gather", action="store_true", help="re-measure gather_ms instead of prepare_ms")
-    what.add_argument("--add-variant", metavar="NAME", help="measure a registered variant the table lacks")
+    what.add_argument("--add-variant", metavar="NAME", nargs="+",
+                      help="measure registered variants the table lacks (several share each input's build)")
     parser.add_argument("--again", action="store_true",
-                        help="with --add-variant: measure the variant's columns again (its code changed)")
+                        help="with --add-variant: measure the variants' columns again (their code changed)")
     parser.add_argument("--kernel-time-only", action="store_true",
-                        help="with --add-variant --again: measure the kernel time alone; the host columns keep theirs")
+                        help="with --add-variant --again: measure the kernel times alone; the host columns keep theirs")
     parser.add_argument("--deadline", type=float, default=500, help="seconds; stops between inputs")
     args = parser.parse_args()
     if args.kernel_time_only and not (args.add_variant and args.again):
         parser.error("--kernel-time-only measures a variant the table has again: give --add-variant NAME --again")
-    if args.add_variant:
-        measure, marker = addition(args.add_variant, args.kernel_time_only), f"added_{args.add_variant}"
+    added = list(dict.fromkeys(args.add_variant or []))  # in the order given, each once
+    if added:
+        unknown = [n for n in added if n not in get_op("spmv").variants]
+        if unknown:
+            parser.error(f"no spmv variant {', '.join(unknown)}; registered: {', '.join(get_op('spmv').variants)}")
+        measure, marker = addition(added, args.kernel_time_only), "added_" + "+".join(added)
     else:
         measure, marker = (gathering, "remeasured_gather") if args.gather else (preparation, "remeasured_preparation")
     # read_frame: every cell it does not re-measure is written back to the last bit
     frame = read_frame(args.table, dtype={"id": str, "group": str, "source": str})
-    if args.add_variant and f"time_ms:{args.add_variant}" in frame and marker not in frame and not args.again:
-        print(f"{args.table} has {args.add_variant} already: nothing to add (--again measures it again)")
-        return 0
+    present = [n for n in added if f"time_ms:{n}" in frame]
+    if present and marker not in frame and not args.again:
+        if len(present) == len(added):
+            print(f"{args.table} has {', '.join(present)} already: nothing to add (--again measures them again)")
+            return 0
+        parser.error(f"{args.table} has {', '.join(present)} already: add the others alone, "
+                     "or measure them all again with --again")
     if marker not in frame:
         frame[marker] = False
     todo = set(frame.loc[~frame[marker].astype(bool), "id"])
@@ -150,12 +161,15 @@ def main() -> int:
     meta = json.loads(meta_path(args.table).read_text())
     if not todo:  # every row re-measured: the marker has done its job
         frame = frame.drop(columns=marker)
-        if args.add_variant:
-            added = {"variant": args.add_variant, "by": " ".join(["python", *sys.argv]),
-                     "anchor_ratio_median": anchor_ratios(frame)}
-            meta["added_variants"] = [*meta.get("added_variants", []), added]
-            frame = place_columns(frame.drop(columns=[f"{ANCHOR_PREFIX}{n}" for n in ANCHORS]), args.add_variant)
-            print(f"anchors, this run over the table (median): {added['anchor_ratio_median']}")
+        if added:
+            ratios, by = anchor_ratios(frame), " ".join(["python", *sys.argv])
+            meta["added_variants"] = [*meta.get("added_variants", []),
+                                      *({"variant": n, "by": by, "anchor_ratio_median": ratios} for n in added)]
+            frame = frame.drop(columns=[f"{ANCHOR_PREFIX}{n}" for n in ANCHORS])
+            registered = list(get_op("spmv").variants)
+            for name in sorted(added, key=registered.index):  # each after the variant registered before it
+                frame = place_columns(frame, name)
+            print(f"anchors, this run over the table (median): {ratios}")
     frame.to_csv(args.table, index=False)
     meta["commands"] = [*meta.get("commands", []), " ".join(["python", *sys.argv])]
     meta_path(args.table).write_text(json.dumps(meta, indent=2) + "\n")

@@ -79,7 +79,7 @@ def anchored_table(tmp_path, suitesparse_dir, monkeypatch):
     """A table of two small matrices profiled with diagonal_major_r512 and both anchors, call times
     recorded (as ``seer profile`` records them under its size bound)."""
     variants = get_op("spmv").kernels.VARIANTS
-    kept = ("scalar_r128", "diagonal_r128", "diagonal_major_r512", "cusparse_prepared")
+    kept = ("scalar_r128", "vector_g4", "diagonal_r128", "diagonal_major_r512", "cusparse_prepared")
     monkeypatch.setattr(get_op("spmv").kernels, "VARIANTS", {n: variants[n] for n in kept})
     monkeypatch.setattr(profiling, "time_ms", lambda fn, **_: profiling._median_wall_ms(fn, repeats=2))
     out = tmp_path / "spmv-test.csv"
@@ -106,6 +106,29 @@ def test_an_added_variant_gets_its_columns_where_profiling_puts_them(anchored_ta
     meta = json.loads(meta_path(out).read_text())
     assert meta["added_variants"][0]["variant"] == "diagonal_major_r512"
     assert set(meta["added_variants"][0]["anchor_ratio_median"]) == set(script.ANCHORS)
+
+
+def test_two_variants_added_in_one_pass(anchored_table, suitesparse_dir, monkeypatch):
+    """Two variants the table lacks, given in either order, get their columns in one pass (each input
+    built once), in profiling's column order, one metadata entry each with the same anchors; a
+    table that has one of them already is refused unless both are measured again."""
+    script, out = load_benchmark("spmv_preparation"), anchored_table
+    profiled = read_frame(out)
+    added = [c for c in profiled.columns if c.endswith((":vector_g4", ":diagonal_major_r512"))]
+    assert len(added) == 6
+    profiled.drop(columns=added).to_csv(out, index=False)
+    _run(script, out, suitesparse_dir, monkeypatch, "--add-variant", "diagonal_major_r512", "vector_g4")
+    after = read_frame(out)
+    assert list(after.columns) == list(profiled.columns)
+    assert (after[added] > 0).all().all()
+    pd.testing.assert_frame_equal(after.drop(columns=added), profiled.drop(columns=added), check_exact=True)
+    entries = json.loads(meta_path(out).read_text())["added_variants"]
+    assert [e["variant"] for e in entries] == ["diagonal_major_r512", "vector_g4"]
+    assert entries[0]["anchor_ratio_median"] == entries[1]["anchor_ratio_median"]
+
+    after.drop(columns=[c for c in added if c.endswith(":vector_g4")]).to_csv(out, index=False)
+    with pytest.raises(SystemExit):
+        _run(script, out, suitesparse_dir, monkeypatch, "--add-variant", "diagonal_major_r512", "vector_g4")
 
 
 def test_kernel_time_only_leaves_the_host_columns_as_they_were(anchored_table, suitesparse_dir, monkeypatch):
