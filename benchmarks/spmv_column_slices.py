@@ -32,37 +32,24 @@ from large_set import check_all, events_ms, method, run
 from seer.datasets.cases import SKEWED_FAMILIES, skewed_round_robin
 from seer.kernels import spmv
 from seer.profiling import _least_of_rounds
-from seer.sparse import as_csr
 
 OWN = ("merge_c256", "merge_c512", "cusparse_prepared", "torch_csr")  # the skewed families' winners
 ON_SLICES = ("merge_c512", "cusparse_prepared")
 WIDTHS = (16384, 65536, 262144)  # columns a slice: 64 KB, 256 KB, 1 MB of fp32 x
-MAX_EXTRA = 0.5  # stacked matrices whose extra bytes pass this share of the matrix's are skipped
+MAX_EXTRA = spmv.SLICE_MAX_EXTRA  # stacked matrices whose extra bytes pass this share of the matrix's are skipped
 
 
 def stacked(csr, width: int):
-    """The matrix cut into slices of ``width`` columns, stacked: (slices, CSR of slices * rows rows)."""
+    """``(slices, stack)``: the matrix cut into slices of ``width`` columns and stacked as the
+    ``cusparse_slices_16k`` variant stacks it (:func:`seer.kernels.spmv._stacked_slices`)."""
     slices = -(-csr.cols // width)
-    row = torch.repeat_interleave(torch.arange(csr.rows, device=csr.indptr.device),
-                                  csr.indptr[1:] - csr.indptr[:-1], output_size=csr.nnz)
-    key = torch.div(csr.indices, width, rounding_mode="floor").long() * csr.rows + row
-    order = torch.sort(key, stable=True).indices  # a row's entries of one slice keep their order
-    lengths = torch.bincount(key, minlength=slices * csr.rows)
-    indptr = torch.zeros(slices * csr.rows + 1, dtype=csr.indptr.dtype, device=csr.indptr.device)
-    indptr[1:] = torch.cumsum(lengths, 0)
-    parts = (indptr, csr.indices[order], csr.values[order], (slices * csr.rows, csr.cols))
-    return slices, as_csr(parts, check=False)
-
-
-def extra_share(csr, slices: int) -> float:
-    """What stacking adds (row pointers, partial sums written and read) over the matrix's bytes."""
-    return (slices - 1) * csr.rows * 12 / (csr.nnz * 8 + csr.rows * 8 + csr.cols * 4)
+    return slices, spmv._stacked_slices(csr, slices, width)[0]
 
 
 def measure(case, loaded) -> dict:
     parts, (x,) = case.build(loaded)
     csr = spmv.problem(parts)
-    extras = {width: extra_share(csr, -(-csr.cols // width)) for width in WIDTHS}
+    extras = {width: spmv.stacking_extra(csr, -(-csr.cols // width)) for width in WIDTHS}
     widths = [w for w, extra in extras.items() if csr.cols > w and extra <= MAX_EXTRA]
     row = {"id": case.id, "rows": csr.rows, "cols": csr.cols, "nnz": csr.nnz,
            "extra_share": {str(w): e for w, e in extras.items()}, "stacking_ms": {}, "time_ms": None}

@@ -1006,8 +1006,8 @@ def stacks(csr: CsrMatrix, slices: int) -> bool:
             and stacking_extra(csr, slices) <= SLICE_MAX_EXTRA)
 
 
-def _stacked_slices(csr: CsrMatrix, slices: int) -> tuple[CsrMatrix, Callable[[], None]]:
-    """``(stack, restack)``: the matrix's slices of :data:`SLICE_COLUMNS` columns stacked (slice s's
+def _stacked_slices(csr: CsrMatrix, slices: int, width: int = SLICE_COLUMNS) -> tuple[CsrMatrix, Callable[[], None]]:
+    """``(stack, restack)``: the matrix's ``slices`` slices of ``width`` columns stacked (slice s's
     part of row r is row s * rows + r, a row's entries in their order), and a function that gathers
     the values into the stack again if they changed in place since (:func:`_values_refresher`).
     No host synchronisation. Kept beside the stack's own arrays: where each of its values comes
@@ -1017,7 +1017,7 @@ def _stacked_slices(csr: CsrMatrix, slices: int) -> tuple[CsrMatrix, Callable[[]
     # Made outside inference mode even under it: the stack is written again by later calls.
     with torch.inference_mode(False):
         key = torch.repeat_interleave((csr.indptr[1:] - csr.indptr[:-1]).to(key_dtype), output_size=csr.nnz)
-        key += torch.div(indices, SLICE_COLUMNS, rounding_mode="floor").to(key_dtype) * rows  # now s * rows + r
+        key += torch.div(indices, width, rounding_mode="floor").to(key_dtype) * rows  # now s * rows + r
         sorted_keys, order = torch.sort(key, stable=True)
         del key
         indptr = torch.searchsorted(sorted_keys, torch.arange(slices * rows + 1, device=csr.device, dtype=key_dtype),
