@@ -120,6 +120,7 @@ run_stage() {
     first-call-idle) python3 benchmarks/first_call_idle.py --out benchmarks/results ;;
     host-path) python3 benchmarks/host_path.py --matrices .carry/suitesparse --out benchmarks/results ;;
     out-check) python3 benchmarks/out_check.py --matrices .carry/suitesparse --out benchmarks/results ;;
+    spmv-autotune) python3 benchmarks/spmv_autotune.py --matrices .carry/suitesparse --out benchmarks/results ;;
     spmv-first-call) python3 benchmarks/spmv_first_call.py --matrices .carry/suitesparse --out benchmarks/results \
                        --budget-s "$budget" ;;
     *) echo "unknown stage $1"; exit 2 ;;

@@ -10,7 +10,7 @@ import torch
 
 from seer import profiling
 from seer.datasets.cases import spmv_cases
-from seer.errors import ProfileTableError, SeerWarning
+from seer.errors import ProfileTableError, SeerError, SeerWarning
 from seer.registry import Variant, get_op
 from seer.table import read_table
 
@@ -192,6 +192,26 @@ def test_measured_within_budget_stops_between_inputs(capsys):
     assert [r["loaded"] for r in rows] == [0, 1, 2, 3] and "m3: loaded 3" in capsys.readouterr().out
     assert profiling.measured_within_budget(cases, lambda case, loaded: {}, -1, str) == []
     assert "budget reached: 4 matrices left" in capsys.readouterr().out
+
+
+def test_measured_within_budget_skips_unreadable_inputs(capsys):
+    """A SeerError from an input's load or measurement skips that input, saying why; any other
+    error is a bug and stops the run."""
+    def load(i):
+        if i == 1:
+            raise SeerError("complex values are not supported")
+        return i
+
+    cases = [profiling.Case(f"m{i}", "g", "real", load=lambda i=i: load(i), build=None) for i in range(3)]
+    rows = profiling.measured_within_budget(cases, lambda case, loaded: {"loaded": loaded}, 60, str)
+    assert [r["loaded"] for r in rows] == [0, 2]
+    assert "skipped m1: complex values are not supported" in capsys.readouterr().out
+
+    def broken(case, loaded):
+        raise ValueError("a bug")
+
+    with pytest.raises(ValueError, match="a bug"):
+        profiling.measured_within_budget(cases[:1], broken, 60, str)
 
 
 def test_measured_within_budget_measures_while_nothing_loads():
