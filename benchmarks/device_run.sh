@@ -121,6 +121,7 @@ run_stage() {
     host-path) python3 benchmarks/host_path.py --matrices .carry/suitesparse --out benchmarks/results ;;
     out-check) python3 benchmarks/out_check.py --matrices .carry/suitesparse --out benchmarks/results ;;
     spmv-autotune) python3 benchmarks/spmv_autotune.py --matrices .carry/suitesparse --out benchmarks/results ;;
+    gemm-inductor) python3 benchmarks/gemm_inductor.py --out benchmarks/results --budget-s "$budget" ;;
     spmv-first-call) python3 benchmarks/spmv_first_call.py --matrices .carry/suitesparse --out benchmarks/results \
                        --budget-s "$budget" ;;
     *) echo "unknown stage $1"; exit 2 ;;

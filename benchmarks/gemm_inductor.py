@@ -1,0 +1,256 @@
+"""seer's GEMM against PyTorch Inductor's max-autotune, with and without AutoHeuristic's learned ranking.
+
+    python benchmarks/gemm_inductor.py --out benchmarks/results [--budget-s 420] [--model models/gemm-h100.json]
+
+The compiler's way to a tuned GEMM: ``torch.compile(torch.mm, mode="max-autotune-no-cudagraphs")``
+benchmarks cuBLAS and Inductor's Triton templates at compile time and keeps the fastest.
+AutoHeuristic (``TORCHINDUCTOR_AUTOHEURISTIC_USE=mm``) adds Inductor's decision tree learned on
+H100 (``_MMRankingH100``), which ranks the templates so that only the top 10 and cuBLAS are
+benchmarked: the peer closest to seer's idea, a learned tree deciding per shape. On held-out
+shapes of ``gemm.py`` (LLM layers at unseen token counts, random shapes; bf16), each in turn:
+
+  torch     ``torch.matmul``
+  seer      ``seer.dispatch`` with the shipped model; its first call after ``seer.clear_cache()``
+            (features, tree, launch: its kernels were compiled by an untimed call before, as
+            ``gemm.py`` times them)
+  inductor  a fresh ``torch.compile`` (dynamo reset, Inductor's caches off and a new cache folder,
+            so its first call compiles and tunes from nothing, as on a new machine)
+  ah        the same with AutoHeuristic's ranking
+
+Steady state: device time per call from CUDA graphs, the L2 flushed before each call (so the
+host's cost of a call, a compiled function's guards or seer's lookup, is left out: in a model
+the compiled mm would be one node of a larger graph); first calls: synchronised wall time. Every result is checked against ``torch.matmul`` first. The two compiled
+peers run in one process, in alternating order from shape to shape: the second may reuse kernels
+the first compiled in memory, so the summary also gives each one's first calls where it compiled
+first. Writes ``gemm-inductor-<device>.json`` / ``.md``.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gemm_profile as sweep  # noqa: E402
+from gemm import first_call_ms, geomean, held_out_shapes, seer_call  # noqa: E402
+
+PEERS = ("inductor", "ah")
+METHOD = ("Peers: `torch.compile(mm, mode=\"max-autotune-no-cudagraphs\")` fresh for each shape (dynamo reset, "
+          "Inductor's caches off, a new cache folder), alone and with `TORCHINDUCTOR_AUTOHEURISTIC_USE=mixed_mm,mm` "
+          "(Inductor's learned ranking benchmarks its top 10 templates and cuBLAS); seer: `seer.dispatch` with the "
+          "shipped model, its first call after `seer.clear_cache()` with its kernel compiled before. Steady state: "
+          "device time per call from CUDA graphs of 10 flush-and-call pairs less the flushes alone (medians of 5 "
+          "replays; no host cost); first calls: synchronised wall time; every result checked against "
+          "torch.matmul.")
+AUTOHEURISTIC_ENV = "TORCHINDUCTOR_AUTOHEURISTIC_USE"
+
+
+def compiled_mm(autoheuristic: bool, cache_root: Path):
+    """A fresh max-autotune ``torch.mm`` that has compiled nothing: dynamo reset, Inductor's
+    caches off and a new cache folder; with ``autoheuristic`` the learned mm ranking on (read by
+    Inductor when it lowers the mm, so set before the first call and kept until the caller's
+    ``restore``). Also a list that records, for each mm Inductor lowers, how many choices the
+    ranking kept (None where it declined the shape; nothing where it was not consulted)."""
+    import torch._inductor.config as inductor_config
+    from torch._inductor.kernel import mm as mm_lowering
+
+    torch._dynamo.reset()
+    inductor_config.force_disable_caches = True
+    saved = {name: os.environ.get(name) for name in (AUTOHEURISTIC_ENV, "TORCHINDUCTOR_CACHE_DIR")}
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(dir=cache_root)
+    use = "mixed_mm,mm" if autoheuristic else "mixed_mm"  # mixed_mm: the default
+    os.environ[AUTOHEURISTIC_ENV] = use
+    ranking_setting = ranking_patch(inductor_config, use)
+    ranking_setting.__enter__()
+
+    ranking, ranked = mm_lowering.mm_autoheuristic, []
+
+    def recorded_ranking(*args, **kwargs):
+        choices = ranking(*args, **kwargs)
+        ranked.append(None if choices is None else len(choices))
+        return choices
+
+    mm_lowering.mm_autoheuristic = recorded_ranking
+
+    def restore() -> None:
+        mm_lowering.mm_autoheuristic = ranking
+        ranking_setting.__exit__(None, None, None)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+    def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.mm(a, b)
+
+    return torch.compile(mm, mode="max-autotune-no-cudagraphs", dynamic=False), restore, ranked
+
+
+def ranking_patch(inductor_config, use: str):
+    """Where Inductor reads ``autoheuristic_use`` from its config (a string read from the
+    environment at import, as torch 2.11 does) a patch of it; where it reads the environment at
+    each lowering (torch 2.13) nothing."""
+    if isinstance(getattr(inductor_config, "autoheuristic_use", None), str):
+        return inductor_config.patch(autoheuristic_use=use)
+    return contextlib.nullcontext()
+
+
+def graph_ms(fn, flush: torch.Tensor, calls: int = 10, replays: int = 5) -> float:
+    """Device time of one call of ``fn`` with the L2 flushed before it, free of the host's launch
+    cost (a compiled call's guards, seer's lookup): a CUDA graph of ``calls`` flush-and-call pairs
+    and one of the flushes alone, each replayed ``replays`` times; their medians' difference per
+    call."""
+    def captured(body) -> torch.cuda.CUDAGraph:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                body()
+        return graph
+
+    def median_ms(graph: torch.cuda.CUDAGraph) -> float:
+        samples = []
+        for _ in range(replays):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end))
+        return float(np.median(samples))
+
+    both, flushes = captured(lambda: (flush.zero_(), fn())), captured(flush.zero_)
+    return (median_ms(both) - median_ms(flushes)) / calls
+
+
+def measure(shape: sweep.Shape, model, timer: sweep.Timer, order: tuple, cache_root: Path, log) -> dict:
+    import seer
+
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    a = torch.randn(shape.m, shape.k, device="cuda", dtype=shape.dtype, generator=gen)
+    b = (torch.randn(shape.k, shape.n, device="cuda", generator=gen) / shape.k ** 0.5).to(shape.dtype)
+    reference = torch.matmul(a, b).float()
+    row = {"id": shape.id, "source": shape.source, "m": shape.m, "n": shape.n, "k": shape.k,
+           "dtype": str(shape.dtype).removeprefix("torch."), "order": list(order)}
+    row["torch_ms"] = graph_ms(lambda: torch.matmul(a, b), timer.flush)
+    call = seer_call(a, b, model)
+    check(shape, "seer", call(), reference)  # compiles seer's chosen kernel, untimed
+    seer.clear_cache()
+    row["seer_first_ms"] = first_call_ms(call)
+    row["seer_ms"] = graph_ms(call, timer.flush)
+    row["seer_choice"] = seer.explain("gemm", (a, b), model=model).variant
+    for peer in order:
+        mm, restore, ranked = compiled_mm(peer == "ah", cache_root)
+        try:
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            c = mm(a, b)
+            torch.cuda.synchronize()
+            row[f"{peer}_first_ms"] = (time.perf_counter() - start) * 1e3
+        finally:
+            restore()
+        row[f"{peer}_ranked"] = ranked
+        check(shape, peer, c, reference)
+        row[f"{peer}_ms"] = graph_ms(lambda: mm(a, b), timer.flush)
+    log(f"{shape.id} ({shape.m}x{shape.n}x{shape.k}): torch {row['torch_ms']:.3f}, seer {row['seer_ms']:.3f} ms "
+        f"({row['seer_choice']}), inductor {row['inductor_ms']:.3f} ms after {row['inductor_first_ms'] / 1e3:.1f} s, "
+        f"ah {row['ah_ms']:.3f} ms after {row['ah_first_ms'] / 1e3:.1f} s (ranking kept {row['ah_ranked']})")
+    return row
+
+
+def check(shape: sweep.Shape, who: str, c: torch.Tensor, reference: torch.Tensor) -> None:
+    error = sweep.relative_difference(c, reference)
+    if not error < sweep.TOLERANCE:
+        raise AssertionError(f"{who} disagrees with torch.matmul on {shape.id}: relative difference {error:.1e}")
+
+
+def summarise(rows: list[dict]) -> dict:
+    """Geometric means of each peer's steady-state time over seer's, and first-call medians."""
+    def ratio(peer: str) -> float:
+        return geomean([r[f"{peer}_ms"] / r["seer_ms"] for r in rows])
+
+    return {"shapes": len(rows),
+            "steady_peer_over_seer": {peer: ratio(peer) for peer in ("torch", *PEERS)},
+            "seer_faster_on": {peer: int(sum(r["seer_ms"] < r[f"{peer}_ms"] for r in rows)) for peer in ("torch", *PEERS)},
+            "first_call_ms_median": {peer: float(np.median([r[f"{peer}_first_ms"] for r in rows]))
+                                     for peer in ("seer", *PEERS)},
+            "first_call_ms_median_compiled_first": {
+                peer: float(np.median(firsts)) if (firsts := [r[f"{peer}_first_ms"] for r in rows
+                                                              if r["order"][0] == peer]) else None
+                for peer in PEERS},
+            "calls_to_catch_up_median": {peer: catch_up(rows, peer) for peer in PEERS}}
+
+
+def catch_up(rows: list[dict], peer: str) -> float | None:
+    """Median over the shapes where the peer's call is the faster of the calls after which its
+    first call's cost is repaid (None where it is never the faster)."""
+    calls = [(r[f"{peer}_first_ms"] - r["seer_first_ms"]) / (r["seer_ms"] - r[f"{peer}_ms"])
+             for r in rows if r[f"{peer}_ms"] < r["seer_ms"]]
+    return float(np.median(calls)) if calls else None
+
+
+NAMES = {"torch": "`torch.matmul` (cuBLAS)", "inductor": "Inductor max-autotune",
+         "ah": "Inductor max-autotune + AutoHeuristic"}
+
+
+def markdown(result: dict) -> str:
+    s, rows = result["summary"], result["rows"]
+    lines = [f"# GEMM: seer against Inductor's max-autotune and AutoHeuristic, {result['device']['name']}", "",
+             f"{result['date']}; torch {result['versions']['torch']}, triton {result['versions']['triton']}; "
+             f"`{result['command']}`", "", result["method"], "",
+             f"{s['shapes']} held-out bf16 shapes.", "",
+             "| peer | its steady-state time / seer's (geomean) | seer faster on | first call, median (where it "
+             "compiled first) | calls until its first call is repaid (median, where it is faster) |",
+             "|---|---|---|---|---|",
+             f"| seer | 1.000 | - | {s['first_call_ms_median']['seer']:.2f} ms | - |",
+             f"| {NAMES['torch']} | {s['steady_peer_over_seer']['torch']:.3f} | {s['seer_faster_on']['torch']} | - | - |"]
+    for peer in PEERS:
+        catch, alone = s["calls_to_catch_up_median"][peer], s["first_call_ms_median_compiled_first"][peer]
+        lines.append(f"| {NAMES[peer]} | {s['steady_peer_over_seer'][peer]:.3f} | {s['seer_faster_on'][peer]} | "
+                     f"{s['first_call_ms_median'][peer] / 1e3:.1f} s ({'-' if alone is None else f'{alone / 1e3:.1f} s'}) | "
+                     f"{'never' if catch is None else f'{catch:,.0f}'} |")
+    lines += ["", "Per shape (steady state, ms; first calls of the compiled peers in s):", "",
+              "| shape | M x N x K | torch | seer (choice) | inductor (first) | + AutoHeuristic (first) | choices the "
+              "ranking kept |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['id']} | {r['m']} x {r['n']} x {r['k']} | {r['torch_ms']:.4f} | {r['seer_ms']:.4f} "
+              f"({r['seer_choice']}) | {r['inductor_ms']:.4f} ({r['inductor_first_ms'] / 1e3:.1f}) | "
+              f"{r['ah_ms']:.4f} ({r['ah_first_ms'] / 1e3:.1f}) | {r['ah_ranked']} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    from seer.profiling import device_tag, environment, write_result
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--model", default=None, help="seer's GEMM model (default: the shipped one for this GPU)")
+    parser.add_argument("--budget-s", type=float, default=420)
+    parser.add_argument("--random", type=int, default=40, help="random shapes among the held-out ones")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")  # Inductor's and seer's notices would drown the log
+    env = environment(torch.device("cuda", torch.cuda.current_device()))
+    timer, started, rows = sweep.Timer(), time.monotonic(), []
+    with tempfile.TemporaryDirectory() as cache_root:
+        for i, shape in enumerate(held_out_shapes(args.random, seed=0)):
+            if time.monotonic() - started > args.budget_s:
+                break
+            order = PEERS if i % 2 == 0 else PEERS[::-1]
+            rows.append(measure(shape, args.model, timer, order, Path(cache_root), print))
+    result = {"benchmark": "GEMM against Inductor max-autotune and AutoHeuristic", **env,
+              "command": " ".join([Path(sys.executable).name, *sys.argv]),
+              "method": METHOD, "rows": rows,
+              "summary": summarise(rows)}
+    write_result(args.out, f"gemm-inductor-{device_tag(env['device']['name'])}", result, markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""benchmarks/gemm_inductor.py on the CPU: the compiled peers start from nothing and put the
+environment back, and the summary's ratios, first calls and catch-up counts are right."""
+import os
+
+import pytest
+from conftest import load_benchmark
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return load_benchmark("gemm_inductor")
+
+
+@pytest.mark.parametrize("autoheuristic, ranking", [(True, "mixed_mm,mm"), (False, "mixed_mm")])
+def test_compiled_mm_sets_its_environment_and_restores_it(bench, tmp_path, monkeypatch, autoheuristic, ranking):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/somewhere")
+    monkeypatch.delenv(bench.AUTOHEURISTIC_ENV, raising=False)
+    from torch._inductor.kernel import mm as mm_lowering
+
+    inductors = mm_lowering.mm_autoheuristic
+    mm, restore, ranked = bench.compiled_mm(autoheuristic, tmp_path)
+    assert mm_lowering.mm_autoheuristic is not inductors and ranked == []
+    assert os.environ[bench.AUTOHEURISTIC_ENV] == ranking
+    cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    assert cache.startswith(str(tmp_path)) and os.path.isdir(cache)
+    _, restore_again, _ = bench.compiled_mm(autoheuristic, tmp_path)
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] != cache  # a new folder each time
+    restore_again()
+    restore()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere" and bench.AUTOHEURISTIC_ENV not in os.environ
+    assert mm_lowering.mm_autoheuristic is inductors
+    import torch._inductor.config as inductor_config
+
+    assert inductor_config.force_disable_caches and callable(mm)
+
+
+def row(seer, torch_ms, inductor, ah, order, seer_first=1.0, inductor_first=20e3, ah_first=10e3):
+    return {"id": "s", "m": 1, "n": 2, "k": 3, "seer_choice": "torch_matmul", "seer_ms": seer, "torch_ms": torch_ms,
+            "inductor_ms": inductor, "ah_ms": ah, "seer_first_ms": seer_first, "inductor_first_ms": inductor_first,
+            "ah_first_ms": ah_first, "order": list(order), "ah_ranked": [11]}
+
+
+def test_summary(bench):
+    rows = [row(1.0, 1.1, 0.9, 1.2, ("inductor", "ah")),  # inductor faster by 0.1 ms a call here
+            row(2.0, 2.2, 2.0, 2.5, ("ah", "inductor"), inductor_first=30e3, ah_first=12e3)]
+    s = bench.summarise(rows)
+    assert s["shapes"] == 2
+    assert s["steady_peer_over_seer"]["torch"] == pytest.approx(1.1)
+    assert s["steady_peer_over_seer"]["inductor"] == pytest.approx((0.9 * 1.0) ** 0.5)
+    assert s["seer_faster_on"] == {"torch": 2, "inductor": 0, "ah": 2}
+    assert s["first_call_ms_median"] == {"seer": 1.0, "inductor": 25e3, "ah": 11e3}
+    assert s["first_call_ms_median_compiled_first"] == {"inductor": 20e3, "ah": 12e3}
+    assert s["calls_to_catch_up_median"]["inductor"] == pytest.approx((20e3 - 1.0) / 0.1)
+    assert s["calls_to_catch_up_median"]["ah"] is None
+    text = bench.markdown({"summary": s, "rows": rows, "device": {"name": "H100"}, "date": "d",
+                           "versions": {"torch": "t", "triton": "r"}, "command": "c", "method": "m"})
+    assert "| Inductor max-autotune | 0.949 | 0 | 25.0 s (20.0 s) | 199,990 |" in text
+    assert "| Inductor max-autotune + AutoHeuristic | 1.225 | 2 | 11.0 s (12.0 s) | never |" in text
+    assert "| 2.0000 (30.0) | 2.5000 (12.0) | [11] |" in text
+
+
+def test_ranking_patch_sets_a_config_read_at_import(bench):
+    """torch 2.11 reads TORCHINDUCTOR_AUTOHEURISTIC_USE once, into a config string: that string is
+    patched; torch 2.13 reads the environment at each lowering: nothing to patch."""
+    import contextlib
+
+    class StringConfig:
+        autoheuristic_use = "mixed_mm"
+
+        @contextlib.contextmanager
+        def patch(self, **changes):
+            saved = {name: getattr(self, name) for name in changes}
+            for name, value in changes.items():
+                setattr(self, name, value)
+            yield
+            for name, value in saved.items():
+                setattr(self, name, value)
+
+    config = StringConfig()
+    with bench.ranking_patch(config, "mixed_mm,mm"):
+        assert config.autoheuristic_use == "mixed_mm,mm"
+    assert config.autoheuristic_use == "mixed_mm"
+    import torch._inductor.config as inductor_config
+
+    assert isinstance(bench.ranking_patch(inductor_config, "mm"), contextlib.nullcontext)
