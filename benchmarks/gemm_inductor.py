@@ -1,12 +1,13 @@
 """seer's GEMM against PyTorch Inductor's max-autotune, with and without AutoHeuristic's learned ranking.
 
-    python benchmarks/gemm_inductor.py --out benchmarks/results [--budget-s 420] [--model models/gemm-h100.json]
+    python benchmarks/gemm_inductor.py --out benchmarks/results [--budget-s 420] \\
+        [--model models/gemm-h100.json]
 
 The compiler's way to a tuned GEMM: ``torch.compile(torch.mm, mode="max-autotune-no-cudagraphs")``
 benchmarks cuBLAS and Inductor's Triton templates at compile time and keeps the fastest.
-AutoHeuristic (``TORCHINDUCTOR_AUTOHEURISTIC_USE=mm``) adds Inductor's decision tree learned on
-H100 (``_MMRankingH100``), which ranks the templates so that only the top 10 and cuBLAS are
-benchmarked: the peer closest to seer's idea, a learned tree deciding per shape. On held-out
+AutoHeuristic (``mm`` added to ``TORCHINDUCTOR_AUTOHEURISTIC_USE``) adds Inductor's decision
+tree learned on H100 (``_MMRankingH100``), which ranks the templates so that only the top 10 and
+cuBLAS are benchmarked: the peer closest to seer's idea, a learned tree deciding per shape. On held-out
 shapes of ``gemm.py`` (LLM layers at unseen token counts, random shapes; bf16), each in turn:
 
   torch     ``torch.matmul``
@@ -19,10 +20,10 @@ shapes of ``gemm.py`` (LLM layers at unseen token counts, random shapes; bf16), 
 
 Steady state: device time per call from CUDA graphs, the L2 flushed before each call (so the
 host's cost of a call, a compiled function's guards or seer's lookup, is left out: in a model
-the compiled mm would be one node of a larger graph); first calls: synchronised wall time. Every result is checked against ``torch.matmul`` first. The two compiled
-peers run in one process, in alternating order from shape to shape: the second may reuse kernels
-the first compiled in memory, so the summary also gives each one's first calls where it compiled
-first. Writes ``gemm-inductor-<device>.json`` / ``.md``.
+the compiled mm would be one node of a larger graph); first calls: synchronised wall time.
+Every result is checked against ``torch.matmul`` first. The two compiled peers run in one
+process, in alternating order from shape to shape: the second may reuse kernels the first
+compiled in memory, so the summary also gives each one's first calls where it compiled first. Writes ``gemm-inductor-<device>.json`` / ``.md``.
 """
 from __future__ import annotations
 
@@ -54,45 +55,62 @@ AUTOHEURISTIC_ENV = "TORCHINDUCTOR_AUTOHEURISTIC_USE"
 
 
 def compiled_mm(autoheuristic: bool, cache_root: Path):
-    """A fresh max-autotune ``torch.mm`` that has compiled nothing: dynamo reset, Inductor's
-    caches off and a new cache folder; with ``autoheuristic`` the learned mm ranking on (read by
-    Inductor when it lowers the mm, so set before the first call and kept until the caller's
-    ``restore``). Also a list that records, for each mm Inductor lowers, how many choices the
-    ranking kept (None where it declined the shape; nothing where it was not consulted)."""
+    """A fresh max-autotune ``torch.mm`` that has compiled nothing (dynamo reset, Inductor's
+    caches off, a new cache folder), with the learned mm ranking on if ``autoheuristic``; Inductor
+    reads these settings when it lowers the mm, at the first call, so they hold until the caller
+    calls the returned ``restore``. Also a list that records, for each mm Inductor lowers, how many
+    choices the ranking kept (None where it declined the shape; nothing where it was not consulted)."""
     import torch._inductor.config as inductor_config
-    from torch._inductor.kernel import mm as mm_lowering
 
     torch._dynamo.reset()
-    inductor_config.force_disable_caches = True
-    saved = {name: os.environ.get(name) for name in (AUTOHEURISTIC_ENV, "TORCHINDUCTOR_CACHE_DIR")}
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(dir=cache_root)
-    use = "mixed_mm,mm" if autoheuristic else "mixed_mm"  # mixed_mm: the default
-    os.environ[AUTOHEURISTIC_ENV] = use
-    ranking_setting = ranking_patch(inductor_config, use)
-    ranking_setting.__enter__()
+    use = "mixed_mm,mm" if autoheuristic else "mixed_mm"  # mixed_mm: Inductor's default
+    ranked: list = []
+    settings = contextlib.ExitStack()
+    with settings:  # on any error the settings made so far are undone
+        settings.enter_context(inductor_config.patch(force_disable_caches=True))
+        settings.enter_context(environment(**{AUTOHEURISTIC_ENV: use,
+                                              "TORCHINDUCTOR_CACHE_DIR": tempfile.mkdtemp(dir=cache_root)}))
+        settings.enter_context(ranking_patch(inductor_config, use))
+        settings.enter_context(recording_ranking(ranked))
+        settings = settings.pop_all()
 
-    ranking, ranked = mm_lowering.mm_autoheuristic, []
+    def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.mm(a, b)
 
-    def recorded_ranking(*args, **kwargs):
-        choices = ranking(*args, **kwargs)
-        ranked.append(None if choices is None else len(choices))
-        return choices
+    return torch.compile(mm, mode="max-autotune-no-cudagraphs", dynamic=False), settings.close, ranked
 
-    mm_lowering.mm_autoheuristic = recorded_ranking
 
-    def restore() -> None:
-        mm_lowering.mm_autoheuristic = ranking
-        ranking_setting.__exit__(None, None, None)
+@contextlib.contextmanager
+def environment(**values: str):
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
         for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
 
-    def mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return torch.mm(a, b)
 
-    return torch.compile(mm, mode="max-autotune-no-cudagraphs", dynamic=False), restore, ranked
+@contextlib.contextmanager
+def recording_ranking(ranked: list):
+    """Inductor's mm ranking wrapped to append how many choices it kept to ``ranked``."""
+    from torch._inductor.kernel import mm as mm_lowering
+
+    ranking = mm_lowering.mm_autoheuristic
+
+    def recorded(*args, **kwargs):
+        choices = ranking(*args, **kwargs)
+        ranked.append(None if choices is None else len(choices))
+        return choices
+
+    mm_lowering.mm_autoheuristic = recorded
+    try:
+        yield
+    finally:
+        mm_lowering.mm_autoheuristic = ranking
 
 
 def ranking_patch(inductor_config, use: str):
@@ -128,7 +146,12 @@ def graph_ms(fn, flush: torch.Tensor, calls: int = 10, replays: int = 5) -> floa
         return float(np.median(samples))
 
     both, flushes = captured(lambda: (flush.zero_(), fn())), captured(flush.zero_)
-    return (median_ms(both) - median_ms(flushes)) / calls
+    for graph in (both, flushes):  # a first replay uploads the graph
+        graph.replay()
+    per_call = (median_ms(both) - median_ms(flushes)) / calls
+    if not per_call > 0:
+        raise RuntimeError(f"a call timed at {per_call:.4f} ms: the flushes' spread swamped it")
+    return per_call
 
 
 def measure(shape: sweep.Shape, model, timer: sweep.Timer, order: tuple, cache_root: Path, log) -> dict:
@@ -179,7 +202,8 @@ def summarise(rows: list[dict]) -> dict:
 
     return {"shapes": len(rows),
             "steady_peer_over_seer": {peer: ratio(peer) for peer in ("torch", *PEERS)},
-            "seer_faster_on": {peer: int(sum(r["seer_ms"] < r[f"{peer}_ms"] for r in rows)) for peer in ("torch", *PEERS)},
+            "seer_faster_on": {peer: int(sum(r["seer_ms"] < r[f"{peer}_ms"] for r in rows))
+                               for peer in ("torch", *PEERS)},
             "first_call_ms_median": {peer: float(np.median([r[f"{peer}_first_ms"] for r in rows]))
                                      for peer in ("seer", *PEERS)},
             "first_call_ms_median_compiled_first": {
@@ -211,11 +235,13 @@ def markdown(result: dict) -> str:
              "compiled first) | calls until its first call is repaid (median, where it is faster) |",
              "|---|---|---|---|---|",
              f"| seer | 1.000 | - | {s['first_call_ms_median']['seer']:.2f} ms | - |",
-             f"| {NAMES['torch']} | {s['steady_peer_over_seer']['torch']:.3f} | {s['seer_faster_on']['torch']} | - | - |"]
+             f"| {NAMES['torch']} | {s['steady_peer_over_seer']['torch']:.3f} | {s['seer_faster_on']['torch']} "
+             "| - | - |"]
     for peer in PEERS:
         catch, alone = s["calls_to_catch_up_median"][peer], s["first_call_ms_median_compiled_first"][peer]
+        alone = "-" if alone is None else f"{alone / 1e3:.1f} s"
         lines.append(f"| {NAMES[peer]} | {s['steady_peer_over_seer'][peer]:.3f} | {s['seer_faster_on'][peer]} | "
-                     f"{s['first_call_ms_median'][peer] / 1e3:.1f} s ({'-' if alone is None else f'{alone / 1e3:.1f} s'}) | "
+                     f"{s['first_call_ms_median'][peer] / 1e3:.1f} s ({alone}) | "
                      f"{'never' if catch is None else f'{catch:,.0f}'} |")
     lines += ["", "Per shape (steady state, ms; first calls of the compiled peers in s):", "",
               "| shape | M x N x K | torch | seer (choice) | inductor (first) | + AutoHeuristic (first) | choices the "

@@ -7,20 +7,26 @@ under ``triton.autotune`` with those seven variants' tiles as its configs, keyed
 with Triton's default timing (``do_bench``: 25 ms of warm-up and 100 ms of runs per config). Per
 matrix, as a user holds it (a torch sparse CSR tensor):
 
-  cached  the least of ``rounds`` alternated loops of ``calls`` calls, a new y per call, of
-          ``seer.dispatch`` (its decision cached), the tuned kernel (tuned before the loops) and
-          torch's ``A @ x`` (cuSPARSE) for scale;
-  first   the first call on the matrix, synchronised: seer on a new tensor object (validation
-          pass, row statistics, tree, preparation, launch; the least of ``rounds``), the
-          autotuner fresh (every config timed, then the best launched; once, after an untimed
-          tuning that compiled what the matrix needs, so no compilation is timed on either side).
+  first    the first call, synchronised: the autotuner fresh (every config timed, then the best
+           launched; once, each config compiled for the matrix by an untimed launch before, so no
+           compilation is timed on either side); seer on a new tensor object (validation pass,
+           row statistics, tree, preparation, launch; the least of ``rounds``);
+  hundred  seer's first 100 calls on a new tensor object, synchronised once at the end: on 1M+
+           nonzeros seer decides again at its 10th and 100th call (``features/spmv.py``:
+           ``redecides``), each new variant's preparation included;
+  cached   then the least of ``rounds`` alternated loops of ``calls`` calls, a new y per call, of
+           ``seer.dispatch`` (the variant it settled on, recorded from its cache), the tuned kernel
+           and torch's ``A @ x`` (cuSPARSE) for scale.
 
-Every result is checked against torch's before timing. Over N calls on one matrix each path costs
-first + (N - 1) x cached; the summary gives that ratio at 1, 100 and 10,000 calls and, where the
-tuned kernel's call is the faster, the calls after which it catches up. Writes
+Every result is checked against torch's: the tuned kernel's first, seer's first decision's, its
+decision's at the 100th call and its cached call's after the loops. Over N calls on one matrix
+the tuned kernel costs first + (N - 1) x cached and seer hundred + (N - 100) x cached (first alone
+at N = 1); the summary gives their ratio at 1, 100 and 10,000 calls and, where the tuned kernel's
+call is the faster, the calls after which it catches up (counted after the first). Writes
 ``spmv-autotune-<device>.json`` / ``.md``.
 
-    python benchmarks/spmv_autotune.py --matrices .carry/suitesparse --out benchmarks/results [--real-budget-s 260] [--large-budget-s 140]
+    python benchmarks/spmv_autotune.py --matrices .carry/suitesparse --out benchmarks/results \\
+        [--real-budget-s 260] [--large-budget-s 140]
 """
 from __future__ import annotations
 
@@ -43,7 +49,8 @@ from seer.profiling import (alternated_host_us, device_tag, environment, measure
 ROUNDS = 5
 CALL_COUNTS = (1, 100, 10_000)
 TOLERANCE = 1e-4  # relative 2-norm difference from torch's result
-LONG_NNZ = 10_000_000  # from here a call is the kernel's time, not the host's
+SETTLED_AT = 100  # seer's last new decision before 1,000 calls on 1M+ nonzeros (features/spmv.py: redecides)
+LONG_NNZ = 10_000_000  # matrices whose kernels take tens of µs or more: the host's cost weighs less
 
 
 def row_kernel_configs() -> list[triton.Config]:
@@ -75,30 +82,62 @@ def relative_difference(y: torch.Tensor, reference: torch.Tensor) -> float:
 def matrix_row(case, loaded, calls: int, rounds: int) -> dict:
     """One matrix: cached and first calls of seer, the tuned kernel and torch (see the module's doc)."""
     parts, (x,) = case.build(loaded)
-    indptr, indices, values, (rows, _) = parts[:4]
-    A = torch.sparse_csr_tensor(indptr, indices, values, parts[3])
-    reference = A @ x
+    indptr, indices, values, shape = parts
+    rows = shape[0]
+    reference = torch.sparse_csr_tensor(indptr, indices, values, shape) @ x
     for config in row_kernel_configs():  # each config compiled for this matrix alone, untimed
         autotuned_spmv(indptr, indices, values, rows, [config])[0](x)
     tuned_call, tuned = autotuned_spmv(indptr, indices, values, rows)
     y_tuned, tuned_first_us = synchronised_us(lambda: tuned_call(x))  # every config timed, the best run
-    y_seer = seer.dispatch("spmv", (A, x))  # seer's first call on A decides: its cached calls reuse that
-    for name, y in (("seer", y_seer), ("autotune", y_tuned)):
-        error = relative_difference(y, reference)
-        if not error < TOLERANCE:
-            raise AssertionError(f"{name} and torch CSR disagree on {case.id}: relative difference {error:.1e}")
-    paths = {"seer": lambda: seer.dispatch("spmv", (A, x)), "autotune": lambda: tuned_call(x), "torch": lambda: A @ x}
+    check(case, "autotune", y_tuned, reference)
+    A = torch.sparse_csr_tensor(indptr, indices, values, shape)
+    (y_first, y_settled), seer_hundred_us = synchronised_us(lambda: first_hundred_calls(A, x))
+    check(case, "seer's first decision", y_first, reference)
+    check(case, f"seer's decision at call {SETTLED_AT}", y_settled, reference)
+    paths = {"seer": lambda: seer.dispatch("spmv", (A, x)), "autotune": lambda: tuned_call(x),
+             "torch": lambda: A @ x}
     cached = {name: min(us) for name, us in alternated_host_us(paths, calls, rounds).items()}
+    check(case, "seer's cached call", seer.dispatch("spmv", (A, x)), reference)
     seer_first = min(synchronised_us(lambda: seer.dispatch("spmv", (torch.sparse_csr_tensor(
-        indptr, indices, values, parts[3]), x)))[1] for _ in range(rounds))
-    return {"id": case.id, "source": case.source, "rows": rows, "nnz": values.numel(),
-            "seer_choice": seer.explain("spmv", (A, x)).variant, "autotune_choice": str(tuned.best_config),
-            **{f"{name}_us": us for name, us in cached.items()},
-            "seer_first_us": seer_first, "autotune_first_us": tuned_first_us}
+        indptr, indices, values, shape), x)))[1] for _ in range(rounds))
+    row = {"id": case.id, "source": case.source, "rows": rows, "nnz": values.numel(),
+           "seer_choice": seer.explain("spmv", (A, x), calls=1).variant,
+           "seer_settled_choice": cached_variant(A, x),
+           "autotune_choice": str(tuned.best_config), **{f"{name}_us": us for name, us in cached.items()},
+           "seer_first_us": seer_first, "seer_hundred_us": seer_hundred_us, "autotune_first_us": tuned_first_us}
+    seer.clear_cache()  # the matrix's decisions and plans go with it
+    return row
+
+
+def cached_variant(A, x) -> str:
+    """The variant of the decision seer's cache holds for ``A``: what its cached calls ran."""
+    entry = seer.get_op("spmv")
+    source, _ = entry.kernels.split((A, x))
+    return sys.modules["seer.dispatch"]._cache.get(("spmv", entry.kernels.cache_key(source), None, None)).variant
+
+
+def first_hundred_calls(A, x) -> tuple[torch.Tensor, torch.Tensor]:
+    """seer's first ``SETTLED_AT`` calls on a new matrix, as a caller's loop makes them (the first
+    decision, and on 1M+ nonzeros the new ones at the 10th and 100th call with their
+    preparations): the first and the last result."""
+    first = seer.dispatch("spmv", (A, x))
+    for _ in range(SETTLED_AT - 2):
+        seer.dispatch("spmv", (A, x))
+    return first, seer.dispatch("spmv", (A, x))
+
+
+def check(case, who: str, y: torch.Tensor, reference: torch.Tensor) -> None:
+    error = relative_difference(y, reference)
+    if not error < TOLERANCE:
+        raise AssertionError(f"{who} and torch CSR disagree on {case.id}: relative difference {error:.1e}")
 
 
 def total_us(row: dict, path: str, calls: int) -> float:
-    """What ``calls`` calls on one matrix cost ``path``: its first call, then cached ones."""
+    """What ``calls`` calls on one matrix cost ``path``: its first call, then cached ones; seer's
+    first hundred as measured, re-decisions included (rows from before that measurement, without
+    ``seer_hundred_us``, charge seer's like the tuned kernel's)."""
+    if path == "seer" and calls >= SETTLED_AT and "seer_hundred_us" in row:
+        return row["seer_hundred_us"] + (calls - SETTLED_AT) * row["seer_us"]
     return row[f"{path}_first_us"] + (calls - 1) * row[f"{path}_us"]
 
 
@@ -113,7 +152,11 @@ def summary(rows: list[dict]) -> dict:
     catch_up = [(r["autotune_first_us"] - r["seer_first_us"]) / (r["seer_us"] - r["autotune_us"])
                 for r in rows if r["autotune_us"] < r["seer_us"]]
     long = [r["autotune_us"] / r["seer_us"] for r in rows if r["nnz"] >= LONG_NNZ]
+    settled = [r for r in rows if "seer_settled_choice" in r]
     return {"matrices": len(rows),
+            "seer_hundred_measured": all("seer_hundred_us" in r for r in rows),
+            "seer_decided_again_on": sum(r["seer_settled_choice"] != r["seer_choice"] for r in settled)
+                                     if len(settled) == len(rows) else None,
             "cached_speedup": geomean(tuned_us / seer_us), "seer_cached_faster_on": int((seer_us < tuned_us).sum()),
             "cached_speedup_10m": {"matrices": len(long), "speedup": geomean(long) if long else None},
             "median_seer_us": float(np.median(seer_us)), "median_autotune_us": float(np.median(tuned_us)),
@@ -127,26 +170,36 @@ def summary(rows: list[dict]) -> dict:
             "median_calls_to_catch_up": float(np.median(catch_up)) if catch_up else None}
 
 
-def times(ratio: float) -> str:
+def ratio_text(ratio: float) -> str:
     return f"{ratio:,.0f}x" if ratio >= 100 else f"{ratio:.2f}x"
 
 
 def render_set(title: str, s: dict) -> str:
-    over = ", ".join(times(s["speedup_over_calls"][str(n)]) for n in CALL_COUNTS)
-    long = s["cached_speedup_10m"]
-    long = (f" On the {long['matrices']} of 10M+ nonzeros, where a call is the kernel's time, seer's cached call is "
-            f"{long['speedup']:.2f}x faster." if long["matrices"] else "")
+    over = ", ".join(ratio_text(s["speedup_over_calls"][str(n)]) for n in CALL_COUNTS)
+    ten_m = s["cached_speedup_10m"]
+    ten_m_text = (f" On the {ten_m['matrices']} of 10M+ nonzeros seer's cached call is {ten_m['speedup']:.2f}x faster."
+                  if ten_m["matrices"] else "")
     catch = (f"; where the tuned kernel's call is the faster ({s['autotune_cached_faster_on']} matrices) its tuning "
              f"pays after {s['median_calls_to_catch_up']:,.0f} calls (median)" if s["autotune_cached_faster_on"] else "")
+    if s.get("seer_hundred_measured"):
+        totals = "seer's first 100 calls as measured, then cached ones"
+        again = (f" seer decided again, to another variant, on {s['seer_decided_again_on']} of these matrices; its "
+                 "cached call is the variant it settled on." if s.get("seer_decided_again_on") else "")
+    else:  # rows measured before the first hundred calls were timed
+        totals = ("seer's first call then cached ones: rows measured before seer's first 100 calls were timed, so "
+                  "its new decisions at the 10th and 100th call on 1M+ nonzeros, their preparations and the calls "
+                  "before them are not charged, and its cached call is the variant it settled on, not the "
+                  "recorded first choice")
+        again = ""
     return (f"\n## {title} ({s['matrices']} matrices)\n\n"
             "| | seer | triton.autotune | speed-up of seer (geomean) | seer faster on |\n|---|---|---|---|---|\n"
             f"| cached call, median | {s['median_seer_us']:.1f} µs | {s['median_autotune_us']:.1f} µs | "
             f"{s['cached_speedup']:.2f}x | {s['seer_cached_faster_on']} |\n"
             f"| first call, median | {s['median_seer_first_us']:.0f} µs | {s['median_autotune_first_us'] / 1e3:.0f} ms | "
-            f"{times(s['first_speedup'])} | |\n\n"
-            f"Over N calls on one matrix (first + (N - 1) x cached), seer's speed-up at N = "
-            f"{', '.join(f'{n:,}' for n in CALL_COUNTS)}: {over}{catch}.{long} torch's cached call, median: "
-            f"{s['median_torch_us']:.1f} µs.\n")
+            f"{ratio_text(s['first_speedup'])} | |\n\n"
+            f"Over N calls on one matrix (the tuned kernel's first call then cached ones; {totals}), seer's speed-up "
+            f"at N = {', '.join(f'{n:,}' for n in CALL_COUNTS)}: {over}{catch}.{again}{ten_m_text} torch's cached "
+            f"call, median: {s['median_torch_us']:.1f} µs.\n")
 
 
 def render(result: dict) -> str:

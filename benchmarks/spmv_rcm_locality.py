@@ -11,7 +11,7 @@ the order's host time, the time to apply it (``A[p][:, p]``), and the share of n
 1k and 16k columns of the diagonal (an x window that L1 holds: NOTES SpMV 56) before and after.
 With the H100 table's best time per call for that matrix, the calls an order of that cost needs
 before it pays even if it halved every call (from ~33% of copy to ~66%): a lower bound.
-Writes ``spmv-rcm-locality-<host>.json`` / ``.md``.
+Writes ``spmv-rcm-locality-cpu.json`` / ``.md`` (the host named inside).
 """
 from __future__ import annotations
 

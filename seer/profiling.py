@@ -399,18 +399,20 @@ def measured_within_budget(cases: list[Case], measure: Callable, budget_s: float
     they stop between inputs, not inside one. Each input loads before its measurement, not in a
     background thread alongside the previous one's: a loader thread holding the GIL stalls the
     timed one, which inflates host wall times and even ``do_bench`` medians (benchmarks/NOTES.md,
-    SpMV 15 and 47). An input that cannot be read or is not supported (a :class:`SeerError`, such
-    as a complex matrix) is skipped with a line saying why, as the profile campaign skips it."""
+    SpMV 15 and 47). An input that cannot be read or is not supported (its load raises a
+    :class:`SeerError`, as a complex matrix does) is skipped with a line saying why, as the
+    profile campaign skips it; any error while measuring stops the run."""
     started, rows = time.monotonic(), []
     for done, case in enumerate(cases):
         if time.monotonic() - started > budget_s:
             print(f"budget reached: {len(cases) - done} matrices left", flush=True)
             break
         try:
-            rows.append(measure(case, case.load()))
+            loaded = case.load()
         except SeerError as error:
             print(f"skipped {case.id}: {error}", flush=True)
             continue
+        rows.append(measure(case, loaded))
         print(f"{case.id}: {describe(rows[-1])} ({time.monotonic() - started:.0f} s)", flush=True)
         if torch.cuda.is_available():
             torch.cuda.empty_cache()  # large inputs one after another: hand their memory back

@@ -12,15 +12,16 @@ def bench():
 
 
 @pytest.mark.parametrize("autoheuristic, ranking", [(True, "mixed_mm,mm"), (False, "mixed_mm")])
-def test_compiled_mm_sets_its_environment_and_restores_it(bench, tmp_path, monkeypatch, autoheuristic, ranking):
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/somewhere")
-    monkeypatch.delenv(bench.AUTOHEURISTIC_ENV, raising=False)
+def test_compiled_mm_sets_its_settings_and_restores_them(bench, tmp_path, monkeypatch, autoheuristic, ranking):
+    import torch._inductor.config as inductor_config
     from torch._inductor.kernel import mm as mm_lowering
 
-    inductors = mm_lowering.mm_autoheuristic
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/somewhere")
+    monkeypatch.delenv(bench.AUTOHEURISTIC_ENV, raising=False)
+    inductors, caches_off = mm_lowering.mm_autoheuristic, inductor_config.force_disable_caches
     mm, restore, ranked = bench.compiled_mm(autoheuristic, tmp_path)
-    assert mm_lowering.mm_autoheuristic is not inductors and ranked == []
-    assert os.environ[bench.AUTOHEURISTIC_ENV] == ranking
+    assert callable(mm) and ranked == [] and mm_lowering.mm_autoheuristic is not inductors
+    assert os.environ[bench.AUTOHEURISTIC_ENV] == ranking and inductor_config.force_disable_caches
     cache = os.environ["TORCHINDUCTOR_CACHE_DIR"]
     assert cache.startswith(str(tmp_path)) and os.path.isdir(cache)
     _, restore_again, _ = bench.compiled_mm(autoheuristic, tmp_path)
@@ -28,10 +29,30 @@ def test_compiled_mm_sets_its_environment_and_restores_it(bench, tmp_path, monke
     restore_again()
     restore()
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/somewhere" and bench.AUTOHEURISTIC_ENV not in os.environ
-    assert mm_lowering.mm_autoheuristic is inductors
-    import torch._inductor.config as inductor_config
+    assert mm_lowering.mm_autoheuristic is inductors and inductor_config.force_disable_caches == caches_off
 
-    assert inductor_config.force_disable_caches and callable(mm)
+
+def test_compiled_mm_undoes_its_settings_when_one_fails(bench, tmp_path, monkeypatch):
+    monkeypatch.delenv(bench.AUTOHEURISTIC_ENV, raising=False)
+
+    def failing(config, use):
+        raise RuntimeError("no such setting")
+
+    monkeypatch.setattr(bench, "ranking_patch", failing)
+    with pytest.raises(RuntimeError, match="no such setting"):
+        bench.compiled_mm(True, tmp_path)
+    assert bench.AUTOHEURISTIC_ENV not in os.environ
+
+
+def test_recording_ranking_counts_what_it_kept(bench, monkeypatch):
+    from torch._inductor.kernel import mm as mm_lowering
+
+    monkeypatch.setattr(mm_lowering, "mm_autoheuristic", lambda *a, **k: None if a else ["x", "y"])
+    ranked = []
+    with bench.recording_ranking(ranked):
+        mm_lowering.mm_autoheuristic()
+        mm_lowering.mm_autoheuristic("declined")
+    assert ranked == [2, None]
 
 
 def row(seer, torch_ms, inductor, ah, order, seer_first=1.0, inductor_first=20e3, ah_first=10e3):
@@ -82,4 +103,5 @@ def test_ranking_patch_sets_a_config_read_at_import(bench):
     assert config.autoheuristic_use == "mixed_mm"
     import torch._inductor.config as inductor_config
 
-    assert isinstance(bench.ranking_patch(inductor_config, "mm"), contextlib.nullcontext)
+    read_at_import = isinstance(getattr(inductor_config, "autoheuristic_use", None), str)
+    assert isinstance(bench.ranking_patch(inductor_config, "mm"), contextlib.nullcontext) != read_at_import

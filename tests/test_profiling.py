@@ -195,8 +195,8 @@ def test_measured_within_budget_stops_between_inputs(capsys):
 
 
 def test_measured_within_budget_skips_unreadable_inputs(capsys):
-    """A SeerError from an input's load or measurement skips that input, saying why; any other
-    error is a bug and stops the run."""
+    """A SeerError from an input's load skips that input, saying why; an error while measuring,
+    SeerError or not, stops the run (seer failing on a readable input is a finding)."""
     def load(i):
         if i == 1:
             raise SeerError("complex values are not supported")
@@ -207,11 +207,12 @@ def test_measured_within_budget_skips_unreadable_inputs(capsys):
     assert [r["loaded"] for r in rows] == [0, 2]
     assert "skipped m1: complex values are not supported" in capsys.readouterr().out
 
-    def broken(case, loaded):
-        raise ValueError("a bug")
+    for error in (ValueError("a bug"), SeerError("seer refused a readable input")):
+        def broken(case, loaded, error=error):
+            raise error
 
-    with pytest.raises(ValueError, match="a bug"):
-        profiling.measured_within_budget(cases[:1], broken, 60, str)
+        with pytest.raises(type(error), match=str(error)):
+            profiling.measured_within_budget(cases[:1], broken, 60, str)
 
 
 def test_measured_within_budget_measures_while_nothing_loads():

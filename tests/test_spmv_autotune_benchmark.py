@@ -18,10 +18,10 @@ def bench():
 
 
 def test_configs_are_the_row_variants_tiles(bench):
-    tiles = {(c.kwargs["ROWS"], c.kwargs["G"], c.num_warps) for c in bench.row_kernel_configs()}
-    expected = {(v.params["rows"], v.params.get("group", 1), v.params["num_warps"])
-                for v in VARIANTS.values() if v.params["kind"] in ("scalar", "vector")}
-    assert tiles == expected and len(tiles) == 7
+    tiles = [(c.kwargs["ROWS"], c.kwargs["G"], c.num_warps) for c in bench.row_kernel_configs()]
+    assert sorted(tiles) == sorted([(128, 1, 4), (128, 4, 4), (64, 8, 4), (32, 16, 4), (16, 32, 4), (8, 64, 4),
+                                    (4, 256, 4)])
+    assert {f"vector_g{g}" for _, g, _ in tiles if g > 1} | {"scalar_r128"} <= set(VARIANTS)
 
 
 def test_each_config_matches_float64(bench):
@@ -57,11 +57,21 @@ def real_case(bench, suitesparse_dir, tmp_path):
 
 
 def test_matrix_row_times_every_path(bench, one_config, real_case):
+    import seer
+
     row = bench.matrix_row(real_case, real_case.load(), calls=2, rounds=2)
     assert row["id"] == "HB/bcsstk01" and row["seer_choice"] in VARIANTS
+    assert row["seer_settled_choice"] == row["seer_choice"]  # 48 rows: seer never decides again
     assert min(row[f"{p}_us"] for p in ("seer", "autotune", "torch")) > 0
-    assert min(row["seer_first_us"], row["autotune_first_us"]) > 0
-    assert row["autotune_choice"] == str(one_config)
+    assert row["seer_hundred_us"] > row["seer_first_us"] > 0 and row["autotune_first_us"] > 0
+    assert row["autotune_choice"] == str(one_config) and seer.cache_info()["size"] == 0
+
+
+def test_matrix_row_refuses_seer_results_that_disagree(bench, one_config, real_case, monkeypatch):
+    real_dispatch = bench.seer.dispatch
+    monkeypatch.setattr(bench.seer, "dispatch", lambda op, inputs, **kw: real_dispatch(op, inputs, **kw) * 1.01)
+    with pytest.raises(AssertionError, match="seer's first decision and torch CSR disagree on HB/bcsstk01"):
+        bench.matrix_row(real_case, real_case.load(), calls=2, rounds=2)
 
 
 def test_matrix_row_refuses_disagreeing_results(bench, one_config, real_case, monkeypatch):
@@ -74,6 +84,16 @@ def test_matrix_row_refuses_disagreeing_results(bench, one_config, real_case, mo
     monkeypatch.setattr(bench.spmv._csr_rows_kernel, "run", off_by_a_bit)
     with pytest.raises(AssertionError, match="autotune and torch CSR disagree on HB/bcsstk01"):
         bench.matrix_row(real_case, real_case.load(), calls=2, rounds=2)
+
+
+def test_totals_charge_seers_first_hundred_calls(bench):
+    row = {"seer_first_us": 100.0, "seer_us": 10.0, "seer_hundred_us": 5000.0, "autotune_first_us": 1e5,
+           "autotune_us": 20.0}
+    assert bench.total_us(row, "seer", 1) == 100.0
+    assert bench.total_us(row, "seer", 100) == 5000.0 and bench.total_us(row, "seer", 10_000) == 5000.0 + 9_900 * 10
+    assert bench.total_us(row, "autotune", 100) == 1e5 + 99 * 20
+    del row["seer_hundred_us"]  # a row from before the hundred were timed
+    assert bench.total_us(row, "seer", 100) == 100.0 + 99 * 10
 
 
 def test_summary_sums_first_and_cached_calls(bench):
@@ -106,3 +126,15 @@ def test_render_recomputes_summaries_from_rows(bench, tmp_path):
     bench.rerender(path)
     assert bench.json.loads(path.read_text())["real"]["summary"]["cached_speedup"] == pytest.approx(3.0)
     assert "| cached call, median | 10.0 µs | 30.0 µs | 3.00x | 1 |" in path.with_suffix(".md").read_text()
+
+
+def test_summary_of_rows_with_seers_first_hundred(bench):
+    rows = [{"seer_us": 10.0, "autotune_us": 20.0, "torch_us": 15.0, "seer_first_us": 100.0, "autotune_first_us": 1e5,
+             "seer_hundred_us": 3000.0, "nnz": 2_000_000, "seer_choice": "vector_g16", "seer_settled_choice": choice}
+            for choice in ("vector_g16", "cusparse_prepared")]
+    s = bench.summary(rows)
+    assert s["seer_hundred_measured"] and s["seer_decided_again_on"] == 1
+    assert s["speedup_over_calls"]["100"] == pytest.approx((1e5 + 99 * 20) / 3000.0)
+    text = bench.render_set("Large", s)
+    assert "seer's first 100 calls as measured" in text and "another variant, on 1 of these" in text
+    assert "not charged" not in text
