@@ -24,7 +24,6 @@ from __future__ import annotations
 import statistics
 import sys
 
-import torch
 from scipy.stats import gmean
 from spmv_bandwidth import share_of_copy
 
