@@ -156,6 +156,7 @@ def graph_ms(fn, flush: torch.Tensor, calls: int = 10, replays: int = 5) -> floa
 
 def measure(shape: sweep.Shape, model, timer: sweep.Timer, order: tuple, cache_root: Path, log) -> dict:
     import seer
+    from seer.profiling import synchronised_us
 
     gen = torch.Generator(device="cuda").manual_seed(7)
     a = torch.randn(shape.m, shape.k, device="cuda", dtype=shape.dtype, generator=gen)
@@ -173,11 +174,8 @@ def measure(shape: sweep.Shape, model, timer: sweep.Timer, order: tuple, cache_r
     for peer in order:
         mm, restore, ranked = compiled_mm(peer == "ah", cache_root)
         try:
-            torch.cuda.synchronize()
-            start = time.perf_counter()
-            c = mm(a, b)
-            torch.cuda.synchronize()
-            row[f"{peer}_first_ms"] = (time.perf_counter() - start) * 1e3
+            c, first_us = synchronised_us(lambda: mm(a, b))
+            row[f"{peer}_first_ms"] = first_us / 1e3
         finally:
             restore()
         row[f"{peer}_ranked"] = ranked

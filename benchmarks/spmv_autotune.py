@@ -39,12 +39,13 @@ from pathlib import Path
 import numpy as np
 import torch
 import triton
+from scipy.stats import gmean
 
 import seer
 from seer.datasets.cases import spmv_cases
 from seer.kernels import spmv
 from seer.profiling import (alternated_host_us, device_tag, environment, measured_within_budget, provenance,
-                            synchronised_us, write_result)
+                            relative_error, synchronised_us, write_result)
 
 ROUNDS = 5
 CALL_COUNTS = (1, 100, 10_000)
@@ -75,16 +76,12 @@ def autotuned_spmv(indptr, indices, values, rows: int, configs: list[triton.Conf
     return call, tuned
 
 
-def relative_difference(y: torch.Tensor, reference: torch.Tensor) -> float:
-    return ((y.double() - reference.double()).norm() / reference.double().norm().clamp_min(1e-30)).item()
-
-
 def matrix_row(case, loaded, calls: int, rounds: int) -> dict:
     """One matrix: cached and first calls of seer, the tuned kernel and torch (see the module's doc)."""
     parts, (x,) = case.build(loaded)
     indptr, indices, values, shape = parts
     rows = shape[0]
-    reference = torch.sparse_csr_tensor(indptr, indices, values, shape) @ x
+    reference = (torch.sparse_csr_tensor(indptr, indices, values, shape) @ x).double().cpu()
     for config in row_kernel_configs():  # each config compiled for this matrix alone, untimed
         autotuned_spmv(indptr, indices, values, rows, [config])[0](x)
     tuned_call, tuned = autotuned_spmv(indptr, indices, values, rows)
@@ -127,7 +124,7 @@ def first_hundred_calls(A, x) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def check(case, who: str, y: torch.Tensor, reference: torch.Tensor) -> None:
-    error = relative_difference(y, reference)
+    error = relative_error(y, reference)
     if not error < TOLERANCE:
         raise AssertionError(f"{who} and torch CSR disagree on {case.id}: relative difference {error:.1e}")
 
@@ -139,10 +136,6 @@ def total_us(row: dict, path: str, calls: int) -> float:
     if path == "seer" and calls >= SETTLED_AT and "seer_hundred_us" in row:
         return row["seer_hundred_us"] + (calls - SETTLED_AT) * row["seer_us"]
     return row[f"{path}_first_us"] + (calls - 1) * row[f"{path}_us"]
-
-
-def geomean(values) -> float:
-    return float(np.exp(np.mean(np.log(np.asarray(values, dtype=float)))))
 
 
 def summary(rows: list[dict]) -> dict:
@@ -157,14 +150,14 @@ def summary(rows: list[dict]) -> dict:
             "seer_hundred_measured": all("seer_hundred_us" in r for r in rows),
             "seer_decided_again_on": sum(r["seer_settled_choice"] != r["seer_choice"] for r in settled)
                                      if len(settled) == len(rows) else None,
-            "cached_speedup": geomean(tuned_us / seer_us), "seer_cached_faster_on": int((seer_us < tuned_us).sum()),
-            "cached_speedup_10m": {"matrices": len(long), "speedup": geomean(long) if long else None},
+            "cached_speedup": gmean(tuned_us / seer_us), "seer_cached_faster_on": int((seer_us < tuned_us).sum()),
+            "cached_speedup_10m": {"matrices": len(long), "speedup": gmean(long) if long else None},
             "median_seer_us": float(np.median(seer_us)), "median_autotune_us": float(np.median(tuned_us)),
             "median_torch_us": float(np.median([r["torch_us"] for r in rows])),
-            "first_speedup": geomean([r["autotune_first_us"] / r["seer_first_us"] for r in rows]),
+            "first_speedup": gmean([r["autotune_first_us"] / r["seer_first_us"] for r in rows]),
             "median_seer_first_us": float(np.median([r["seer_first_us"] for r in rows])),
             "median_autotune_first_us": float(np.median([r["autotune_first_us"] for r in rows])),
-            "speedup_over_calls": {str(n): geomean([total_us(r, "autotune", n) / total_us(r, "seer", n) for r in rows])
+            "speedup_over_calls": {str(n): gmean([total_us(r, "autotune", n) / total_us(r, "seer", n) for r in rows])
                                    for n in CALL_COUNTS},
             "autotune_cached_faster_on": len(catch_up),
             "median_calls_to_catch_up": float(np.median(catch_up)) if catch_up else None}
