@@ -20,7 +20,9 @@ shapes of ``gemm.py`` (LLM layers at unseen token counts, random shapes; bf16), 
 
 Steady state: device time per call from CUDA graphs, the L2 flushed before each call (so the
 host's cost of a call, a compiled function's guards or seer's lookup, is left out: in a model
-the compiled mm would be one node of a larger graph); first calls: synchronised wall time.
+the compiled mm would be one node of a larger graph), and checked outside any graph by the summed
+durations of the GPU work each flushed call launched, from the profiler's trace (a graph once
+doubled cuBLAS's time on a skinny shape); first calls: synchronised wall time.
 Every result is checked against ``torch.matmul`` first. The two compiled peers run in one
 process, in alternating order from shape to shape: the second may reuse kernels the first
 compiled in memory, so the summary also gives each one's first calls where it compiled first. Writes ``gemm-inductor-<device>.json`` / ``.md``.
@@ -49,8 +51,9 @@ METHOD = ("Peers: `torch.compile(mm, mode=\"max-autotune-no-cudagraphs\")` fresh
           "(Inductor's learned ranking benchmarks its top 10 templates and cuBLAS); seer: `seer.dispatch` with the "
           "shipped model, its first call after `seer.clear_cache()` with its kernel compiled before. Steady state: "
           "device time per call from CUDA graphs of 10 flush-and-call pairs less the flushes alone (medians of 5 "
-          "replays; no host cost); first calls: synchronised wall time; every result checked against "
-          "torch.matmul.")
+          "replays; no host cost), and outside any graph the median over 20 flushed calls of the GPU work each "
+          "launched, from the profiler's device trace; first calls: synchronised wall time; every result checked "
+          "against torch.matmul.")
 AUTOHEURISTIC_ENV = "TORCHINDUCTOR_AUTOHEURISTIC_USE"
 
 
@@ -154,6 +157,41 @@ def graph_ms(fn, flush: torch.Tensor, calls: int = 10, replays: int = 5) -> floa
     return per_call
 
 
+def profiled_ms(fn, flush: torch.Tensor, calls: int = 20) -> float:
+    """Device time of one call of ``fn`` with the L2 flushed before it, outside any CUDA graph:
+    the median over ``calls`` of the summed durations of the GPU work the call launched, read from
+    the profiler's device trace. The check on ``graph_ms``, under whose capture cuBLAS ran a skinny
+    shape twice as long as outside it."""
+    from torch.profiler import ProfilerActivity, profile
+
+    def device_work(body) -> list:
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as trace:
+            body()
+            torch.cuda.synchronize()
+        return sorted((e for e in trace.profiler.kineto_results.events()
+                       if e.device_type() == torch.autograd.DeviceType.CUDA and not e.is_user_annotation()),
+                      key=lambda e: e.start_ns())
+
+    def flushed_calls():
+        for _ in range(calls):
+            flush.zero_()
+            fn()
+
+    fn()  # compiled and warm before the trace
+    flush_kernels = {e.name() for e in device_work(flush.zero_)}
+    per_call = []  # the GPU work after each flush, up to the next one
+    for event in device_work(flushed_calls):
+        if event.name() in flush_kernels:
+            per_call.append(0)
+        elif per_call:
+            per_call[-1] += event.duration_ns()
+    if len(per_call) != calls or min(per_call) <= 0:
+        raise RuntimeError(f"the trace split into {len(per_call)} calls, not {calls}, or a call ran no GPU work: "
+                           "the call may launch the flush's own kernel")
+    return float(np.median(per_call)) / 1e6
+
+
 def measure(shape: sweep.Shape, model, timer: sweep.Timer, order: tuple, cache_root: Path, log) -> dict:
     import seer
     from seer.profiling import synchronised_us
@@ -165,11 +203,13 @@ def measure(shape: sweep.Shape, model, timer: sweep.Timer, order: tuple, cache_r
     row = {"id": shape.id, "source": shape.source, "m": shape.m, "n": shape.n, "k": shape.k,
            "dtype": str(shape.dtype).removeprefix("torch."), "order": list(order)}
     row["torch_ms"] = graph_ms(lambda: torch.matmul(a, b), timer.flush)
+    row["torch_profiled_ms"] = profiled_ms(lambda: torch.matmul(a, b), timer.flush)
     call = seer_call(a, b, model)
     check(shape, "seer", call(), reference)  # compiles seer's chosen kernel, untimed
     seer.clear_cache()
     row["seer_first_ms"] = first_call_ms(call)
     row["seer_ms"] = graph_ms(call, timer.flush)
+    row["seer_profiled_ms"] = profiled_ms(call, timer.flush)
     row["seer_choice"] = seer.explain("gemm", (a, b), model=model).variant
     for peer in order:
         mm, restore, ranked = compiled_mm(peer == "ah", cache_root)
@@ -181,6 +221,7 @@ def measure(shape: sweep.Shape, model, timer: sweep.Timer, order: tuple, cache_r
         row[f"{peer}_ranked"] = ranked
         check(shape, peer, c, reference)
         row[f"{peer}_ms"] = graph_ms(lambda: mm(a, b), timer.flush)
+        row[f"{peer}_profiled_ms"] = profiled_ms(lambda: mm(a, b), timer.flush)
     log(f"{shape.id} ({shape.m}x{shape.n}x{shape.k}): torch {row['torch_ms']:.3f}, seer {row['seer_ms']:.3f} ms "
         f"({row['seer_choice']}), inductor {row['inductor_ms']:.3f} ms after {row['inductor_first_ms'] / 1e3:.1f} s, "
         f"ah {row['ah_ms']:.3f} ms after {row['ah_first_ms'] / 1e3:.1f} s (ranking kept {row['ah_ranked']})")
@@ -194,14 +235,19 @@ def check(shape: sweep.Shape, who: str, c: torch.Tensor, reference: torch.Tensor
 
 
 def summarise(rows: list[dict]) -> dict:
-    """Geometric means of each peer's steady-state time over seer's, and first-call medians."""
-    def ratio(peer: str) -> float:
-        return geomean([r[f"{peer}_ms"] / r["seer_ms"] for r in rows])
+    """Geometric means of each peer's steady-state time over seer's (from the graphs and from the
+    profiler), and first-call medians."""
+    def ratio(peer: str, timing: str) -> float:
+        return geomean([r[f"{peer}{timing}"] / r[f"seer{timing}"] for r in rows])
+
+    def faster(timing: str) -> dict:
+        return {peer: int(sum(r[f"seer{timing}"] < r[f"{peer}{timing}"] for r in rows)) for peer in ("torch", *PEERS)}
 
     return {"shapes": len(rows),
-            "steady_peer_over_seer": {peer: ratio(peer) for peer in ("torch", *PEERS)},
-            "seer_faster_on": {peer: int(sum(r["seer_ms"] < r[f"{peer}_ms"] for r in rows))
-                               for peer in ("torch", *PEERS)},
+            "steady_peer_over_seer": {peer: ratio(peer, "_ms") for peer in ("torch", *PEERS)},
+            "seer_faster_on": faster("_ms"),
+            "profiled_peer_over_seer": {peer: ratio(peer, "_profiled_ms") for peer in ("torch", *PEERS)},
+            "seer_faster_on_profiled": faster("_profiled_ms"),
             "first_call_ms_median": {peer: float(np.median([r[f"{peer}_first_ms"] for r in rows]))
                                      for peer in ("seer", *PEERS)},
             "first_call_ms_median_compiled_first": {
@@ -223,30 +269,40 @@ NAMES = {"torch": "`torch.matmul` (cuBLAS)", "inductor": "Inductor max-autotune"
          "ah": "Inductor max-autotune + AutoHeuristic"}
 
 
+def steady(s: dict, peer: str) -> str:
+    """A peer's geomean ratio to seer and the shapes seer is faster on, by both timings."""
+    return (f"{s['steady_peer_over_seer'][peer]:.3f}, {s['profiled_peer_over_seer'][peer]:.3f} | "
+            f"{s['seer_faster_on'][peer]}, {s['seer_faster_on_profiled'][peer]}")
+
+
+def times(row: dict, who: str) -> str:
+    return f"{row[f'{who}_ms']:.4f} / {row[f'{who}_profiled_ms']:.4f}"
+
+
 def markdown(result: dict) -> str:
     s, rows = result["summary"], result["rows"]
     lines = [f"# GEMM: seer against Inductor's max-autotune and AutoHeuristic, {result['device']['name']}", "",
              f"{result['date']}; torch {result['versions']['torch']}, triton {result['versions']['triton']}; "
              f"`{result['command']}`", "", result["method"], "",
              f"{s['shapes']} held-out bf16 shapes.", "",
-             "| peer | its steady-state time / seer's (geomean) | seer faster on | first call, median (where it "
-             "compiled first) | calls until its first call is repaid (median, where it is faster) |",
+             "| peer | its steady-state time / seer's (geomean; graphs, profiler) | seer faster on (graphs, "
+             "profiler) | first call, median (where it compiled first) | calls until its first call is repaid "
+             "(median, where it is faster; graphs) |",
              "|---|---|---|---|---|",
              f"| seer | 1.000 | - | {s['first_call_ms_median']['seer']:.2f} ms | - |",
-             f"| {NAMES['torch']} | {s['steady_peer_over_seer']['torch']:.3f} | {s['seer_faster_on']['torch']} "
-             "| - | - |"]
+             f"| {NAMES['torch']} | {steady(s, 'torch')} | - | - |"]
     for peer in PEERS:
         catch, alone = s["calls_to_catch_up_median"][peer], s["first_call_ms_median_compiled_first"][peer]
         alone = "-" if alone is None else f"{alone / 1e3:.1f} s"
-        lines.append(f"| {NAMES[peer]} | {s['steady_peer_over_seer'][peer]:.3f} | {s['seer_faster_on'][peer]} | "
-                     f"{s['first_call_ms_median'][peer] / 1e3:.1f} s ({alone}) | "
+        lines.append(f"| {NAMES[peer]} | {steady(s, peer)} | {s['first_call_ms_median'][peer] / 1e3:.1f} s ({alone}) | "
                      f"{'never' if catch is None else f'{catch:,.0f}'} |")
-    lines += ["", "Per shape (steady state, ms; first calls of the compiled peers in s):", "",
+    lines += ["", "Per shape (steady state, ms, from the graphs / from the profiler; first calls of the compiled "
+              "peers in s):", "",
               "| shape | M x N x K | torch | seer (choice) | inductor (first) | + AutoHeuristic (first) | choices the "
               "ranking kept |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['id']} | {r['m']} x {r['n']} x {r['k']} | {r['torch_ms']:.4f} | {r['seer_ms']:.4f} "
-              f"({r['seer_choice']}) | {r['inductor_ms']:.4f} ({r['inductor_first_ms'] / 1e3:.1f}) | "
-              f"{r['ah_ms']:.4f} ({r['ah_first_ms'] / 1e3:.1f}) | {r['ah_ranked']} |" for r in rows]
+    lines += [f"| {r['id']} | {r['m']} x {r['n']} x {r['k']} | {times(r, 'torch')} | {times(r, 'seer')} "
+              f"({r['seer_choice']}) | {times(r, 'inductor')} ({r['inductor_first_ms'] / 1e3:.1f}) | "
+              f"{times(r, 'ah')} ({r['ah_first_ms'] / 1e3:.1f}) | {r['ah_ranked']} |" for r in rows]
     return "\n".join(lines) + "\n"
 
 
