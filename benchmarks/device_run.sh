@@ -122,6 +122,7 @@ run_stage() {
     out-check) python3 benchmarks/out_check.py --matrices .carry/suitesparse --out benchmarks/results ;;
     spmv-autotune) python3 benchmarks/spmv_autotune.py --matrices .carry/suitesparse --out benchmarks/results ;;
     gemm-inductor) python3 benchmarks/gemm_inductor.py --out benchmarks/results --budget-s "$budget" ;;
+    gemm-capture-check) python3 benchmarks/gemm_capture_check.py --out benchmarks/results ;;
     spmv-first-call) python3 benchmarks/spmv_first_call.py --matrices .carry/suitesparse --out benchmarks/results \
                        --budget-s "$budget" ;;
     *) echo "unknown stage $1"; exit 2 ;;

@@ -125,18 +125,20 @@ def ranking_patch(inductor_config, use: str):
     return contextlib.nullcontext()
 
 
+def captured_graph(body, calls: int) -> torch.cuda.CUDAGraph:
+    """A CUDA graph of ``calls`` calls of ``body``."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            body()
+    return graph
+
+
 def graph_ms(fn, flush: torch.Tensor, calls: int = 10, replays: int = 5) -> float:
     """Device time of one call of ``fn`` with the L2 flushed before it, free of the host's launch
     cost (a compiled call's guards, seer's lookup): a CUDA graph of ``calls`` flush-and-call pairs
     and one of the flushes alone, each replayed ``replays`` times; their medians' difference per
     call."""
-    def captured(body) -> torch.cuda.CUDAGraph:
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            for _ in range(calls):
-                body()
-        return graph
-
     def median_ms(graph: torch.cuda.CUDAGraph) -> float:
         samples = []
         for _ in range(replays):
@@ -148,7 +150,7 @@ def graph_ms(fn, flush: torch.Tensor, calls: int = 10, replays: int = 5) -> floa
             samples.append(start.elapsed_time(end))
         return float(np.median(samples))
 
-    both, flushes = captured(lambda: (flush.zero_(), fn())), captured(flush.zero_)
+    both, flushes = captured_graph(lambda: (flush.zero_(), fn()), calls), captured_graph(flush.zero_, calls)
     for graph in (both, flushes):  # a first replay uploads the graph
         graph.replay()
     per_call = (median_ms(both) - median_ms(flushes)) / calls
@@ -162,26 +164,39 @@ def profiled_ms(fn, flush: torch.Tensor, calls: int = 20) -> float:
     the median over ``calls`` of the summed durations of the GPU work the call launched, read from
     the profiler's device trace. The check on ``graph_ms``, under whose capture cuBLAS ran a skinny
     shape twice as long as outside it."""
-    from torch.profiler import ProfilerActivity, profile
-
-    def device_work(body) -> list:
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as trace:
-            body()
-            torch.cuda.synchronize()
-        return sorted((e for e in trace.profiler.kineto_results.events()
-                       if e.device_type() == torch.autograd.DeviceType.CUDA and not e.is_user_annotation()),
-                      key=lambda e: e.start_ns())
-
     def flushed_calls():
         for _ in range(calls):
             flush.zero_()
             fn()
 
     fn()  # compiled and warm before the trace
-    flush_kernels = {e.name() for e in device_work(flush.zero_)}
-    per_call = []  # the GPU work after each flush, up to the next one
-    for event in device_work(flushed_calls):
+    return float(np.median(work_after_flushes(device_trace(flushed_calls), flush, calls))) / 1e6
+
+
+def device_trace(body) -> list:
+    """The GPU work (kernels, memsets, copies) that ``body`` launched, in order of start."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as trace:
+        body()
+        torch.cuda.synchronize()
+    return sorted((e for e in trace.profiler.kineto_results.events()
+                   if e.device_type() == torch.autograd.DeviceType.CUDA and not e.is_user_annotation()),
+                  key=lambda e: e.start_ns())
+
+
+def kernel_names(body) -> list[str]:
+    """The names (their first 80 characters) of the GPU work ``body`` launched."""
+    return sorted({e.name()[:80] for e in device_trace(body)})
+
+
+def work_after_flushes(events: list, flush: torch.Tensor, calls: int) -> list[int]:
+    """For each flush in ``events``, the summed nanoseconds of the GPU work after it up to the next
+    one; there must be ``calls`` of them, each with some work."""
+    flush_kernels = {e.name() for e in device_trace(flush.zero_)}
+    per_call = []
+    for event in events:
         if event.name() in flush_kernels:
             per_call.append(0)
         elif per_call:
@@ -189,7 +204,7 @@ def profiled_ms(fn, flush: torch.Tensor, calls: int = 20) -> float:
     if len(per_call) != calls or min(per_call) <= 0:
         raise RuntimeError(f"the trace split into {len(per_call)} calls, not {calls}, or a call ran no GPU work: "
                            "the call may launch the flush's own kernel")
-    return float(np.median(per_call)) / 1e6
+    return per_call
 
 
 def measure(shape: sweep.Shape, model, timer: sweep.Timer, order: tuple, cache_root: Path, log) -> dict:
@@ -204,12 +219,14 @@ def measure(shape: sweep.Shape, model, timer: sweep.Timer, order: tuple, cache_r
            "dtype": str(shape.dtype).removeprefix("torch."), "order": list(order)}
     row["torch_ms"] = graph_ms(lambda: torch.matmul(a, b), timer.flush)
     row["torch_profiled_ms"] = profiled_ms(lambda: torch.matmul(a, b), timer.flush)
+    row["torch_kernels"] = kernel_names(lambda: torch.matmul(a, b))
     call = seer_call(a, b, model)
     check(shape, "seer", call(), reference)  # compiles seer's chosen kernel, untimed
     seer.clear_cache()
     row["seer_first_ms"] = first_call_ms(call)
     row["seer_ms"] = graph_ms(call, timer.flush)
     row["seer_profiled_ms"] = profiled_ms(call, timer.flush)
+    row["seer_kernels"] = kernel_names(call)
     row["seer_choice"] = seer.explain("gemm", (a, b), model=model).variant
     for peer in order:
         mm, restore, ranked = compiled_mm(peer == "ah", cache_root)
@@ -222,6 +239,7 @@ def measure(shape: sweep.Shape, model, timer: sweep.Timer, order: tuple, cache_r
         check(shape, peer, c, reference)
         row[f"{peer}_ms"] = graph_ms(lambda: mm(a, b), timer.flush)
         row[f"{peer}_profiled_ms"] = profiled_ms(lambda: mm(a, b), timer.flush)
+        row[f"{peer}_kernels"] = kernel_names(lambda: mm(a, b))
     log(f"{shape.id} ({shape.m}x{shape.n}x{shape.k}): torch {row['torch_ms']:.3f}, seer {row['seer_ms']:.3f} ms "
         f"({row['seer_choice']}), inductor {row['inductor_ms']:.3f} ms after {row['inductor_first_ms'] / 1e3:.1f} s, "
         f"ah {row['ah_ms']:.3f} ms after {row['ah_first_ms'] / 1e3:.1f} s (ranking kept {row['ah_ranked']})")

@@ -1,0 +1,123 @@
+"""Is cuBLAS slower inside a CUDA graph, or is the graph timing wrong? A check of ``gemm_inductor.py``.
+
+    python benchmarks/gemm_capture_check.py --out benchmarks/results [--rounds 5]
+
+``gemm_inductor.py`` times each path two ways, and on small shapes they disagree by up to 5x for
+``torch.matmul`` alone, and not on every call of it (seer's ``torch_matmul``, the same cuBLAS call,
+agreed in the same pass). For ``torch.matmul`` on the shapes where they disagreed, each round
+measures, the L2 flushed before every call:
+
+  graph    ``graph_ms``: graphs of 10 flush-and-call pairs and of the flushes alone, replayed,
+           their difference per call (events around each replay)
+  inside   the same flush-and-call graph replayed under the profiler: per call, the GPU work
+           between one flush and the next (the kernel's own duration inside the graph)
+  outside  ``profiled_ms``: the same from 20 flushed calls outside any graph
+
+and names the kernels each ran. All of it twice: in a fresh process, then after Inductor's
+max-autotune has compiled one mm (as in ``gemm_inductor.py``, where the same cuBLAS call ran in
+less than half its time here on one shape). Writes ``gemm-capture-check-<device>.json`` / ``.md``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gemm_profile as sweep  # noqa: E402
+from gemm_inductor import (  # noqa: E402
+    captured_graph, compiled_mm, device_trace, graph_ms, kernel_names, profiled_ms, work_after_flushes)
+
+# M, N, K: the shapes of run 3 (gemm-inductor-h100.md) whose two timings of cuBLAS disagreed most,
+# and two where they agreed.
+SHAPES = ((44, 5632, 64), (7, 283, 449), (1108, 1344, 2176), (128, 4096, 4096), (791, 704, 1984))
+CALLS = 10
+
+
+def inside_graph_ms(fn, flush: torch.Tensor) -> float:
+    """Median GPU work per call inside a replayed graph of ``CALLS`` flush-and-call pairs."""
+    graph = captured_graph(lambda: (flush.zero_(), fn()), CALLS)
+    graph.replay()  # uploads the graph
+    return float(np.median(work_after_flushes(device_trace(graph.replay), flush, CALLS))) / 1e6
+
+
+def measure(m: int, n: int, k: int, timer: sweep.Timer, rounds: int, phase: str) -> dict:
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
+    b = (torch.randn(k, n, device="cuda", generator=gen) / k ** 0.5).to(torch.bfloat16)
+
+    def call():
+        return torch.matmul(a, b)
+
+    call()
+    graph = captured_graph(call, 1)
+    graph.replay()
+    row = {"phase": phase, "m": m, "n": n, "k": k,
+           "kernels_outside": kernel_names(call), "kernels_inside": kernel_names(graph.replay),
+           "rounds": [{"graph_ms": graph_ms(call, timer.flush), "inside_ms": inside_graph_ms(call, timer.flush),
+                       "outside_ms": profiled_ms(call, timer.flush)} for _ in range(rounds)]}
+    print(f"{phase}, {m}x{n}x{k}: " + "; ".join(f"graph {r['graph_ms'] * 1e3:.1f} inside {r['inside_ms'] * 1e3:.1f} "
+                                       f"outside {r['outside_ms'] * 1e3:.1f} µs" for r in row["rounds"]))
+    return row
+
+
+def inductor_compiles(m: int, n: int, k: int) -> None:
+    """Inductor's max-autotune compiles and tunes an mm of this shape, from nothing."""
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    with tempfile.TemporaryDirectory() as cache_root:
+        mm, restore, _ = compiled_mm(False, Path(cache_root))
+        try:
+            mm(a, b)
+        finally:
+            restore()
+    torch.cuda.synchronize()
+
+
+def markdown(result: dict) -> str:
+    lines = [f"# cuBLAS inside and outside a CUDA graph, {result['device']['name']}", "",
+             f"{result['date']}; torch {result['versions']['torch']}, triton {result['versions']['triton']}; "
+             f"`{result['command']}`", "", result["method"], "",
+             "| process | M x N x K | round | graph (µs) | inside the graph (µs) | outside (µs) |",
+             "|---|---|---|---|---|---|"]
+    for row in result["rows"]:
+        lines += [f"| {row['phase']} | {row['m']} x {row['n']} x {row['k']} | {i + 1} | {r['graph_ms'] * 1e3:.1f} | "
+                  f"{r['inside_ms'] * 1e3:.1f} | {r['outside_ms'] * 1e3:.1f} |" for i, r in enumerate(row["rounds"])]
+    lines += ["", "Kernels (outside; inside where they differ):", ""]
+    for row in result["rows"]:
+        inside = "" if row["kernels_inside"] == row["kernels_outside"] else f"; inside: {row['kernels_inside']}"
+        lines.append(f"- {row['phase']}, {row['m']} x {row['n']} x {row['k']}: {row['kernels_outside']}{inside}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    from seer.profiling import device_tag, environment, write_result
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    env = environment(torch.device("cuda", torch.cuda.current_device()))
+    timer = sweep.Timer()
+    rows = [measure(m, n, k, timer, args.rounds, "fresh") for m, n, k in SHAPES]
+    inductor_compiles(*SHAPES[1])
+    rows += [measure(m, n, k, timer, args.rounds, "after an Inductor compile") for m, n, k in SHAPES]
+    result = {"benchmark": "cuBLAS inside and outside a CUDA graph", **env,
+              "command": " ".join([Path(sys.executable).name, *sys.argv]),
+              "method": (f"torch.matmul, bf16, the L2 flushed (a 256 MB write) before every call; per round: graph = "
+                         f"gemm_inductor.graph_ms ({CALLS} flush-and-call pairs in a graph less {CALLS} flushes, "
+                         "medians of 5 replays timed by events); inside = the GPU work per call in that graph's replay from "
+                         "the profiler's trace (median of 10); outside = gemm_inductor.profiled_ms (median of 20 "
+                         "flushed calls outside any graph, from the trace); in a fresh process, then after "
+                         f"Inductor's max-autotune compiled an mm of {'x'.join(map(str, SHAPES[1]))}."),
+              "rows": rows}
+    write_result(args.out, f"gemm-capture-check-{device_tag(env['device']['name'])}", result, markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
