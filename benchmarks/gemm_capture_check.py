@@ -112,8 +112,8 @@ def main() -> int:
                          f"gemm_inductor.graph_ms ({CALLS} flush-and-call pairs in a graph less {CALLS} flushes, "
                          "medians of 5 replays timed by events); inside = the GPU work per call in that graph's "
                          "replay from the profiler's trace (median of 10); outside = gemm_inductor.profiled_ms "
-                         "(median of 20 flushed calls outside any graph, from the trace); in a fresh process, then after "
-                         f"Inductor's max-autotune compiled an mm of {'x'.join(map(str, SHAPES[1]))}."),
+                         "(median of 20 flushed calls outside any graph, from the trace); in a fresh process, then "
+                         f"after Inductor's max-autotune compiled an mm of {'x'.join(map(str, SHAPES[1]))}."),
               "rows": rows}
     write_result(args.out, f"gemm-capture-check-{device_tag(env['device']['name'])}", result, markdown(result))
     return 0
