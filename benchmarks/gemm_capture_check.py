@@ -10,7 +10,9 @@ measures, the L2 flushed before every call:
   graph    ``graph_ms``: graphs of 10 flush-and-call pairs and of the flushes alone, replayed,
            their difference per call (events around each replay)
   inside   the same flush-and-call graph replayed under the profiler: per call, the GPU work
-           between one flush and the next (the kernel's own duration inside the graph)
+           between one flush and the next (the kernel's own duration inside the graph), and the
+           flushes' durations there and in the graph of flushes alone (what the subtraction
+           assumes equal)
   outside  ``profiled_ms``: the same from 20 flushed calls outside any graph
 
 and names the kernels each ran. All of it twice: in a fresh process, then after Inductor's
@@ -32,23 +34,34 @@ import gemm_profile as sweep  # noqa: E402
 from gemm_inductor import (  # noqa: E402
     captured_graph, compiled_mm, device_trace, graph_ms, kernel_names, profiled_ms, work_after_flushes)
 
-# M, N, K: the shapes of run 3 (gemm-inductor-h100.md) whose two timings of cuBLAS disagreed most,
+# M, N, K, dtype: the held-out shapes whose two timings disagreed most in gemm_inductor.py's runs,
 # and two where they agreed.
-SHAPES = ((44, 5632, 64), (7, 283, 449), (1108, 1344, 2176), (128, 4096, 4096), (791, 704, 1984))
+SHAPES = ((44, 5632, 64, torch.bfloat16), (7, 283, 449, torch.float16), (1108, 1344, 2176, torch.bfloat16),
+          (128, 4096, 4096, torch.bfloat16), (791, 704, 1984, torch.bfloat16))
 CALLS = 10
 
 
-def inside_graph_ms(fn, flush: torch.Tensor) -> float:
-    """Median GPU work per call inside a replayed graph of ``CALLS`` flush-and-call pairs."""
-    graph = captured_graph(lambda: (flush.zero_(), fn()), CALLS)
-    graph.replay()  # uploads the graph
-    return float(np.median(work_after_flushes(device_trace(graph.replay), flush, CALLS))) / 1e6
+def graph_anatomy(fn, flush: torch.Tensor) -> dict:
+    """What ``graph_ms`` subtracts, from the profiler: in a replayed graph of ``CALLS``
+    flush-and-call pairs, the median GPU work per call and per flush; in one of the flushes alone,
+    the median flush."""
+    def median_us(durations) -> float:
+        return float(np.median(durations)) / 1e3
+
+    flush_kernels = set(kernel_names(flush.zero_))
+    pairs, flushes = captured_graph(lambda: (flush.zero_(), fn()), CALLS), captured_graph(flush.zero_, CALLS)
+    for graph in (pairs, flushes):
+        graph.replay()  # uploads the graph
+    in_pairs = device_trace(pairs.replay)
+    return {"call_us": median_us(work_after_flushes(in_pairs, flush, CALLS)),
+            "flush_in_pairs_us": median_us([e.duration_ns() for e in in_pairs if e.name()[:80] in flush_kernels]),
+            "flush_alone_us": median_us([e.duration_ns() for e in device_trace(flushes.replay)])}
 
 
-def measure(m: int, n: int, k: int, timer: sweep.Timer, rounds: int, phase: str) -> dict:
+def measure(m: int, n: int, k: int, dtype: torch.dtype, timer: sweep.Timer, rounds: int, phase: str) -> dict:
     gen = torch.Generator(device="cuda").manual_seed(7)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
-    b = (torch.randn(k, n, device="cuda", generator=gen) / k ** 0.5).to(torch.bfloat16)
+    a = torch.randn(m, k, device="cuda", dtype=dtype, generator=gen)
+    b = (torch.randn(k, n, device="cuda", generator=gen) / k ** 0.5).to(dtype)
 
     def call():
         return torch.matmul(a, b)
@@ -56,19 +69,20 @@ def measure(m: int, n: int, k: int, timer: sweep.Timer, rounds: int, phase: str)
     call()
     graph = captured_graph(call, 1)
     graph.replay()
-    row = {"phase": phase, "m": m, "n": n, "k": k,
+    row = {"phase": phase, "m": m, "n": n, "k": k, "dtype": str(dtype).removeprefix("torch."),
            "kernels_outside": kernel_names(call), "kernels_inside": kernel_names(graph.replay),
-           "rounds": [{"graph_ms": graph_ms(call, timer.flush), "inside_ms": inside_graph_ms(call, timer.flush),
-                       "outside_ms": profiled_ms(call, timer.flush)} for _ in range(rounds)]}
-    print(f"{phase}, {m}x{n}x{k}: " + "; ".join(f"graph {r['graph_ms'] * 1e3:.1f} inside {r['inside_ms'] * 1e3:.1f} "
-                                       f"outside {r['outside_ms'] * 1e3:.1f} µs" for r in row["rounds"]))
+           "rounds": [{"graph_us": graph_ms(call, timer.flush) * 1e3, **graph_anatomy(call, timer.flush),
+                       "outside_us": profiled_ms(call, timer.flush) * 1e3} for _ in range(rounds)]}
+    print(f"{phase}, {m}x{n}x{k} {row['dtype']}: " + "; ".join(
+        f"graph {r['graph_us']:.1f} inside {r['call_us']:.1f} outside {r['outside_us']:.1f} µs, flushes "
+        f"{r['flush_in_pairs_us']:.1f} / {r['flush_alone_us']:.1f}" for r in row["rounds"]))
     return row
 
 
-def inductor_compiles(m: int, n: int, k: int) -> None:
+def inductor_compiles(m: int, n: int, k: int, dtype: torch.dtype) -> None:
     """Inductor's max-autotune compiles and tunes an mm of this shape, from nothing."""
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    a = torch.randn(m, k, device="cuda", dtype=dtype)
+    b = torch.randn(k, n, device="cuda", dtype=dtype)
     with tempfile.TemporaryDirectory() as cache_root:
         mm, restore, _ = compiled_mm(False, Path(cache_root))
         try:
@@ -82,15 +96,17 @@ def markdown(result: dict) -> str:
     lines = [f"# cuBLAS inside and outside a CUDA graph, {result['device']['name']}", "",
              f"{result['date']}; torch {result['versions']['torch']}, triton {result['versions']['triton']}; "
              f"`{result['command']}`", "", result["method"], "",
-             "| process | M x N x K | round | graph (µs) | inside the graph (µs) | outside (µs) |",
-             "|---|---|---|---|---|---|"]
+             "| process | M x N x K | round | graph (µs) | inside the graph (µs) | outside (µs) | a flush among the "
+             "calls / alone (µs) |", "|---|---|---|---|---|---|---|"]
     for row in result["rows"]:
-        lines += [f"| {row['phase']} | {row['m']} x {row['n']} x {row['k']} | {i + 1} | {r['graph_ms'] * 1e3:.1f} | "
-                  f"{r['inside_ms'] * 1e3:.1f} | {r['outside_ms'] * 1e3:.1f} |" for i, r in enumerate(row["rounds"])]
+        lines += [f"| {row['phase']} | {row['m']} x {row['n']} x {row['k']} {row['dtype']} | {i + 1} | "
+                  f"{r['graph_us']:.1f} | {r['call_us']:.1f} | {r['outside_us']:.1f} | "
+                  f"{r['flush_in_pairs_us']:.1f} / {r['flush_alone_us']:.1f} |" for i, r in enumerate(row["rounds"])]
     lines += ["", "Kernels (outside; inside where they differ):", ""]
     for row in result["rows"]:
         inside = "" if row["kernels_inside"] == row["kernels_outside"] else f"; inside: {row['kernels_inside']}"
-        lines.append(f"- {row['phase']}, {row['m']} x {row['n']} x {row['k']}: {row['kernels_outside']}{inside}")
+        lines.append(f"- {row['phase']}, {row['m']} x {row['n']} x {row['k']} {row['dtype']}: "
+                     f"{row['kernels_outside']}{inside}")
     return "\n".join(lines) + "\n"
 
 
@@ -103,17 +119,19 @@ def main() -> int:
     args = parser.parse_args()
     env = environment(torch.device("cuda", torch.cuda.current_device()))
     timer = sweep.Timer()
-    rows = [measure(m, n, k, timer, args.rounds, "fresh") for m, n, k in SHAPES]
+    rows = [measure(*shape, timer, args.rounds, "fresh") for shape in SHAPES]
     inductor_compiles(*SHAPES[1])
-    rows += [measure(m, n, k, timer, args.rounds, "after an Inductor compile") for m, n, k in SHAPES]
+    rows += [measure(*shape, timer, args.rounds, "after an Inductor compile") for shape in SHAPES]
     result = {"benchmark": "cuBLAS inside and outside a CUDA graph", **env,
               "command": " ".join([Path(sys.executable).name, *sys.argv]),
-              "method": (f"torch.matmul, bf16, the L2 flushed (a 256 MB write) before every call; per round: graph = "
+              "method": (f"torch.matmul on each shape's dtype, the L2 flushed (a 256 MB write) before every call; per round: graph = "
                          f"gemm_inductor.graph_ms ({CALLS} flush-and-call pairs in a graph less {CALLS} flushes, "
                          "medians of 5 replays timed by events); inside = the GPU work per call in that graph's "
                          "replay from the profiler's trace (median of 10); outside = gemm_inductor.profiled_ms "
                          "(median of 20 flushed calls outside any graph, from the trace); in a fresh process, then "
-                         f"after Inductor's max-autotune compiled an mm of {'x'.join(map(str, SHAPES[1]))}."),
+                         f"after Inductor's max-autotune compiled an mm of {'x'.join(map(str, SHAPES[1][:3]))}; "
+                         "the flushes' durations inside the flush-and-call graph and in the graph of flushes alone, "
+                         "from the trace."),
               "rows": rows}
     write_result(args.out, f"gemm-capture-check-{device_tag(env['device']['name'])}", result, markdown(result))
     return 0

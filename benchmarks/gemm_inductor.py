@@ -2,13 +2,15 @@
 
     python benchmarks/gemm_inductor.py --out benchmarks/results [--budget-s 420] \\
         [--model models/gemm-h100.json]
+    python benchmarks/gemm_inductor.py --render benchmarks/results/gemm-inductor-h100.json
 
 The compiler's way to a tuned GEMM: ``torch.compile(torch.mm, mode="max-autotune-no-cudagraphs")``
 benchmarks cuBLAS and Inductor's Triton templates at compile time and keeps the fastest.
 AutoHeuristic (``mm`` added to ``TORCHINDUCTOR_AUTOHEURISTIC_USE``) adds Inductor's decision
 tree learned on H100 (``_MMRankingH100``), which ranks the templates so that only the top 10 and
 cuBLAS are benchmarked: the peer closest to seer's idea, a learned tree deciding per shape. On held-out
-shapes of ``gemm.py`` (LLM layers at unseen token counts, random shapes; bf16), each in turn:
+shapes of ``gemm.py`` (LLM layers at unseen token counts in bf16, random shapes in fp16 or bf16),
+each in turn:
 
   torch     ``torch.matmul``
   seer      ``seer.dispatch`` with the shipped model; its first call after ``seer.clear_cache()``
@@ -18,19 +20,24 @@ shapes of ``gemm.py`` (LLM layers at unseen token counts, random shapes; bf16), 
             so its first call compiles and tunes from nothing, as on a new machine)
   ah        the same with AutoHeuristic's ranking
 
-Steady state: device time per call from CUDA graphs, the L2 flushed before each call (so the
-host's cost of a call, a compiled function's guards or seer's lookup, is left out: in a model
-the compiled mm would be one node of a larger graph), and checked outside any graph by the summed
-durations of the GPU work each flushed call launched, from the profiler's trace (a graph once
-doubled cuBLAS's time on a skinny shape); first calls: synchronised wall time.
+Steady state: device time per call, the L2 flushed before each call, the host's cost of a call
+(a compiled function's guards, seer's lookup) left out, since in a model the compiled mm would be
+one node of a larger graph. Two ways: the summed durations of the GPU work each call launched
+outside any graph, from the profiler's trace (the headline: it ignores only the gaps between one
+call's kernels, ~1 µs where cuBLAS adds a split-K reduction); and CUDA graphs of flush-and-call
+pairs less the flushes, which in this process ran 2-5x over the profiler on a few small shapes
+(``gemm_capture_check.py`` finds them within ~2 µs of it elsewhere). First calls: synchronised
+wall time.
 Every result is checked against ``torch.matmul`` first. The two compiled peers run in one
 process, in alternating order from shape to shape: the second may reuse kernels the first
-compiled in memory, so the summary also gives each one's first calls where it compiled first. Writes ``gemm-inductor-<device>.json`` / ``.md``.
+compiled in memory, so the summary also gives each one's first calls where it compiled first.
+Writes ``gemm-inductor-<device>.json`` / ``.md``.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import sys
 import tempfile
@@ -276,10 +283,10 @@ def summarise(rows: list[dict]) -> dict:
 
 
 def catch_up(rows: list[dict], peer: str) -> float | None:
-    """Median over the shapes where the peer's call is the faster of the calls after which its
-    first call's cost is repaid (None where it is never the faster)."""
-    calls = [(r[f"{peer}_first_ms"] - r["seer_first_ms"]) / (r["seer_ms"] - r[f"{peer}_ms"])
-             for r in rows if r[f"{peer}_ms"] < r["seer_ms"]]
+    """Median over the shapes where the peer's call is the faster (by the profiler) of the calls
+    after which its first call's cost is repaid (None where it is never the faster)."""
+    calls = [(r[f"{peer}_first_ms"] - r["seer_first_ms"]) / (r["seer_profiled_ms"] - r[f"{peer}_profiled_ms"])
+             for r in rows if r[f"{peer}_profiled_ms"] < r["seer_profiled_ms"]]
     return float(np.median(calls)) if calls else None
 
 
@@ -289,12 +296,12 @@ NAMES = {"torch": "`torch.matmul` (cuBLAS)", "inductor": "Inductor max-autotune"
 
 def steady(s: dict, peer: str) -> str:
     """A peer's geomean ratio to seer and the shapes seer is faster on, by both timings."""
-    return (f"{s['steady_peer_over_seer'][peer]:.3f}, {s['profiled_peer_over_seer'][peer]:.3f} | "
-            f"{s['seer_faster_on'][peer]}, {s['seer_faster_on_profiled'][peer]}")
+    return (f"{s['profiled_peer_over_seer'][peer]:.3f}, {s['steady_peer_over_seer'][peer]:.3f} | "
+            f"{s['seer_faster_on_profiled'][peer]}, {s['seer_faster_on'][peer]}")
 
 
 def times(row: dict, who: str) -> str:
-    return f"{row[f'{who}_ms']:.4f} / {row[f'{who}_profiled_ms']:.4f}"
+    return f"{row[f'{who}_profiled_ms']:.4f} / {row[f'{who}_ms']:.4f}"
 
 
 def markdown(result: dict) -> str:
@@ -302,10 +309,10 @@ def markdown(result: dict) -> str:
     lines = [f"# GEMM: seer against Inductor's max-autotune and AutoHeuristic, {result['device']['name']}", "",
              f"{result['date']}; torch {result['versions']['torch']}, triton {result['versions']['triton']}; "
              f"`{result['command']}`", "", result["method"], "",
-             f"{s['shapes']} held-out bf16 shapes.", "",
-             "| peer | its steady-state time / seer's (geomean; graphs, profiler) | seer faster on (graphs, "
-             "profiler) | first call, median (where it compiled first) | calls until its first call is repaid "
-             "(median, where it is faster; graphs) |",
+             f"{s['shapes']} held-out shapes.", "",
+             "| peer | its steady-state time / seer's (geomean; profiler, graphs) | seer faster on (profiler, "
+             "graphs) | first call, median (where it compiled first) | calls until its first call is repaid "
+             "(median, where it is faster; profiler) |",
              "|---|---|---|---|---|",
              f"| seer | 1.000 | - | {s['first_call_ms_median']['seer']:.2f} ms | - |",
              f"| {NAMES['torch']} | {steady(s, 'torch')} | - | - |"]
@@ -314,11 +321,11 @@ def markdown(result: dict) -> str:
         alone = "-" if alone is None else f"{alone / 1e3:.1f} s"
         lines.append(f"| {NAMES[peer]} | {steady(s, peer)} | {s['first_call_ms_median'][peer] / 1e3:.1f} s ({alone}) | "
                      f"{'never' if catch is None else f'{catch:,.0f}'} |")
-    lines += ["", "Per shape (steady state, ms, from the graphs / from the profiler; first calls of the compiled "
+    lines += ["", "Per shape (steady state, ms, from the profiler / from the graphs; first calls of the compiled "
               "peers in s):", "",
               "| shape | M x N x K | torch | seer (choice) | inductor (first) | + AutoHeuristic (first) | choices the "
               "ranking kept |", "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['id']} | {r['m']} x {r['n']} x {r['k']} | {times(r, 'torch')} | {times(r, 'seer')} "
+    lines += [f"| {r['id']} | {r['m']} x {r['n']} x {r['k']} {r['dtype']} | {times(r, 'torch')} | {times(r, 'seer')} "
               f"({r['seer_choice']}) | {times(r, 'inductor')} ({r['inductor_first_ms'] / 1e3:.1f}) | "
               f"{times(r, 'ah')} ({r['ah_first_ms'] / 1e3:.1f}) | {r['ah_ranked']} |" for r in rows]
     return "\n".join(lines) + "\n"
@@ -332,7 +339,15 @@ def main() -> int:
     parser.add_argument("--model", default=None, help="seer's GEMM model (default: the shipped one for this GPU)")
     parser.add_argument("--budget-s", type=float, default=420)
     parser.add_argument("--random", type=int, default=40, help="random shapes among the held-out ones")
+    parser.add_argument("--render", type=Path, default=None,
+                        help="only rewrite this result JSON's summary (from its rows) and its .md")
     args = parser.parse_args()
+    if args.render:
+        result = json.loads(args.render.read_text())
+        result["summary"] = summarise(result["rows"])
+        args.render.write_text(json.dumps(result, indent=2) + "\n")
+        args.render.with_suffix(".md").write_text(markdown(result))
+        return 0
     warnings.simplefilter("ignore")  # Inductor's and seer's notices would drown the log
     env = environment(torch.device("cuda", torch.cuda.current_device()))
     timer, started, rows = sweep.Timer(), time.monotonic(), []
