@@ -55,34 +55,36 @@ def test_recording_ranking_counts_what_it_kept(bench, monkeypatch):
     assert ranked == [2, None]
 
 
-def row(seer, torch_ms, inductor, ah, order, seer_first=1.0, inductor_first=20e3, ah_first=10e3):
-    """A shape's row; its profiled times are the graphs' with seer's halved."""
+def row(seer, torch_ms, inductor, ah, order, seer_first=1.0, inductor_first=20e3, ah_first=10e3, seer_profiled=None):
+    """A shape's row; its profiled times are the graphs', seer's ``seer_profiled`` if given."""
     times = {"seer": seer, "torch": torch_ms, "inductor": inductor, "ah": ah}
-    return {"id": "s", "m": 1, "n": 2, "k": 3, "seer_choice": "torch_matmul", "seer_first_ms": seer_first,
-            "inductor_first_ms": inductor_first, "ah_first_ms": ah_first, "order": list(order), "ah_ranked": [11],
+    return {"id": "s", "m": 1, "n": 2, "k": 3, "dtype": "float16", "seer_choice": "torch_matmul",
+            "seer_first_ms": seer_first, "inductor_first_ms": inductor_first, "ah_first_ms": ah_first,
+            "order": list(order), "ah_ranked": [11],
             **{f"{who}_ms": t for who, t in times.items()},
-            **{f"{who}_profiled_ms": t / 2 if who == "seer" else t for who, t in times.items()}}
+            **{f"{who}_profiled_ms": t for who, t in times.items()},
+            **({} if seer_profiled is None else {"seer_profiled_ms": seer_profiled})}
 
 
 def test_summary(bench):
     rows = [row(1.0, 1.1, 0.9, 1.2, ("inductor", "ah")),  # inductor faster by 0.1 ms a call here
-            row(2.0, 2.2, 2.0, 2.5, ("ah", "inductor"), inductor_first=30e3, ah_first=12e3)]
+            row(2.0, 2.2, 2.0, 2.5, ("ah", "inductor"), inductor_first=30e3, ah_first=12e3, seer_profiled=1.0)]
     s = bench.summarise(rows)
     assert s["shapes"] == 2
     assert s["steady_peer_over_seer"]["torch"] == pytest.approx(1.1)
     assert s["steady_peer_over_seer"]["inductor"] == pytest.approx((0.9 * 1.0) ** 0.5)
     assert s["seer_faster_on"] == {"torch": 2, "inductor": 0, "ah": 2}
-    assert s["profiled_peer_over_seer"]["inductor"] == pytest.approx(2 * (0.9 * 1.0) ** 0.5)
-    assert s["seer_faster_on_profiled"] == {"torch": 2, "inductor": 2, "ah": 2}
+    assert s["profiled_peer_over_seer"]["inductor"] == pytest.approx((0.9 * 2.0) ** 0.5)
+    assert s["seer_faster_on_profiled"] == {"torch": 2, "inductor": 1, "ah": 2}
     assert s["first_call_ms_median"] == {"seer": 1.0, "inductor": 25e3, "ah": 11e3}
     assert s["first_call_ms_median_compiled_first"] == {"inductor": 20e3, "ah": 12e3}
-    assert s["calls_to_catch_up_median"]["inductor"] == pytest.approx((20e3 - 1.0) / 0.1)
+    assert s["calls_to_catch_up_median"]["inductor"] == pytest.approx((20e3 - 1.0) / 0.1)  # by the profiler
     assert s["calls_to_catch_up_median"]["ah"] is None
     text = bench.markdown({"summary": s, "rows": rows, "device": {"name": "H100"}, "date": "d",
                            "versions": {"torch": "t", "triton": "r"}, "command": "c", "method": "m"})
-    assert "| Inductor max-autotune | 0.949, 1.897 | 0, 2 | 25.0 s (20.0 s) | 199,990 |" in text
-    assert "| Inductor max-autotune + AutoHeuristic | 1.225, 2.449 | 2, 2 | 11.0 s (12.0 s) | never |" in text
-    assert "| 2.0000 / 1.0000 (torch_matmul) | 2.0000 / 2.0000 (30.0) | 2.5000 / 2.5000 (12.0) | [11] |" in text
+    assert "| Inductor max-autotune | 1.342, 0.949 | 1, 0 | 25.0 s (20.0 s) | 199,990 |" in text
+    assert "| Inductor max-autotune + AutoHeuristic | 1.732, 1.225 | 2, 2 | 11.0 s (12.0 s) | never |" in text
+    assert "| 1.0000 / 2.0000 (torch_matmul) | 2.0000 / 2.0000 (30.0) | 2.5000 / 2.5000 (12.0) | [11] |" in text
 
 
 def test_ranking_patch_sets_a_config_read_at_import(bench):
