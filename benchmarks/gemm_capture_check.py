@@ -1,23 +1,22 @@
 """Is cuBLAS slower inside a CUDA graph, or is the graph timing wrong? A check of ``gemm_inductor.py``.
 
-    python benchmarks/gemm_capture_check.py --out benchmarks/results [--rounds 5]
+    python benchmarks/gemm_capture_check.py --out benchmarks/results [--rounds 3]
 
-``gemm_inductor.py`` times each path two ways, and on small shapes they disagree by up to 5x for
-``torch.matmul`` alone, and not on every call of it (seer's ``torch_matmul``, the same cuBLAS call,
-agreed in the same pass). For ``torch.matmul`` on the shapes where they disagreed, each round
-measures, the L2 flushed before every call:
+``gemm_inductor.py`` times each path two ways, and on a few small shapes its CUDA graphs read a
+cuBLAS call 1.25-5x over the profiler, the same cells in every run (torch's call on 44x5632x64,
+seer's identical call on 7x283x449). For ``torch.matmul`` on shapes where they disagreed and two
+where they agreed, each round measures, the L2 flushed before every call:
 
   graph    ``graph_ms``: graphs of 10 flush-and-call pairs and of the flushes alone, replayed,
            their difference per call (events around each replay)
-  inside   the same flush-and-call graph replayed under the profiler: per call, the GPU work
-           between one flush and the next (the kernel's own duration inside the graph), and the
-           flushes' durations there and in the graph of flushes alone (what the subtraction
-           assumes equal)
-  outside  ``profiled_ms``: the same from 20 flushed calls outside any graph
+  inside   the same flush-and-call graph replayed under the profiler: per call, its span on the
+           GPU between one flush and the next, and the flushes' durations there and in the graph
+           of flushes alone (which the subtraction assumes equal)
+  outside  ``profiled_ms``: the span from 20 flushed calls outside any graph
 
 and names the kernels each ran. All of it twice: in a fresh process, then after Inductor's
-max-autotune has compiled one mm (as in ``gemm_inductor.py``, where the same cuBLAS call ran in
-less than half its time here on one shape). Writes ``gemm-capture-check-<device>.json`` / ``.md``.
+max-autotune has compiled one mm, as in ``gemm_inductor.py``. Writes
+``gemm-capture-check-<device>.json`` / ``.md``.
 """
 from __future__ import annotations
 
@@ -32,29 +31,36 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gemm_profile as sweep  # noqa: E402
 from gemm_inductor import (  # noqa: E402
-    captured_graph, compiled_mm, device_trace, graph_ms, kernel_names, profiled_ms, work_after_flushes)
+    captured_graph, compiled_mm, device_trace, graph_ms, kernel_names, profiled_ms, spans_after_flushes)
 
 # M, N, K, dtype: the held-out shapes whose two timings disagreed most in gemm_inductor.py's runs,
 # and two where they agreed.
 SHAPES = ((44, 5632, 64, torch.bfloat16), (7, 283, 449, torch.float16), (1108, 1344, 2176, torch.bfloat16),
           (128, 4096, 4096, torch.bfloat16), (791, 704, 1984, torch.bfloat16))
 CALLS = 10
+METHOD = ("torch.matmul on each shape's dtype, the L2 flushed (a 256 MB write) before every call; per round: "
+          "graph = gemm_inductor.graph_ms ({calls} flush-and-call pairs in a graph less {calls} flushes, medians of 5 "
+          "replays timed by events); inside = each call's span on the GPU in that graph's replay from the "
+          "profiler's trace (median of {calls}); outside = gemm_inductor.profiled_ms (the span, median of 20 flushed "
+          "calls outside any graph, from the trace); in a fresh process, then after Inductor's max-autotune "
+          "compiled an mm of {compiled}; the flushes' durations inside the flush-and-call graph and in the graph "
+          "of flushes alone, from the trace.")
 
 
 def graph_anatomy(fn, flush: torch.Tensor) -> dict:
     """What ``graph_ms`` subtracts, from the profiler: in a replayed graph of ``CALLS``
-    flush-and-call pairs, the median GPU work per call and per flush; in one of the flushes alone,
-    the median flush."""
-    def median_us(durations) -> float:
-        return float(np.median(durations)) / 1e3
+    flush-and-call pairs, the median span per call and the median flush; in one of the flushes
+    alone, the median flush."""
+    def median_us(nanoseconds) -> float:
+        return float(np.median(nanoseconds)) / 1e3
 
-    flush_kernels = set(kernel_names(flush.zero_))
+    flush_kernels = {e.name() for e in device_trace(flush.zero_)}
     pairs, flushes = captured_graph(lambda: (flush.zero_(), fn()), CALLS), captured_graph(flush.zero_, CALLS)
     for graph in (pairs, flushes):
         graph.replay()  # uploads the graph
     in_pairs = device_trace(pairs.replay)
-    return {"call_us": median_us(work_after_flushes(in_pairs, flush, CALLS)),
-            "flush_in_pairs_us": median_us([e.duration_ns() for e in in_pairs if e.name()[:80] in flush_kernels]),
+    return {"call_us": median_us(spans_after_flushes(in_pairs, flush_kernels, CALLS)),
+            "flush_in_pairs_us": median_us([e.duration_ns() for e in in_pairs if e.name() in flush_kernels]),
             "flush_alone_us": median_us([e.duration_ns() for e in device_trace(flushes.replay)])}
 
 
@@ -124,14 +130,7 @@ def main() -> int:
     rows += [measure(*shape, timer, args.rounds, "after an Inductor compile") for shape in SHAPES]
     result = {"benchmark": "cuBLAS inside and outside a CUDA graph", **env,
               "command": " ".join([Path(sys.executable).name, *sys.argv]),
-              "method": (f"torch.matmul on each shape's dtype, the L2 flushed (a 256 MB write) before every call; per round: graph = "
-                         f"gemm_inductor.graph_ms ({CALLS} flush-and-call pairs in a graph less {CALLS} flushes, "
-                         "medians of 5 replays timed by events); inside = the GPU work per call in that graph's "
-                         "replay from the profiler's trace (median of 10); outside = gemm_inductor.profiled_ms "
-                         "(median of 20 flushed calls outside any graph, from the trace); in a fresh process, then "
-                         f"after Inductor's max-autotune compiled an mm of {'x'.join(map(str, SHAPES[1][:3]))}; "
-                         "the flushes' durations inside the flush-and-call graph and in the graph of flushes alone, "
-                         "from the trace."),
+              "method": METHOD.format(calls=CALLS, compiled="x".join(map(str, SHAPES[1][:3]))),
               "rows": rows}
     write_result(args.out, f"gemm-capture-check-{device_tag(env['device']['name'])}", result, markdown(result))
     return 0

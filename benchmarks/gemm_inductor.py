@@ -22,12 +22,11 @@ each in turn:
 
 Steady state: device time per call, the L2 flushed before each call, the host's cost of a call
 (a compiled function's guards, seer's lookup) left out, since in a model the compiled mm would be
-one node of a larger graph. Two ways: the summed durations of the GPU work each call launched
-outside any graph, from the profiler's trace (the headline: it ignores only the gaps between one
-call's kernels, ~1 µs where cuBLAS adds a split-K reduction); and CUDA graphs of flush-and-call
-pairs less the flushes, which in this process ran 2-5x over the profiler on a few small shapes
-(``gemm_capture_check.py`` finds them within ~2 µs of it elsewhere). First calls: synchronised
-wall time.
+one node of a larger graph. Two ways: outside any graph, each call's span on the GPU (first
+kernel's start to last kernel's end) from the profiler's trace, the headline; and CUDA graphs of
+flush-and-call pairs less the flushes, which in this process read a few small calls 1.25-5x over
+the profiler (``gemm_capture_check.py`` finds them within ~2 µs of it in a process of their own).
+First calls: synchronised wall time.
 Every result is checked against ``torch.matmul`` first. The two compiled peers run in one
 process, in alternating order from shape to shape: the second may reuse kernels the first
 compiled in memory, so the summary also gives each one's first calls where it compiled first.
@@ -57,9 +56,10 @@ METHOD = ("Peers: `torch.compile(mm, mode=\"max-autotune-no-cudagraphs\")` fresh
           "Inductor's caches off, a new cache folder), alone and with `TORCHINDUCTOR_AUTOHEURISTIC_USE=mixed_mm,mm` "
           "(Inductor's learned ranking benchmarks its top 10 templates and cuBLAS); seer: `seer.dispatch` with the "
           "shipped model, its first call after `seer.clear_cache()` with its kernel compiled before. Steady state: "
-          "device time per call from CUDA graphs of 10 flush-and-call pairs less the flushes alone (medians of 5 "
-          "replays; no host cost), and outside any graph the median over 20 flushed calls of the GPU work each "
-          "launched, from the profiler's device trace; first calls: synchronised wall time; every result checked "
+          "device time per call, no host cost: outside any graph, the median over 20 flushed calls of each call's "
+          "span on the GPU (its first kernel's start to its last kernel's end) from the profiler's device trace, "
+          "the headline, and the repayment counts' basis; and from CUDA graphs of 10 flush-and-call pairs less "
+          "the flushes alone (medians of 5 replays); first calls: synchronised wall time; every result checked "
           "against torch.matmul.")
 AUTOHEURISTIC_ENV = "TORCHINDUCTOR_AUTOHEURISTIC_USE"
 
@@ -168,16 +168,19 @@ def graph_ms(fn, flush: torch.Tensor, calls: int = 10, replays: int = 5) -> floa
 
 def profiled_ms(fn, flush: torch.Tensor, calls: int = 20) -> float:
     """Device time of one call of ``fn`` with the L2 flushed before it, outside any CUDA graph:
-    the median over ``calls`` of the summed durations of the GPU work the call launched, read from
-    the profiler's device trace. The check on ``graph_ms``, under whose capture cuBLAS ran a skinny
-    shape twice as long as outside it."""
+    the median over ``calls`` of each call's span on the GPU, from the start of its first kernel to
+    the end of its last, read from the profiler's device trace. The gaps between one call's kernels
+    count, as a caller waits for them; no launch gap enters, since the flush's ~80 µs on the GPU
+    leave the host time to queue the whole call. The headline timing: ``graph_ms`` misread some
+    small calls in this benchmark's process (NOTES, GEMM against Inductor)."""
     def flushed_calls():
         for _ in range(calls):
             flush.zero_()
             fn()
 
     fn()  # compiled and warm before the trace
-    return float(np.median(work_after_flushes(device_trace(flushed_calls), flush, calls))) / 1e6
+    flush_kernels = {e.name() for e in device_trace(flush.zero_)}
+    return float(np.median(spans_after_flushes(device_trace(flushed_calls), flush_kernels, calls))) / 1e6
 
 
 def device_trace(body) -> list:
@@ -198,20 +201,27 @@ def kernel_names(body) -> list[str]:
     return sorted({e.name()[:80] for e in device_trace(body)})
 
 
-def work_after_flushes(events: list, flush: torch.Tensor, calls: int) -> list[int]:
-    """For each flush in ``events``, the summed nanoseconds of the GPU work after it up to the next
-    one; there must be ``calls`` of them, each with some work."""
-    flush_kernels = {e.name() for e in device_trace(flush.zero_)}
-    per_call = []
+def work_between_flushes(events: list, flush_kernels: set[str], calls: int) -> list[list]:
+    """The GPU work in ``events`` (in order of start) after each flush, up to the next one: there
+    must be ``calls`` flushes, each followed by some work, or the call launched a kernel of the
+    flush's name and the trace cannot be split."""
+    groups: list[list] = []
     for event in events:
         if event.name() in flush_kernels:
-            per_call.append(0)
-        elif per_call:
-            per_call[-1] += event.duration_ns()
-    if len(per_call) != calls or min(per_call) <= 0:
-        raise RuntimeError(f"the trace split into {len(per_call)} calls, not {calls}, or a call ran no GPU work: "
+            groups.append([])
+        elif groups:
+            groups[-1].append(event)
+    if len(groups) != calls or not all(groups):
+        raise RuntimeError(f"the trace split into {len(groups)} calls, not {calls}, or a call ran no GPU work: "
                            "the call may launch the flush's own kernel")
-    return per_call
+    return groups
+
+
+def spans_after_flushes(events: list, flush_kernels: set[str], calls: int) -> list[int]:
+    """Per flush in ``events``, nanoseconds from the start of the first work after it to the end of
+    the last before the next flush."""
+    return [max(e.end_ns() for e in work) - work[0].start_ns()
+            for work in work_between_flushes(events, flush_kernels, calls)]
 
 
 def measure(shape: sweep.Shape, model, timer: sweep.Timer, order: tuple, cache_root: Path, log) -> dict:
@@ -247,9 +257,10 @@ def measure(shape: sweep.Shape, model, timer: sweep.Timer, order: tuple, cache_r
         row[f"{peer}_ms"] = graph_ms(lambda: mm(a, b), timer.flush)
         row[f"{peer}_profiled_ms"] = profiled_ms(lambda: mm(a, b), timer.flush)
         row[f"{peer}_kernels"] = kernel_names(lambda: mm(a, b))
-    log(f"{shape.id} ({shape.m}x{shape.n}x{shape.k}): torch {row['torch_ms']:.3f}, seer {row['seer_ms']:.3f} ms "
-        f"({row['seer_choice']}), inductor {row['inductor_ms']:.3f} ms after {row['inductor_first_ms'] / 1e3:.1f} s, "
-        f"ah {row['ah_ms']:.3f} ms after {row['ah_first_ms'] / 1e3:.1f} s (ranking kept {row['ah_ranked']})")
+    log(f"{shape.id} ({shape.m}x{shape.n}x{shape.k} {row['dtype']}), ms by the profiler / the graphs: torch "
+        f"{times(row, 'torch')}, seer {times(row, 'seer')} ({row['seer_choice']}), inductor {times(row, 'inductor')} "
+        f"after {row['inductor_first_ms'] / 1e3:.1f} s, ah {times(row, 'ah')} after {row['ah_first_ms'] / 1e3:.1f} s "
+        f"(ranking kept {row['ah_ranked']})")
     return row
 
 
@@ -344,6 +355,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.render:
         result = json.loads(args.render.read_text())
+        if not all("seer_profiled_ms" in row for row in result["rows"]):
+            parser.error(f"{args.render} predates the profiler's timing: its .md is the one rendered when it was made")
         result["summary"] = summarise(result["rows"])
         args.render.write_text(json.dumps(result, indent=2) + "\n")
         args.render.with_suffix(".md").write_text(markdown(result))

@@ -94,8 +94,10 @@ def matrix_row(case, loaded, calls: int, rounds: int) -> dict:
     # its model loaded again (clear_cache dropped it): the same calls on another tensor object over
     # the same arrays, which is another input to seer's cache.
     first_hundred_calls(torch.sparse_csr_tensor(indptr, indices, values, shape), x)
-    A = torch.sparse_csr_tensor(indptr, indices, values, shape)
+    A, misses = torch.sparse_csr_tensor(indptr, indices, values, shape), seer.cache_info()["misses"]
     (y_first, y_settled), seer_hundred_us = synchronised_us(lambda: first_hundred_calls(A, x))
+    if seer.cache_info()["misses"] != misses + 1:
+        raise AssertionError(f"seer's timed first call on {case.id} was not its first on that input")
     check(case, "seer's first decision", y_first, reference)
     check(case, f"seer's decision at call {SETTLED_AT}", y_settled, reference)
     paths = {"seer": lambda: seer.dispatch("spmv", (A, x)), "autotune": lambda: tuned_call(x),

@@ -74,6 +74,12 @@ def test_matrix_row_refuses_seer_results_that_disagree(bench, one_config, real_c
         bench.matrix_row(real_case, real_case.load(), calls=2, rounds=2)
 
 
+def test_matrix_row_refuses_a_timed_first_call_that_was_cached(bench, one_config, real_case, monkeypatch):
+    monkeypatch.setattr(bench.seer, "cache_info", lambda: {"misses": 0})  # as if every call had hit
+    with pytest.raises(AssertionError, match="timed first call on HB/bcsstk01 was not its first"):
+        bench.matrix_row(real_case, real_case.load(), calls=2, rounds=2)
+
+
 def test_matrix_row_refuses_disagreeing_results(bench, one_config, real_case, monkeypatch):
     real_run = bench.spmv._csr_rows_kernel.run
 
