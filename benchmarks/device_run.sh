@@ -123,6 +123,7 @@ run_stage() {
     spmv-autotune) python3 benchmarks/spmv_autotune.py --matrices .carry/suitesparse --out benchmarks/results ;;
     gemm-inductor) python3 benchmarks/gemm_inductor.py --out benchmarks/results --budget-s "$budget" ;;
     gemm-capture-check) python3 benchmarks/gemm_capture_check.py --out benchmarks/results ;;
+    gemm-small-k) python3 benchmarks/gemm_small_k.py --out benchmarks/results --budget-s "$budget" ;;
     spmv-first-call) python3 benchmarks/spmv_first_call.py --matrices .carry/suitesparse --out benchmarks/results \
                        --budget-s "$budget" ;;
     *) echo "unknown stage $1"; exit 2 ;;
