@@ -1,0 +1,26 @@
+"""benchmarks/gemm_profile.py on the CPU: the shapes it sweeps."""
+import pytest
+import torch
+from conftest import load_benchmark
+
+
+@pytest.fixture(scope="module")
+def bench():
+    return load_benchmark("gemm_profile")
+
+
+def test_skinny_shapes_are_short_k_in_budget_and_seeded(bench):
+    shapes = bench.skinny_shapes(200, seed=0, max_flops=bench.LLM_MAX_FLOPS)
+    assert len({s.id for s in shapes}) == 200 and all(s.id.startswith("skinny/0/") for s in shapes)
+    assert all(32 <= s.k <= 512 and 1 <= s.m <= 8192 and 256 <= s.n <= 16384 for s in shapes)
+    assert all(s.flops <= bench.LLM_MAX_FLOPS and s.dtype in (torch.float16, torch.bfloat16) for s in shapes)
+    multiples = sum(s.k % 64 == 0 for s in shapes)
+    assert 70 <= multiples <= 150 and any(s.k % 2 for s in shapes)  # about half rounded to 64; odd K among the rest
+    assert [(s.m, s.n, s.k) for s in bench.skinny_shapes(20, 0, bench.LLM_MAX_FLOPS)] == \
+        [(s.m, s.n, s.k) for s in shapes[:20]]
+
+
+def test_skinny_shapes_are_new_ids_beside_the_others(bench):
+    """A sweep resumed with --skinny times only them: their ids are none of the earlier shapes'."""
+    earlier = {s.id for s in bench.random_shapes(40, 0, bench.LLM_MAX_FLOPS)}
+    assert earlier.isdisjoint(s.id for s in bench.skinny_shapes(40, 0, bench.LLM_MAX_FLOPS))
