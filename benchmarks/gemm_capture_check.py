@@ -2,8 +2,8 @@
 
     python benchmarks/gemm_capture_check.py --out benchmarks/results [--rounds 3]
 
-``gemm_inductor.py`` times each path two ways, and on a few small shapes its CUDA graphs read a
-cuBLAS call 1.25-5x over the profiler, the same cells in every run (torch's call on 44x5632x64,
+``gemm_inductor.py`` times each path two ways, and on a few shapes its CUDA graphs read a cuBLAS
+call 1.2-5x over the profiler, the same cells in every run (torch's call on 44x5632x64,
 seer's identical call on 7x283x449). For ``torch.matmul`` on shapes where they disagreed and two
 where they agreed, each round measures, the L2 flushed before every call:
 

@@ -24,7 +24,7 @@ Steady state: device time per call, the L2 flushed before each call, the host's 
 (a compiled function's guards, seer's lookup) left out, since in a model the compiled mm would be
 one node of a larger graph. Two ways: outside any graph, each call's span on the GPU (first
 kernel's start to last kernel's end) from the profiler's trace, the headline; and CUDA graphs of
-flush-and-call pairs less the flushes, which in this process read a few small calls 1.25-5x over
+flush-and-call pairs less the flushes, which in this process read some cuBLAS calls 1.2-5x over
 the profiler (``gemm_capture_check.py`` finds them within ~2 µs of it in a process of their own).
 First calls: synchronised wall time.
 Every result is checked against ``torch.matmul`` first. The two compiled peers run in one

@@ -2,9 +2,9 @@
 
     python benchmarks/gemm_small_k.py --out benchmarks/results [--budget-s 200]
 
-Against Inductor (``gemm_inductor.py``) seer loses one held-out shape, 382x5344x133, by 1.35-1.6x:
-Inductor's pick there is a 64x128 tile 32 deep (BLOCK_K = 32, 3 stages, 4 warps), and seer's
-candidate family has only one tile that shallow (128x128x32), none 64 wide. Here, on skinny-K
+Against Inductor (``gemm_inductor.py``) seer loses one held-out shape, 382x5344x133, by 1.36-1.6x:
+Inductor's picks there were shallow tiles (128x128x32, 64x128x32, 64x64x16 over three runs), and
+seer's candidate family has only one tile that shallow (128x128x32), none 64 wide. Here, on skinny-K
 shapes (K of 64-256; bf16; M and N from decode to prefill sizes, the held-out two among them),
 each timed with the L2 flushed (``gemm_profile.Timer``, ``do_bench`` medians), every result
 checked against ``torch.matmul`` first:
@@ -12,7 +12,8 @@ checked against ``torch.matmul`` first:
   torch     ``torch.matmul`` (cuBLAS)
   shipped   the fastest of the shipped Triton variants (``seer.kernels.gemm.VARIANTS``): the
             best seer's tree could pick today
-  shallow   the fastest of the new 32-deep tiles (``SHALLOW``), each also kept per shape
+  shallow   the fastest of the 32-deep tiles of ``SHALLOW`` (six new, and the family's 128x128x32
+            with 3 stages instead of 4), each also kept per shape
 
 (The rest of the candidate family is left out: each path compiles for every shape class, and the
 tree picks among the shipped variants only.)
@@ -49,7 +50,7 @@ def shallow_variants() -> dict:
 
 
 def time_shape(m: int, n: int, k: int, paths: dict, timer: sweep.Timer) -> dict:
-    """The time of every path on one shape (NaN where a result was wrong)."""
+    """The time of every path on one shape; a wrong result stops the run."""
     from seer.kernels import gemm
 
     gen = torch.Generator(device="cuda").manual_seed(m * 1_000_003 + n * 1_009 + k)
@@ -120,6 +121,7 @@ def markdown(result: dict) -> str:
 
 
 def main() -> int:
+    from seer.errors import SeerWarning
     from seer.kernels.gemm import VARIANTS
     from seer.profiling import device_tag, environment, write_result
 
@@ -129,7 +131,7 @@ def main() -> int:
     args = parser.parse_args()
     env = environment(torch.device("cuda", torch.cuda.current_device()))
     shallow = shallow_variants()
-    warnings.simplefilter("ignore")  # the TMA variants' fallback notice on unaligned K
+    warnings.simplefilter("ignore", SeerWarning)  # the TMA variants' fallback notice on unaligned K
     paths, timer, started, rows = {**VARIANTS, **shallow}, sweep.Timer(), time.monotonic(), []
     order = list(HELD_OUT) + [GRID[i] for i in np.random.default_rng(0).permutation(len(GRID))]
     for m, n, k in order:
