@@ -85,24 +85,29 @@ def random_shapes(count: int, seed: int, max_flops: float) -> list[Shape]:
     return shapes
 
 
-def skinny_shapes(count: int, seed: int, max_flops: float) -> list[Shape]:
-    """Short K (32-512, log-uniform; half a multiple of 64, half any), M of 1-8192 and N of 256-16384
-    (log-uniform); fp16 or bf16: where a Triton tile can beat cuBLAS (``gemm_small_k.py``), which
-    the LLM suite and the random shapes rarely reach. A stream of their own: ``random_shapes``
-    draws from ``default_rng(seed)`` the same way, and the two would share M and dtype by index
-    (the first sweep with them, ``results/gemm-h100-skinny/``, was made so, before this)."""
-    rng = np.random.default_rng([seed, 1])
+def skinny_shapes(count: int, seed: int, max_flops: float, odd_k: bool = False) -> list[Shape]:
+    """Short K (32-512, log-uniform; half a multiple of 64, half any; every one odd with ``odd_k``),
+    M of 1-8192 and N of 256-16384 (log-uniform); fp16 or bf16: where a Triton tile can beat cuBLAS
+    (``gemm_small_k.py``), which the LLM suite and the random shapes rarely reach. Drawn from a
+    stream of their own, and named with their sizes: the first sweep with them
+    (``results/gemm-h100-skinny/``) drew from the random shapes' stream, so its ``skinny/0/<i>``
+    share M and dtype with ``random/0/<i>``, and a sweep resumed into that table must not take
+    them for these."""
+    rng = np.random.default_rng([seed, 2 if odd_k else 1])
+    kind = "odd-k" if odd_k else "skinny"
     shapes: list[Shape] = []
     while len(shapes) < count:
         m = int(np.exp(rng.uniform(0, math.log(8192))))
         n = int(np.exp(rng.uniform(math.log(256), math.log(16384))))
         k = int(np.exp(rng.uniform(math.log(32), math.log(512))))
-        if rng.random() < 0.5:
+        if odd_k:
+            k |= 1
+        elif rng.random() < 0.5:
             k = 64 * max(1, round(k / 64))
         dtype = (torch.float16, torch.bfloat16)[int(rng.integers(2))]
         if 2.0 * m * n * k <= max_flops:
-            i = len(shapes)
-            shapes.append(Shape(f"skinny/{seed}/{i}", f"skinny/{seed}/{i}", "synthetic", m, n, k, dtype))
+            name = f"{kind}/{seed}/{len(shapes)}/{m}x{n}x{k}"
+            shapes.append(Shape(name, name, "synthetic", m, n, k, dtype))
     return shapes
 
 
@@ -327,6 +332,7 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-s", type=float, default=230, help="stop after this many seconds (tables stay valid)")
     parser.add_argument("--random", type=int, default=40, help="random shapes besides the LLM suite")
     parser.add_argument("--skinny", type=int, default=0, help="short-K shapes besides those")
+    parser.add_argument("--odd-k", type=int, default=0, help="short, odd-K shapes besides those")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=max(1, min(12, (os.cpu_count() or 2) - 2)))
     parser.add_argument("--limit", type=int, default=None, help="time at most this many shapes (smoke runs)")
@@ -349,7 +355,8 @@ def main(argv=None) -> int:
     log = tqdm.write
     device = torch.device("cuda", torch.cuda.current_device())
     shapes = (llm_suite(torch.bfloat16) + random_shapes(args.random, args.seed, LLM_MAX_FLOPS)
-              + skinny_shapes(args.skinny, args.seed, LLM_MAX_FLOPS))
+              + skinny_shapes(args.skinny, args.seed, LLM_MAX_FLOPS)
+              + skinny_shapes(args.odd_k, args.seed, LLM_MAX_FLOPS, odd_k=True))
     shapes = [shapes[i] for i in np.random.default_rng(args.seed).permutation(len(shapes))][: args.limit]
     names = list(gemm.CANDIDATES)  # torch_matmul comes first
     shipped = list(gemm.VARIANTS)

@@ -11,7 +11,8 @@ def bench():
 
 def test_skinny_shapes_are_short_k_in_budget_and_seeded(bench):
     shapes = bench.skinny_shapes(200, seed=0, max_flops=bench.LLM_MAX_FLOPS)
-    assert len({s.id for s in shapes}) == 200 and all(s.id.startswith("skinny/0/") for s in shapes)
+    assert len({s.id for s in shapes}) == 200
+    assert all(s.id == f"skinny/0/{i}/{s.m}x{s.n}x{s.k}" for i, s in enumerate(shapes))
     assert all(32 <= s.k <= 512 and 1 <= s.m <= 8192 and 256 <= s.n <= 16384 for s in shapes)
     assert all(s.flops <= bench.LLM_MAX_FLOPS and s.dtype in (torch.float16, torch.bfloat16) for s in shapes)
     multiples = sum(s.k % 64 == 0 for s in shapes)
@@ -26,3 +27,19 @@ def test_skinny_shapes_are_new_ids_beside_the_others(bench):
     skinny = bench.skinny_shapes(40, 0, bench.LLM_MAX_FLOPS)
     assert {s.id for s in earlier}.isdisjoint(s.id for s in skinny)
     assert sum(r.m == s.m for r, s in zip(earlier, skinny)) < 5  # drawn apart, not paired by index
+
+
+def test_odd_k_shapes_are_short_and_odd(bench):
+    shapes = bench.skinny_shapes(100, seed=0, max_flops=bench.LLM_MAX_FLOPS, odd_k=True)
+    assert all(s.k % 2 == 1 and 33 <= s.k <= 513 and s.id.startswith("odd-k/0/") for s in shapes)
+    assert {s.id for s in shapes}.isdisjoint(s.id for s in bench.skinny_shapes(100, 0, bench.LLM_MAX_FLOPS))
+
+
+def test_a_sweep_resumed_into_the_first_skinny_table_times_the_new_shapes(bench):
+    """That table's skinny rows came from an earlier generator: none of today's ids may match them."""
+    import pandas as pd
+    from conftest import ROOT
+
+    table = pd.read_csv(ROOT / "benchmarks" / "results" / "gemm-h100-skinny" / "gemm-candidates.csv")
+    new = bench.skinny_shapes(40, 0, bench.LLM_MAX_FLOPS) + bench.skinny_shapes(40, 0, bench.LLM_MAX_FLOPS, odd_k=True)
+    assert set(table["id"]).isdisjoint(s.id for s in new)
