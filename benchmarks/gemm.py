@@ -100,9 +100,7 @@ def measure(shape: sweep.Shape, model, timer: sweep.Timer, autotune: bool, log) 
     from seer.kernels import gemm
     from seer.profiling import host_call_us
 
-    gen = torch.Generator(device="cuda").manual_seed(7)
-    a = torch.randn(shape.m, shape.k, device="cuda", dtype=shape.dtype, generator=gen)
-    b = (torch.randn(shape.k, shape.n, device="cuda", generator=gen) / shape.k ** 0.5).to(shape.dtype)
+    a, b = sweep.random_operands(shape.m, shape.n, shape.k, shape.dtype, seed=7)
     c = torch.empty(shape.m, shape.n, device="cuda", dtype=shape.dtype)
     p = gemm.problem((a, b))
     row = {"id": shape.id, "group": shape.group, "source": shape.source, "m": shape.m, "n": shape.n, "k": shape.k,

@@ -31,7 +31,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gemm_profile as sweep  # noqa: E402
 from gemm_inductor import (  # noqa: E402
-    captured_graph, compiled_mm, device_trace, graph_ms, kernel_names, profiled_ms, spans_after_flushes)
+    captured_graph, compiled_mm, device_trace, flush_kernels, graph_ms, kernel_names, profiled_ms, spans_after_flushes)
 
 # M, N, K, dtype: the held-out shapes whose two timings disagreed most in gemm_inductor.py's runs,
 # and two where they agreed.
@@ -54,20 +54,18 @@ def graph_anatomy(fn, flush: torch.Tensor) -> dict:
     def median_us(nanoseconds) -> float:
         return float(np.median(nanoseconds)) / 1e3
 
-    flush_kernels = {e.name() for e in device_trace(flush.zero_)}
+    names = flush_kernels(flush)
     pairs, flushes = captured_graph(lambda: (flush.zero_(), fn()), CALLS), captured_graph(flush.zero_, CALLS)
     for graph in (pairs, flushes):
         graph.replay()  # uploads the graph
     in_pairs = device_trace(pairs.replay)
-    return {"call_us": median_us(spans_after_flushes(in_pairs, flush_kernels, CALLS)),
-            "flush_in_pairs_us": median_us([e.duration_ns() for e in in_pairs if e.name() in flush_kernels]),
+    return {"call_us": median_us(spans_after_flushes(in_pairs, names, CALLS)),
+            "flush_in_pairs_us": median_us([e.duration_ns() for e in in_pairs if e.name() in names]),
             "flush_alone_us": median_us([e.duration_ns() for e in device_trace(flushes.replay)])}
 
 
 def measure(m: int, n: int, k: int, dtype: torch.dtype, timer: sweep.Timer, rounds: int, phase: str) -> dict:
-    gen = torch.Generator(device="cuda").manual_seed(7)
-    a = torch.randn(m, k, device="cuda", dtype=dtype, generator=gen)
-    b = (torch.randn(k, n, device="cuda", generator=gen) / k ** 0.5).to(dtype)
+    a, b = sweep.random_operands(m, n, k, dtype, seed=7)
 
     def call():
         return torch.matmul(a, b)
@@ -99,9 +97,10 @@ def inductor_compiles(m: int, n: int, k: int, dtype: torch.dtype) -> None:
 
 
 def markdown(result: dict) -> str:
+    from seer.profiling import provenance
+
     lines = [f"# cuBLAS inside and outside a CUDA graph, {result['device']['name']}", "",
-             f"{result['date']}; torch {result['versions']['torch']}, triton {result['versions']['triton']}; "
-             f"`{result['command']}`", "", result["method"], "",
+             provenance(result, result["command"]), "", result["method"], "",
              "| process | M x N x K | round | graph (µs) | inside the graph (µs) | outside (µs) | a flush among the "
              "calls / alone (µs) |", "|---|---|---|---|---|---|---|"]
     for row in result["rows"]:

@@ -179,8 +179,7 @@ def profiled_ms(fn, flush: torch.Tensor, calls: int = 20) -> float:
             fn()
 
     fn()  # compiled and warm before the trace
-    flush_kernels = {e.name() for e in device_trace(flush.zero_)}
-    return float(np.median(spans_after_flushes(device_trace(flushed_calls), flush_kernels, calls))) / 1e6
+    return float(np.median(spans_after_flushes(device_trace(flushed_calls), flush_kernels(flush), calls))) / 1e6
 
 
 def device_trace(body) -> list:
@@ -194,6 +193,11 @@ def device_trace(body) -> list:
     return sorted((e for e in trace.profiler.kineto_results.events()
                    if e.device_type() == torch.autograd.DeviceType.CUDA and not e.is_user_annotation()),
                   key=lambda e: e.start_ns())
+
+
+def flush_kernels(flush: torch.Tensor) -> set[str]:
+    """The names of the GPU work an L2 flush (``flush.zero_()``) launches: what splits a trace into calls."""
+    return {e.name() for e in device_trace(flush.zero_)}
 
 
 def kernel_names(body) -> list[str]:
@@ -228,9 +232,7 @@ def measure(shape: sweep.Shape, model, timer: sweep.Timer, order: tuple, cache_r
     import seer
     from seer.profiling import synchronised_us
 
-    gen = torch.Generator(device="cuda").manual_seed(7)
-    a = torch.randn(shape.m, shape.k, device="cuda", dtype=shape.dtype, generator=gen)
-    b = (torch.randn(shape.k, shape.n, device="cuda", generator=gen) / shape.k ** 0.5).to(shape.dtype)
+    a, b = sweep.random_operands(shape.m, shape.n, shape.k, shape.dtype, seed=7)
     reference = torch.matmul(a, b).float()
     row = {"id": shape.id, "source": shape.source, "m": shape.m, "n": shape.n, "k": shape.k,
            "dtype": str(shape.dtype).removeprefix("torch."), "order": list(order)}
@@ -316,10 +318,11 @@ def times(row: dict, who: str) -> str:
 
 
 def markdown(result: dict) -> str:
+    from seer.profiling import provenance
+
     s, rows = result["summary"], result["rows"]
     lines = [f"# GEMM: seer against Inductor's max-autotune and AutoHeuristic, {result['device']['name']}", "",
-             f"{result['date']}; torch {result['versions']['torch']}, triton {result['versions']['triton']}; "
-             f"`{result['command']}`", "", result["method"], "",
+             provenance(result, result["command"]), "", result["method"], "",
              f"{s['shapes']} held-out shapes.", "",
              "| peer | its steady-state time / seer's (geomean; profiler, graphs) | seer faster on (profiler, "
              "graphs) | first call, median (where it compiled first) | calls until its first call is repaid "

@@ -230,14 +230,21 @@ def relative_difference(c: torch.Tensor, ref: torch.Tensor) -> float:
     return ((c.float() - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
+def random_operands(m: int, n: int, k: int, dtype: torch.dtype, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random non-zero A (m x k) and B (k x n) on the GPU, B scaled by 1/sqrt(k) so that C's entries
+    stay near 1 whatever K is; the same for the same seed."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(m, k, device="cuda", dtype=dtype, generator=gen)
+    b = (torch.randn(k, n, device="cuda", generator=gen) / k ** 0.5).to(dtype)
+    return a, b
+
+
 def time_shape(shape: Shape, names: list[str], timer: Timer, log) -> dict:
     """One table row: features and the time of every candidate on ``shape``."""
     from seer.features import gemm as features
     from seer.kernels import gemm
 
-    gen = torch.Generator(device="cuda").manual_seed(zlib.crc32(shape.id.encode()))
-    a = torch.randn(shape.m, shape.k, device="cuda", dtype=shape.dtype, generator=gen)
-    b = (torch.randn(shape.k, shape.n, device="cuda", generator=gen) / shape.k ** 0.5).to(shape.dtype)
+    a, b = random_operands(shape.m, shape.n, shape.k, shape.dtype, zlib.crc32(shape.id.encode()))
     p = gemm.problem((a, b))
     c = torch.empty(shape.m, shape.n, device="cuda", dtype=shape.dtype)
     ref = torch.matmul(a, b).float()

@@ -23,7 +23,6 @@ Writes ``gemm-small-k-<device>.json`` / ``.md``.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import time
 import warnings
@@ -34,6 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gemm_profile as sweep  # noqa: E402
+from gemm import geomean  # noqa: E402
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages, GROUP_M): 32 deep, the widths Inductor's mm templates use.
 SHALLOW = ((64, 128, 32, 4, 3, 8), (64, 64, 32, 4, 3, 8), (128, 64, 32, 4, 3, 8), (128, 128, 32, 4, 3, 8),
@@ -53,9 +53,7 @@ def time_shape(m: int, n: int, k: int, paths: dict, timer: sweep.Timer) -> dict:
     """The time of every path on one shape; a wrong result stops the run."""
     from seer.kernels import gemm
 
-    gen = torch.Generator(device="cuda").manual_seed(m * 1_000_003 + n * 1_009 + k)
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=gen)
-    b = (torch.randn(k, n, device="cuda", generator=gen) / k ** 0.5).to(torch.bfloat16)
+    a, b = sweep.random_operands(m, n, k, torch.bfloat16, seed=m * 1_000_003 + n * 1_009 + k)
     problem, reference = gemm.problem((a, b)), (a @ b).float()
     c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     times = {}
@@ -83,10 +81,6 @@ def summarise_row(m: int, n: int, k: int, times: dict, shallow: list[str]) -> di
     return row
 
 
-def geomean(values) -> float:
-    return float(np.exp(np.mean(np.log(values)))) if len(values) else math.nan
-
-
 def summary(rows: list[dict]) -> dict:
     """Per depth of K: how much the best shallow tile gains over cuBLAS, the shipped Triton set
     and the best of both, what seer can run today (time ratios, geometric means over the shapes)."""
@@ -103,10 +97,11 @@ def summary(rows: list[dict]) -> dict:
 
 
 def markdown(result: dict) -> str:
+    from seer.profiling import provenance
+
     s = result["summary"]
     lines = [f"# GEMM: shallow-K tiles on skinny-K shapes, {result['device']['name']}", "",
-             f"{result['date']}; torch {result['versions']['torch']}, triton {result['versions']['triton']}; "
-             f"`{result['command']}`", "", result["method"], "",
+             provenance(result, result["command"]), "", result["method"], "",
              "| K | shapes | best shallow tile's speed-up over cuBLAS | over the shipped Triton variants | over "
              "the best of both (seer's oracle today) | fastest of all on |", "|---|---|---|---|---|---|"]
     for k, g in [*s["by_k"].items(), ("all", s["all"])]:
