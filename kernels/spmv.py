@@ -44,11 +44,12 @@ from seer.sparse import (STRIDED, CsrMatrix, add_up_counts, as_csr, check_dense_
 
 
 @triton.jit
-def _segment_sums(start, end, indices, values, x, x_stride, G: tl.constexpr):
+def _segment_sums(start, end, indices, values, x, x_stride, row, G: tl.constexpr, OFFSETS: tl.constexpr):
     """fp32 sums of A[k] * x[col[k]] over k in [start, end) for each of a block of segments.
 
     ``start``/``end`` have shape [S]; G lanes walk each segment, so the loads of one
     segment are contiguous (coalesced) and the loop runs as long as the longest segment.
+    With OFFSETS, ``indices`` holds each column less its segment's ``row`` (shape [S]).
     """
     lane = tl.arange(0, G)
     first = start[:, None] + lane[None, :]
@@ -59,6 +60,8 @@ def _segment_sums(start, end, indices, values, x, x_stride, G: tl.constexpr):
         k = first + step
         inside = k < stop
         col = tl.load(indices + k, mask=inside, other=0)
+        if OFFSETS:
+            col = row[:, None] + col.to(tl.int32)
         a = tl.load(values + k, mask=inside, other=0.0)
         xv = tl.load(x + col * x_stride, mask=inside, other=0.0)
         acc += a.to(tl.float32) * xv.to(tl.float32)
@@ -73,7 +76,20 @@ def _csr_rows_kernel(indptr, indices, values, x, x_stride, y, y_stride, rows,
     ok = row < rows
     start = tl.load(indptr + row, mask=ok, other=0)
     end = tl.load(indptr + row + 1, mask=ok, other=0)
-    sums = _segment_sums(start, end, indices, values, x, x_stride, G)
+    sums = _segment_sums(start, end, indices, values, x, x_stride, row, G, False)
+    tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=ok)
+
+
+@triton.jit
+def _offset_rows_kernel(indptr, offsets, values, x, x_stride, y, y_stride, rows,
+                        ROWS: tl.constexpr, G: tl.constexpr):
+    """``_csr_rows_kernel`` reading each column as a 16-bit offset from its row: 2 bytes a nonzero
+    instead of 4 (int32) or 8 (int64)."""
+    row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    ok = row < rows
+    start = tl.load(indptr + row, mask=ok, other=0)
+    end = tl.load(indptr + row + 1, mask=ok, other=0)
+    sums = _segment_sums(start, end, offsets, values, x, x_stride, row, G, True)
     tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=ok)
 
 
@@ -237,7 +253,7 @@ def _bin_rows(pid, bin_rows, count, indptr, indices, values, x, x_stride, y, y_s
     row = tl.load(bin_rows + slot, mask=ok, other=0)
     start = tl.load(indptr + row, mask=ok, other=0)
     end = tl.load(indptr + row + 1, mask=ok, other=0)
-    sums = _segment_sums(start, end, indices, values, x, x_stride, G)
+    sums = _segment_sums(start, end, indices, values, x, x_stride, row, G, False)
     tl.store(y + row * y_stride, sums.to(y.dtype.element_ty), mask=ok)
 
 
@@ -332,7 +348,7 @@ def _adaptive_kernel(indptr, indices, values, x, x_stride, y, y_stride,
         ok = piece < n_pieces
         start = tl.load(piece_start + piece, mask=ok, other=0)
         end = tl.load(piece_end + piece, mask=ok, other=0)
-        sums = _segment_sums(start, end, indices, values, x, x_stride, PIECE_G)
+        sums = _segment_sums(start, end, indices, values, x, x_stride, start, PIECE_G, False)
         tl.store(partials + piece, sums, mask=ok)
 
 
@@ -466,6 +482,7 @@ def _check_apart(y: torch.Tensor, x: torch.Tensor, rows: int, cols: int, size: i
 # binds it once per decision. Calls hold the matrix's arrays, never the matrix itself (no cycle
 # through its cache), and read the arrays' addresses afresh: ``set_`` may move them.
 _rows_launch = LaunchCache(_csr_rows_kernel)
+_offset_rows_launch = LaunchCache(_offset_rows_kernel)
 _diagonal_launch = LaunchCache(_diagonal_rows_kernel)
 _merge_launch = LaunchCache(_merge_kernel)
 _zero_and_gather_launch = LaunchCache(_zero_and_gather_kernel)
@@ -511,12 +528,14 @@ def _rows_variant(rows_per_program: int, group: int, num_warps: int) -> tuple[Ca
 
 
 def _row_mapped_call(csr: CsrMatrix, launch_cache: LaunchCache, shape: tuple, num_warps: int,
-                     fixed: tuple = ()) -> Callable:
+                     fixed: tuple = (), columns: torch.Tensor | None = None) -> Callable:
     """The call of a row-mapped kernel on ``csr``: ``(indptr, indices, values, *fixed, x, x_stride,
     y, y_stride, rows, *shape)`` launched over ``shape[0]`` rows a program. ``fixed``: arrays the
-    plan made for the matrix, whose addresses never move (the matrix's own are read each call)."""
+    plan made for the matrix, whose addresses never move (the matrix's own are read each call);
+    ``columns``: such an array passed in place of the matrix's column indices."""
     check, out_check = dense_vector_check(csr), _out_check(csr)
-    indptr, indices, values, rows = csr.indptr, csr.indices, csr.values, csr.rows
+    indptr, values, rows = csr.indptr, csr.values, csr.rows
+    indices = csr.indices if columns is None else columns
     fixed_at = addresses(fixed)
     grid = cdiv(rows, shape[0])
     launches = InputLaunches(launch_cache, (csr.device, specialisation(indptr, indices, values, *fixed, rows), *shape),
@@ -572,6 +591,42 @@ def _diagonal_variant(rows_per_program: int, num_warps: int) -> tuple[Callable, 
         return _row_mapped_call(csr, _diagonal_launch, shape, num_warps, fixed=_rows_following_pattern(csr))
 
     return _kernel_variant(("diagonal", rows_per_program, num_warps), plan)
+
+
+# Bands and block-diagonal matrices keep every column near its row: read as a 16-bit offset from
+# the row, a column costs 2 bytes instead of 4, a quarter of what a nonzero of fp32 values moves
+# (benchmarks/NOTES.md, SpMV 59). Where one lies farther (permuted or scattered columns) the
+# variant is cusparse_prepared, the best single variant: the trees cannot see the offsets' range.
+_OFFSET_RANGE = (-(2**15), 2**15 - 1)
+
+
+def column_offsets(csr: CsrMatrix) -> torch.Tensor | None:
+    """Each column less its row as int16, or None where one does not fit. Reads two numbers back."""
+    lengths = (csr.indptr[1:] - csr.indptr[:-1]).to(csr.indices.dtype)
+    with torch.inference_mode(False):  # as the column slices' stack: a plan outlives the mode
+        row_of = torch.repeat_interleave(lengths, output_size=csr.nnz)  # each nonzero's row
+        offsets = csr.indices - row_of
+        del row_of
+        low, high = torch.aminmax(offsets)
+        if low.item() < _OFFSET_RANGE[0] or high.item() > _OFFSET_RANGE[1]:
+            return None
+        return offsets.to(torch.int16)
+
+
+def _offsets_variant(num_warps: int) -> tuple[Callable, Callable]:
+    """Vector CSR by the mean row length on the columns as 16-bit offsets from their rows
+    (:func:`column_offsets`, made once per matrix); cusparse_prepared where they do not fit."""
+
+    def plan(csr: CsrMatrix) -> Callable:
+        if csr.nnz == 0:
+            return _zero_call(csr)
+        offsets = column_offsets(csr)
+        if offsets is None:
+            return _cusparse_plan(csr)
+        return _row_mapped_call(csr, _offset_rows_launch, _vector_tile(cdiv(csr.nnz, csr.rows)), num_warps,
+                                columns=offsets)
+
+    return _kernel_variant(("offsets", 16, num_warps), plan)
 
 
 # Diagonal-major storage costs memory where rows do not follow the pattern (their slots hold
@@ -1131,6 +1186,10 @@ _register("cusparse_prepared", _kernel_variant(("cusparse", "csr_alg1"), _cuspar
           {"kind": "cusparse", "algorithm": "csr_alg1", "preprocess": True},
           "cuSPARSE's CSR SpMV called directly, its partition made once per matrix "
           "(cusparseSpMV_preprocess); torch's product off CUDA")
+_register("offsets_i16", _offsets_variant(4), {"kind": "offsets", "bits": 16, "num_warps": 4},
+          "vector CSR by the mean row length reading each column as a 16-bit offset from its row (a copy of "
+          "the indices made once per matrix: 2 bytes a nonzero); as cusparse_prepared where a column lies "
+          "32k or more from its row")
 _register("cusparse_slices_16k", _kernel_variant(("cusparse slices", SLICE_COLUMNS), _column_slices_plan),
           {"kind": "cusparse", "algorithm": "csr_alg1", "preprocess": True, "slice_columns": SLICE_COLUMNS,
            "max_extra": SLICE_MAX_EXTRA},

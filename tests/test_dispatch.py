@@ -253,10 +253,10 @@ def test_writes_into_the_arrays_a_torch_csr_tensor_was_built_from_are_not_seen()
     seer.clear_cache()
     _check(product(), exact(), x)
 
-@pytest.mark.parametrize("variant", ["diagonal_r128", "diagonal_major_r512", "merge_c512_hot64k"])
+@pytest.mark.parametrize("variant", ["diagonal_r128", "diagonal_major_r512", "merge_c512_hot64k", "offsets_i16"])
 def test_column_indices_written_into_the_tensor_a_csr_was_built_from_are_not_seen(variant):
     """The README's caveat for structure: a plan made from the column indices (the diagonal
-    variants' pattern, the hot variant's renumbered copy) keeps the old ones after a write into the
+    variants' pattern, the hot variant's renumbered copy, the offsets' copy) keeps the old ones after a write into the
     tensor the CSR tensor was built from, until ``seer.clear_cache()``; a write through
     ``A.col_indices()`` is seen (a new decision, a new plan). Row 10's first column moves 9 -> 8."""
     m = generators.banded(300, 1, seed=5).astype(np.float32)

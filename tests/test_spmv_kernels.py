@@ -117,7 +117,7 @@ def run_and_check(name: str, matrix: sp.csr_matrix, rng, dtype=torch.float32, in
 
 
 def test_variants_are_registered_consistently():
-    assert 7 <= len(spmv.VARIANTS) <= 16
+    assert 7 <= len(spmv.VARIANTS) <= 17
     kinds = set()
     for name, variant in spmv.VARIANTS.items():
         assert variant.name == name and variant.doc
@@ -125,7 +125,8 @@ def test_variants_are_registered_consistently():
         # the name is the kind, then its tile and flavour: adaptive, diagonal_major_r512, merge_c512_hot64k
         assert (name == kind or name.startswith(kind + "_")) and ("num_warps" in variant.params) == (kind not in ("torch", "cusparse"))
         kinds.add(kind)
-    assert kinds == {"scalar", "vector", "diagonal", "diagonal_major", "merge", "adaptive", "torch", "cusparse"}
+    assert kinds == {"scalar", "vector", "diagonal", "diagonal_major", "merge", "adaptive", "torch", "cusparse",
+                     "offsets"}
 
 
 # ------------------------------------------------------------------ random matrices
@@ -202,6 +203,48 @@ def test_hot_columns_are_not_renumbered_past_the_index_dtype():
     csr = as_csr((indptr, indices, torch.ones(3), (2, cols)))
     spmv.VARIANTS["merge_c512_hot64k"].bind(csr)
     assert not any(key[0] == "hot columns" for key in csr.scratch)
+
+
+def offsets_matrix(rng, far: int) -> sp.csr_matrix:
+    """Rows 0 and 32,768 + |far| reach 32,767 + far columns right and 32,768 + far columns left
+    of themselves (so they fit 16-bit offsets for far <= 0), between them a band of 3 diagonals."""
+    rows = 2**15 + 2
+    reach = 2**15 + far
+    coo = sp.diags([np.ones(rows - 1), np.ones(rows), np.ones(rows - 1)], [-1, 0, 1], format="coo")
+    row = np.concatenate([coo.row, [0, reach]])
+    col = np.concatenate([coo.col, [reach - 1, 0]])
+    values = rng.uniform(0.5, 1.5, size=row.size) * rng.choice([-1.0, 1.0], size=row.size)
+    matrix = sp.csr_matrix((values, (row, col)), shape=(rows + far + 1, rows + far))
+    matrix.sort_indices()
+    return matrix
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64], ids=str)
+@pytest.mark.parametrize("far", [0, 1])
+def test_offsets_from_the_row_up_to_16_bits(far, index_dtype, monkeypatch):
+    """offsets_i16 reads columns 32,767 right and 32,768 left of their row as 16-bit offsets
+    (each offset its column less its row, cuSPARSE's plan not made); one column farther and it
+    runs as cusparse_prepared (off CUDA torch's product). Either way it matches float64 into a
+    poisoned strided out, and values written in place are seen."""
+    rng = np.random.default_rng(15 + far)
+    matrix = offsets_matrix(rng, far)
+    csr, exact = to_seer(matrix, index_dtype=index_dtype)
+    offsets = spmv.column_offsets(csr)
+    if far:
+        assert offsets is None
+    else:
+        rows_of = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+        assert offsets.dtype == torch.int16
+        assert (offsets.numpy() == matrix.indices - rows_of).all() and offsets.min() == -(2**15)
+    fallbacks = []
+    monkeypatch.setattr(spmv, "_cusparse_plan", lambda csr, real=spmv._cusparse_plan: fallbacks.append(1) or real(csr))
+    run = spmv.VARIANTS["offsets_i16"].run
+    x = random_vector(rng, 2 * csr.cols, torch.float32)[::2]
+    out = torch.full((2 * csr.rows,), float("nan"))
+    assert_spmv_close(run(csr, x, out[::2]), exact, x, torch.float32)
+    assert out[1::2].isnan().all() and len(fallbacks) == far
+    csr.values.mul_(-2.0)
+    assert_spmv_close(run(csr, x), -2.0 * exact, x, torch.float32)
 
 
 SLICED_COLS = 3 * spmv.SLICE_COLUMNS + 123  # four column slices
