@@ -16,8 +16,10 @@ Kinds of kernel (a variant is a kind plus fixed block shapes):
               stencil's or a full band's diagonals) read no column indices.
     diagonal_major  those rows read from a copy of their values stored by diagonals: a block of
               rows reads each diagonal as one aligned run, as a copy does.
+    offsets   vector CSR reading each column as a 16-bit offset from its row (bands, block
+              replicas): 2 bytes a column instead of 4.
 Preprocessing (merge chunk rows, adaptive bins, the rows that follow a pattern, the diagonal-major
-copy) runs on the first call for a matrix and is cached with the matrix (``CsrMatrix.cached``);
+copy, the columns as offsets) runs on the first call for a matrix and is cached with the matrix (``CsrMatrix.cached``);
 later calls do not synchronise with the host, so they can be captured in CUDA graphs.
 """
 from __future__ import annotations
