@@ -37,8 +37,12 @@ from seer.train import TwoStageSelector, subset_masks
 
 SUBSET_NAMES = {"all": "all", "real": "real inputs (SuiteSparse matrices, LLM layer shapes)",
                 "other": "derived and synthetic inputs"}
-COLUMN_TITLES = {"1": "1 call", "100": "100 calls", "1 validated": "1 call, validated matrix",
-                 "100 validated": "100 calls, validated matrix"}
+
+
+def column_title(column: str) -> str:
+    """"1" -> "1 call", "100 validated" -> "100 calls, validated matrix"."""
+    calls, _, validated = column.partition(" ")
+    return f"{calls} call{'' if calls == '1' else 's'}" + (", validated matrix" if validated else "")
 
 
 def end_to_end(path: Path, model: Path) -> dict:
@@ -160,10 +164,10 @@ def markdown(result: dict) -> str:
              f"{result['measured']}; torch {result['versions'].get('torch')}, triton {result['versions'].get('triton')}.",
              f"Held-out: {result['folds']}-fold cross-validation grouped by family. Command: `{result['command']}`", ""]
     names = list(result["columns"])
-    header = ["| metric | " + " | ".join(COLUMN_TITLES.get(c, c) for c in names) + " |", "|---|" + "---|" * len(names)]
+    header = ["| metric | " + " | ".join(map(column_title, names)) + " |", "|---|" + "---|" * len(names)]
     for subset in result["scores"]:
         lines += [f"## {SUBSET_NAMES.get(subset, subset)} ({result['subset_rows'][subset]} inputs)", "", *header]
-        for metric in result["columns"]["1"][subset]:
+        for metric in result["columns"][names[0]][subset]:
             cells = [result["columns"][c][subset].get(metric) for c in names]
             lines.append(f"| {metric} | " + " | ".join("" if v is None else f"{v:.3f}" for v in cells) + " |")
         e2e = result.get("end_to_end") or {}
@@ -185,7 +189,7 @@ def markdown(result: dict) -> str:
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
     lines += ["", "Over each subset's best variant alone (picked in-sample, on every input of the subset): "
               "seer's held-out fraction of oracle (gathering included) over that variant's.", "",
-              "| subset | best variant alone | " + " | ".join(COLUMN_TITLES.get(c, c) for c in names) + " |",
+              "| subset | best variant alone | " + " | ".join(map(column_title, names)) + " |",
               "|---|---|" + "---|" * len(names)]
     for subset, per in result["single_variants"].items():
         best = max(per, key=lambda v: per[v]["fraction_of_oracle"])
@@ -199,7 +203,7 @@ def markdown(result: dict) -> str:
         lines += ["## Spread over assignments of groups to folds", "",
                   f"The same nested CV with {runs} assignments of groups to folds (scikit-learn's, as above, and "
                   f"{runs - 1} seeded at random): mean (min - max). How far the figures above owe to one assignment.", "",
-                  "| subset | metric | " + " | ".join(COLUMN_TITLES.get(c, c) for c in names) + " |",
+                  "| subset | metric | " + " | ".join(map(column_title, names)) + " |",
                   "|---|---|" + "---|" * len(names)]
         for subset, per_column in spread["metrics"].items():
             for metric in SPREAD_METRICS:
@@ -222,12 +226,15 @@ def main() -> int:
                         help="dispatch-<device>.json with a real-matrix section: quote its end-to-end speed-up")
     parser.add_argument("--fold-seeds", type=int, default=3,
                         help="also score with this many random assignments of groups to folds (the spread)")
+    parser.add_argument("--calls", type=int, nargs="+", default=[1, 100],
+                        help="the call counts scored (each input's preparation charged over them)")
     args = parser.parse_args()
     table = read_table(args.table)
     free, notes = validation_costs(table, args.validation) if args.validation else (None, [])
-    report = TwoStageSelector().evaluate(table, calls=(1, 100), free_gather_ms=free)
+    calls = tuple(args.calls)
+    report = TwoStageSelector().evaluate(table, calls=calls, free_gather_ms=free)
     report.notes.extend(notes)
-    repeats = [columns(TwoStageSelector(fold_seed=seed).evaluate(table, calls=(1, 100), free_gather_ms=free))
+    repeats = [columns(TwoStageSelector(fold_seed=seed).evaluate(table, calls=calls, free_gather_ms=free))
                for seed in range(args.fold_seeds)]
     meta = table.meta
     device = meta["device"]["name"]

@@ -94,3 +94,8 @@ def test_each_variant_alone_reports_its_median_preparation(selection):
     alone = selection.single_variants(table)["all"]
     assert alone[variants[0]]["median_prepare_ms"] == pytest.approx(np.median(np.arange(len(frame))))
     assert all(alone[v]["median_prepare_ms"] == 0 for v in variants[1:])
+
+
+def test_column_titles_for_any_call_count(selection):
+    assert [selection.column_title(c) for c in ("1", "100", "1 validated", "1000 validated")] == [
+        "1 call", "100 calls", "1 call, validated matrix", "1000 calls, validated matrix"]
