@@ -33,7 +33,6 @@ from seer.launch import cdiv
 from seer.profiling import _preparation_ms
 
 FAMILIES = ("synthetic/banded/", "synthetic/stencil_2d/", "synthetic/stencil_3d/", "derived/")
-LOW, HIGH = -(2**15), 2**15 - 1
 
 
 @triton.jit
@@ -66,7 +65,7 @@ def one_pass_offsets(csr) -> torch.Tensor | None:
     _offsets_kernel[(cdiv(csr.rows, rows_per_program),)](csr.indptr, csr.indices, offsets, bounds, csr.rows,
                                                          ROWS=rows_per_program, G=group, num_warps=4)
     low, high = bounds.tolist()
-    return offsets if LOW <= low and high <= HIGH else None
+    return offsets if spmv.fits_16_bits(low, high) else None
 
 
 COPIES = {"torch ops (shipped)": spmv.column_offsets, "one pass": one_pass_offsets}

@@ -599,20 +599,21 @@ def _diagonal_variant(rows_per_program: int, num_warps: int) -> tuple[Callable, 
 # the row, a column costs 2 bytes instead of 4, a quarter of what a nonzero of fp32 values moves
 # (benchmarks/NOTES.md, SpMV 59). Where one lies farther (permuted or scattered columns) the
 # variant is cusparse_prepared, the best single variant: the trees cannot see the offsets' range.
-_OFFSET_RANGE = (-(2**15), 2**15 - 1)
+def fits_16_bits(low: int, high: int) -> bool:
+    """Whether offsets from ``low`` to ``high`` fit int16."""
+    return -(2**15) <= low and high < 2**15
 
 
 def column_offsets(csr: CsrMatrix) -> torch.Tensor | None:
-    """Each column less its row as int16, or None where one does not fit. Reads two numbers back."""
+    """Each column less its row as int16, or None where one does not fit. Reads two numbers back,
+    in one synchronisation."""
     lengths = (csr.indptr[1:] - csr.indptr[:-1]).to(csr.indices.dtype)
     with torch.inference_mode(False):  # as the column slices' stack: a plan outlives the mode
         row_of = torch.repeat_interleave(lengths, output_size=csr.nnz)  # each nonzero's row
         offsets = csr.indices - row_of
         del row_of
-        low, high = torch.aminmax(offsets)
-        if low.item() < _OFFSET_RANGE[0] or high.item() > _OFFSET_RANGE[1]:
-            return None
-        return offsets.to(torch.int16)
+        low, high = torch.stack(torch.aminmax(offsets)).tolist()
+        return offsets.to(torch.int16) if fits_16_bits(low, high) else None
 
 
 def _offsets_variant(num_warps: int) -> tuple[Callable, Callable]:
