@@ -28,9 +28,10 @@ import triton
 import triton.language as tl
 
 from large_set import run
+from seer.datasets.cases import NNZ_BANDS, nnz_band_label
 from seer.kernels import spmv
 from seer.launch import cdiv
-from seer.profiling import _preparation_ms
+from seer.profiling import _preparation_ms, provenance
 
 FAMILIES = ("synthetic/banded/", "synthetic/stencil_2d/", "synthetic/stencil_3d/", "derived/")
 
@@ -106,13 +107,14 @@ def markdown(result: dict) -> str:
     rows = result["matrices"]
     names = list(COPIES)
     lines = [f"# offsets_i16's copy of the columns, {result['device']['name']}", "",
-             f"torch {result['versions'].get('torch')}, triton {result['versions'].get('triton')}, measured "
-             f"{result['date']}; `{result['command']}`. Each copy timed as the profile tables time a preparation "
-             "(CUDA events behind a sleep kernel: kernels and read-backs count, host planning does not; median of "
-             "5 on fresh problems); the two copies checked equal on every input.", "",
+             provenance(result, result["command"]), "",
+             "Each copy timed as the profile tables time a preparation (CUDA events behind a sleep kernel: "
+             "kernels and read-backs count, host planning does not; median of 5 on fresh problems); the two "
+             "copies checked equal on every input.", "",
              "| nnz | inputs | " + " | ".join(f"{n}, median ms" for n in names) + " | shipped over one pass, median |",
              "|" + "---|" * (3 + len(names))]
-    for label, low, high in (("1M-5M", 0, 5e6), ("5M-20M", 5e6, 2e7), ("20M+", 2e7, float("inf")), ("all", 0, float("inf"))):
+    bands = [(nnz_band_label(low, high), low, high) for low, high in NNZ_BANDS]
+    for label, low, high in [*bands, ("all", 0, float("inf"))]:
         group = [r for r in rows if low <= r["nnz"] < high]
         if group:
             medians = [statistics.median(r["copy_ms"][n] for r in group) for n in names]

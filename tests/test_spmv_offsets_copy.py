@@ -48,5 +48,6 @@ def test_markdown_groups_by_size():
     result = {"device": {"name": "GPU"}, "versions": {"torch": "t", "triton": "r"}, "date": "d", "command": "c",
               "matrices": rows}
     text = copy.markdown(result)
-    assert "| 1M-5M | 1 | 0.200 | 0.050 | 4.0x |" in text and "| 20M+ | 2 | 1.500 | 0.225 | 6.5x |" in text
+    assert "| nnz 1e6-1e7 | 1 | 0.200 | 0.050 | 4.0x |" in text and "| nnz 1e7+ | 2 | 1.500 | 0.225 | 6.5x |" in text
+    assert "nnz 1e5-1e6" not in text  # bands without inputs are left out
     assert "| all | 3 | 1.000 | 0.200 | 5.0x |" in text
