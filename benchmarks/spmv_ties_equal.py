@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from seer.table import meta_path, read_frame
+from seer.table import meta_path, read_frame, write_table
 
 COLUMNS = ("time_ms", "call_us")
 
@@ -47,13 +47,11 @@ def main() -> int:
     args = parser.parse_args()
     table = Path(args.table)
     frame, count = equalise(read_frame(table), args.variant, args.like, args.within)
-    args.out.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(args.out / table.name, index=False)
     meta = json.loads(meta_path(table).read_text())
     meta["notes"] = (f"{meta.get('notes', '')} {args.variant}'s kernel and call times set to {args.like}'s on the "
                      f"{count} rows within {args.within:.0%} of it: python {' '.join(sys.argv)}").strip()
-    meta_path(args.out / table.name).write_text(json.dumps(meta, indent=1))
-    print(f"{count} rows of {len(frame)}: {args.variant} set to {args.like}; wrote {args.out / table.name}")
+    written = write_table(frame, args.out / table.name, meta)
+    print(f"{count} rows of {len(frame)}: {args.variant} set to {args.like}; wrote {written}")
     return 0
 
 
