@@ -57,6 +57,9 @@ run_stage() {
     # alone (their host work did not change).
     spmv-add-variant) each_campaign "added_${VARIANT// /+}" --add-variant $VARIANT ${AGAIN:+--again} \
                         ${KERNEL_ONLY:+--kernel-time-only} ;;
+    # The preparation alone of variants whose one-time work changed and whose kernels did not
+    # (VARIANT="name [name ...]"), measured again in both tables, resuming as spmv-regather does.
+    spmv-reprepare) each_campaign "remeasured_preparation_${VARIANT// /_}" --only $VARIANT ;;
     gemm) python3 benchmarks/gemm_profile.py --out "benchmarks/results/gemm-$device" --budget-s "$budget"
           cp "benchmarks/results/gemm-$device/gemm.csv" "datasets/profiles/gemm-$device.csv"
           cp "benchmarks/results/gemm-$device/gemm.meta.json" "datasets/profiles/gemm-$device.meta.json" ;;

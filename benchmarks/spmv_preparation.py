@@ -2,8 +2,11 @@
 
     python benchmarks/spmv_preparation.py datasets/profiles/spmv-<device>.csv --matrices .carry/suitesparse [--deadline 500]
     python benchmarks/spmv_preparation.py datasets/profiles/spmv-<device>.csv --matrices .carry/suitesparse --gather
+    python benchmarks/spmv_preparation.py datasets/profiles/spmv-<device>.csv --matrices .carry/suitesparse --only NAME
 
-Without ``--gather``: every variant's ``prepare_ms:<variant>``. With it: ``gather_ms``, what the
+Without ``--gather``: every variant's ``prepare_ms:<variant>``, or with ``--only`` the named
+variants' alone (their preparation changed, their kernels did not: ``offsets_i16``'s copy made in
+one pass, NOTES SpMV 61). With ``--gather``: ``gather_ms``, what the
 row-statistics pass costs an unchecked matrix (``seer.profiling.gather_ms``), and the gathered
 feature columns that pass yields, a column the table lacks added: first after the pass's
 host-side sums became one numpy reduction (benchmarks/NOTES.md, SpMV 29), then when the pass
@@ -39,10 +42,13 @@ from seer.registry import get_op
 from seer.table import meta_path, read_frame
 
 
-def preparation(case, loaded) -> dict[str, float]:
-    op = get_op("spmv")
-    source, _ = case.build(loaded)
-    return preparation_columns(op, source, op.variants)
+def preparation(names: list[str]):
+    def measure(case, loaded) -> dict[str, float]:
+        op = get_op("spmv")
+        source, _ = case.build(loaded)
+        return preparation_columns(op, source, names)
+
+    return measure
 
 
 def gathering(case, loaded) -> dict[str, float]:
@@ -113,6 +119,8 @@ def main() -> int:
     what.add_argument("--gather", action="store_true", help="re-measure gather_ms instead of prepare_ms")
     what.add_argument("--add-variant", metavar="NAME", nargs="+",
                       help="measure registered variants the table lacks (several share each input's build)")
+    parser.add_argument("--only", metavar="NAME", nargs="+",
+                        help="without --gather or --add-variant: re-measure these variants' prepare_ms alone")
     parser.add_argument("--again", action="store_true",
                         help="with --add-variant: measure the variants' columns again (their code changed)")
     parser.add_argument("--kernel-time-only", action="store_true",
@@ -121,14 +129,19 @@ def main() -> int:
     args = parser.parse_args()
     if args.kernel_time_only and not (args.add_variant and args.again):
         parser.error("--kernel-time-only measures a variant the table has again: give --add-variant NAME --again")
-    added = list(dict.fromkeys(args.add_variant or []))  # in the order given, each once
+    if args.only and (args.gather or args.add_variant):
+        parser.error("--only names the variants whose preparation is re-measured: give it without --gather or --add-variant")
+    added, only = (list(dict.fromkeys(names or [])) for names in (args.add_variant, args.only))  # each once, in order
+    registered = get_op("spmv").variants
+    unknown = [n for n in added + only if n not in registered]
+    if unknown:
+        parser.error(f"no spmv variant {', '.join(unknown)}; registered: {', '.join(registered)}")
     if added:
-        unknown = [n for n in added if n not in get_op("spmv").variants]
-        if unknown:
-            parser.error(f"no spmv variant {', '.join(unknown)}; registered: {', '.join(get_op('spmv').variants)}")
         measure, marker = addition(added, args.kernel_time_only), "added_" + "+".join(added)
+    elif args.gather:
+        measure, marker = gathering, "remeasured_gather"
     else:
-        measure, marker = (gathering, "remeasured_gather") if args.gather else (preparation, "remeasured_preparation")
+        measure, marker = preparation(only or list(registered)), "remeasured_preparation" + "".join(f"_{n}" for n in only)
     # read_frame: every cell it does not re-measure is written back to the last bit
     frame = read_frame(args.table, dtype={"id": str, "group": str, "source": str})
     present = [n for n in added if f"time_ms:{n}" in frame]

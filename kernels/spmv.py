@@ -96,6 +96,29 @@ def _offset_rows_kernel(indptr, offsets, values, x, x_stride, y, y_stride, rows,
 
 
 @triton.jit
+def _column_offsets_kernel(indptr, indices, offsets, bounds, rows, ROWS: tl.constexpr, G: tl.constexpr):
+    """offsets[k] = indices[k] - (k's row) as int16 for rows [p * ROWS, (p + 1) * ROWS), walked as
+    ``_offset_rows_kernel`` walks them; the least and greatest offset are folded into ``bounds``
+    (which start at 0: only whether a bound of int16 is passed matters)."""
+    row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    ok = row < rows
+    start = tl.load(indptr + row, mask=ok, other=0)
+    end = tl.load(indptr + row + 1, mask=ok, other=0)
+    lane = tl.arange(0, G)
+    low = tl.zeros((ROWS, G), dtype=indices.dtype.element_ty)
+    high = tl.zeros((ROWS, G), dtype=indices.dtype.element_ty)
+    for step in range(0, tl.max(end - start, axis=0), G):
+        k = start[:, None] + lane[None, :] + step
+        inside = k < end[:, None]
+        offset = tl.where(inside, tl.load(indices + k, mask=inside, other=0) - row[:, None], 0)
+        tl.store(offsets + k, offset.to(tl.int16), mask=inside)
+        low = tl.minimum(low, offset)
+        high = tl.maximum(high, offset)
+    tl.atomic_min(bounds, tl.min(tl.min(low, axis=1), axis=0))
+    tl.atomic_max(bounds + 1, tl.max(tl.max(high, axis=1), axis=0))
+
+
+@triton.jit
 def _pattern(indptr, pattern_row):
     """The diagonal pattern of a matrix: the row it was taken from, where that row's columns start,
     and how many it has. Its k-th offset is ``indices[first + k] - row``."""
@@ -605,15 +628,15 @@ def fits_16_bits(low: int, high: int) -> bool:
 
 
 def column_offsets(csr: CsrMatrix) -> torch.Tensor | None:
-    """Each column less its row as int16, or None where one does not fit. Reads two numbers back,
-    in one synchronisation."""
-    lengths = (csr.indptr[1:] - csr.indptr[:-1]).to(csr.indices.dtype)
-    with torch.inference_mode(False):  # as the column slices' stack: a plan outlives the mode
-        row_of = torch.repeat_interleave(lengths, output_size=csr.nnz)  # each nonzero's row
-        offsets = csr.indices - row_of
-        del row_of
-        low, high = torch.stack(torch.aminmax(offsets)).tolist()
-        return offsets.to(torch.int16) if fits_16_bits(low, high) else None
+    """Each column less its row as int16, or None where one does not fit: one pass over the columns
+    and one read-back of their range (2.2x faster than torch's ops, NOTES SpMV 60)."""
+    bounds = torch.zeros(2, dtype=csr.indices.dtype, device=csr.device)
+    offsets = torch.empty(csr.nnz, dtype=torch.int16, device=csr.device)
+    rows_per_program, group = _vector_tile(cdiv(csr.nnz, csr.rows))
+    _column_offsets_kernel[(cdiv(csr.rows, rows_per_program),)](
+        csr.indptr, csr.indices, offsets, bounds, csr.rows, ROWS=rows_per_program, G=group, num_warps=4)
+    low, high = bounds.tolist()
+    return offsets if fits_16_bits(low, high) else None
 
 
 def _offsets_variant(num_warps: int) -> tuple[Callable, Callable]:

@@ -205,29 +205,34 @@ def test_hot_columns_are_not_renumbered_past_the_index_dtype():
     assert not any(key[0] == "hot columns" for key in csr.scratch)
 
 
-def offsets_matrix(rng, far: int) -> sp.csr_matrix:
-    """Rows 0 and 32,768 + |far| reach 32,767 + far columns right and 32,768 + far columns left
-    of themselves (so they fit 16-bit offsets for far <= 0), between them a band of 3 diagonals."""
-    rows = 2**15 + 2
-    reach = 2**15 + far
+def offsets_matrix(rng, right: int = 0, left: int = 0) -> sp.csr_matrix:
+    """Row 0 reaches 32,767 + ``right`` columns right of itself and row 32,768 + ``left`` reaches
+    32,768 + ``left`` columns left of itself (both fit 16-bit offsets at 0), between them a band
+    of 3 diagonals."""
+    rows = 2**15 + 2 + left
     coo = sp.diags([np.ones(rows - 1), np.ones(rows), np.ones(rows - 1)], [-1, 0, 1], format="coo")
-    row = np.concatenate([coo.row, [0, reach]])
-    col = np.concatenate([coo.col, [reach - 1, 0]])
+    row = np.concatenate([coo.row, [0, 2**15 + left]])
+    col = np.concatenate([coo.col, [2**15 - 1 + right, 0]])
     values = rng.uniform(0.5, 1.5, size=row.size) * rng.choice([-1.0, 1.0], size=row.size)
-    matrix = sp.csr_matrix((values, (row, col)), shape=(rows + far + 1, rows + far))
+    matrix = sp.csr_matrix((values, (row, col)), shape=(rows, rows + right))
     matrix.sort_indices()
     return matrix
 
 
+# One column farther than 16 bits reach on either side, checked apart: each bound is kept on its own.
+BEYOND_16_BITS = {"fits": (0, 0), "one-right": (1, 0), "one-left": (0, 1)}
+
+
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64], ids=str)
-@pytest.mark.parametrize("far", [0, 1])
-def test_offsets_from_the_row_up_to_16_bits(far, index_dtype, monkeypatch):
+@pytest.mark.parametrize("reach", BEYOND_16_BITS.values(), ids=BEYOND_16_BITS.keys())
+def test_offsets_from_the_row_up_to_16_bits(reach, index_dtype, monkeypatch):
     """offsets_i16 reads columns 32,767 right and 32,768 left of their row as 16-bit offsets
-    (each offset its column less its row, cuSPARSE's plan not made); one column farther and it
-    runs as cusparse_prepared (off CUDA torch's product). Either way it matches float64 into a
-    poisoned strided out, and values written in place are seen."""
-    rng = np.random.default_rng(15 + far)
-    matrix = offsets_matrix(rng, far)
+    (each offset its column less its row, cuSPARSE's plan not made); one column farther on either
+    side and it runs as cusparse_prepared (off CUDA torch's product). Either way it matches
+    float64 into a poisoned strided out, and values written in place are seen."""
+    far = int(any(reach))
+    rng = np.random.default_rng(15 + sum(reach))
+    matrix = offsets_matrix(rng, *reach)
     csr, exact = to_seer(matrix, index_dtype=index_dtype)
     offsets = spmv.column_offsets(csr)
     if far:
@@ -235,7 +240,8 @@ def test_offsets_from_the_row_up_to_16_bits(far, index_dtype, monkeypatch):
     else:
         rows_of = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
         assert offsets.dtype == torch.int16
-        assert (offsets.numpy() == matrix.indices - rows_of).all() and offsets.min() == -(2**15)
+        assert (offsets.numpy() == matrix.indices - rows_of).all()
+        assert offsets.min() == -(2**15) and offsets.max() == 2**15 - 1
     fallbacks = []
     monkeypatch.setattr(spmv, "_cusparse_plan", lambda csr, real=spmv._cusparse_plan: fallbacks.append(1) or real(csr))
     run = spmv.VARIANTS["offsets_i16"].run

@@ -74,6 +74,31 @@ def test_gather_adds_a_feature_column_the_table_lacks(table, suitesparse_dir, mo
     assert profiled["shifted_row_frac"].notna().all()
 
 
+def test_only_the_named_variants_preparation_is_remeasured(table, suitesparse_dir, monkeypatch):
+    """--only: one variant's prepare_ms measured again (its copy changed), every other cell kept."""
+    script = load_benchmark("spmv_preparation")
+    frame = read_frame(table)
+    frame[["prepare_ms:scalar_r128", "prepare_ms:merge_c512"]] = STALE_MS
+    frame.to_csv(table, index=False)
+    before = read_frame(table)
+    after = _run(script, table, suitesparse_dir, monkeypatch, "--only", "merge_c512")
+    assert ((after["prepare_ms:merge_c512"] > 0) & (after["prepare_ms:merge_c512"] < STALE_MS)).all()
+    assert "remeasured_preparation_merge_c512" not in after
+    kept = before.drop(columns="prepare_ms:merge_c512")
+    pd.testing.assert_frame_equal(read_frame(table).drop(columns="prepare_ms:merge_c512"), kept, check_exact=True)
+    assert json.loads(meta_path(table).read_text())["commands"][-1].endswith("--only merge_c512")
+
+
+@pytest.mark.parametrize("extra,message", [(["--only", "no_such"], "no spmv variant no_such"),
+                                           (["--only", "merge_c512", "--gather"], "without --gather")])
+def test_only_refuses_unknown_variants_and_other_measures(table, suitesparse_dir, monkeypatch, capsys, extra, message):
+    script = load_benchmark("spmv_preparation")
+    monkeypatch.setattr(sys, "argv", ["spmv_preparation.py", str(table), "--matrices", str(suitesparse_dir), *extra])
+    with pytest.raises(SystemExit):
+        script.main()
+    assert message in capsys.readouterr().err
+
+
 @pytest.fixture
 def anchored_table(tmp_path, suitesparse_dir, monkeypatch):
     """A table of two small matrices profiled with diagonal_major_r512 and both anchors, call times
