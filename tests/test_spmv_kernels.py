@@ -234,6 +234,9 @@ def test_offsets_from_the_row_up_to_16_bits(reach, index_dtype, monkeypatch):
     rng = np.random.default_rng(15 + sum(reach))
     matrix = offsets_matrix(rng, *reach)
     csr, exact = to_seer(matrix, index_dtype=index_dtype)
+    # Row 0 is among the sampled rows, row 32,769 is not: the copy is refused by the sample on the
+    # right and by the pass on the left.
+    assert spmv.fits_16_bits(*spmv.sampled_offset_bounds(csr).tolist()) == (reach != (1, 0))
     offsets = spmv.column_offsets(csr)
     if far:
         assert offsets is None
