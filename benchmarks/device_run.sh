@@ -76,6 +76,7 @@ run_stage() {
     spmv-hot-select) python3 benchmarks/spmv_hot_select.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-column-slices) python3 benchmarks/spmv_column_slices.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-offsets-copy) python3 benchmarks/spmv_offsets_copy.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
+    spmv-offsets-refusal) python3 benchmarks/spmv_offsets_refusal.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-floor) python3 benchmarks/spmv_floor.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-vector-loads) python3 benchmarks/spmv_vector_loads.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
     spmv-row-occupancy) python3 benchmarks/spmv_row_occupancy.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
