@@ -43,7 +43,8 @@ STEPS = {
     "cuSPARSE plan": spmv._cusparse_plan,
     "read back, cuSPARSE plan": read_back_then(spmv._cusparse_plan),
     "offsets_i16 (as shipped)": lambda csr: get_op("spmv").variants["offsets_i16"].bind(csr),
-    # The candidate: the fallback's plan made before the read-back, kept only where the offsets do not fit.
+    # The candidate (shipped since): the fallback's plan made before the read-back, kept only where
+    # the offsets do not fit.
     "cuSPARSE plan, then offsets": lambda csr: (spmv._cusparse_plan(csr), spmv.column_offsets(csr)),
 }
 

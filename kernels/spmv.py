@@ -98,7 +98,8 @@ def _offset_rows_kernel(indptr, offsets, values, x, x_stride, y, y_stride, rows,
 @triton.jit
 def _row_end_offsets_kernel(indptr, indices, bounds, sampled, stride, BLOCK: tl.constexpr):
     """Folds the offsets of the first and last column of rows 0, stride, 2 * stride, ... (``sampled``
-    rows) into ``bounds``: a row's extremes where its columns are sorted, real entries either way."""
+    rows) into the first pair of ``bounds``: a row's extremes where its columns are sorted, real
+    entries either way."""
     row = (tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)) * stride
     ok = row < sampled * stride
     start = tl.load(indptr + row, mask=ok, other=0)
@@ -111,11 +112,13 @@ def _row_end_offsets_kernel(indptr, indices, bounds, sampled, stride, BLOCK: tl.
 
 
 @triton.jit
-def _column_offsets_kernel(indptr, indices, offsets, bounds, rows, ROWS: tl.constexpr, G: tl.constexpr):
+def _column_offsets_kernel(indptr, indices, offsets, bounds, rows, ROWS: tl.constexpr, G: tl.constexpr,
+                           SLOTS: tl.constexpr):
     """offsets[k] = indices[k] - (k's row) as int16 for rows [p * ROWS, (p + 1) * ROWS), walked as
-    ``_offset_rows_kernel`` walks them; the least and greatest offset are folded into ``bounds``
-    (which start at 0: only whether a bound of int16 is passed matters). A program that finds the
-    bounds already out of int16's reach writes nothing: the copy will not be used."""
+    ``_offset_rows_kernel`` walks them; the least and greatest offset are folded into slot p % SLOTS
+    of ``bounds`` (pairs that start at 0: only whether a bound of int16 is passed matters), so that
+    programs do not queue on one address. A program that finds slot 0 (the sampled rows' ends)
+    already out of int16's reach does nothing: the copy will not be used."""
     row = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
     ok = row < rows
     start = tl.load(indptr + row, mask=ok, other=0)
@@ -123,17 +126,18 @@ def _column_offsets_kernel(indptr, indices, offsets, bounds, rows, ROWS: tl.cons
     lane = tl.arange(0, G)
     low = tl.zeros((ROWS, G), dtype=indices.dtype.element_ty)
     high = tl.zeros((ROWS, G), dtype=indices.dtype.element_ty)
-    out_of_reach = (tl.load(bounds) < -32768) | (tl.load(bounds + 1) > 32767)
-    longest = tl.where(out_of_reach, 0, tl.max(end - start, axis=0))
-    for step in range(0, longest, G):
-        k = start[:, None] + lane[None, :] + step
-        inside = k < end[:, None]
-        offset = tl.where(inside, tl.load(indices + k, mask=inside, other=0) - row[:, None], 0)
-        tl.store(offsets + k, offset.to(tl.int16), mask=inside)
-        low = tl.minimum(low, offset)
-        high = tl.maximum(high, offset)
-    tl.atomic_min(bounds, tl.min(tl.min(low, axis=1), axis=0))
-    tl.atomic_max(bounds + 1, tl.max(tl.max(high, axis=1), axis=0))
+    in_reach = (tl.load(bounds) >= -32768) & (tl.load(bounds + 1) <= 32767)  # as fits_16_bits
+    if in_reach:
+        for step in range(0, tl.max(end - start, axis=0), G):
+            k = start[:, None] + lane[None, :] + step
+            inside = k < end[:, None]
+            offset = tl.where(inside, tl.load(indices + k, mask=inside, other=0) - row[:, None], 0)
+            tl.store(offsets + k, offset.to(tl.int16), mask=inside)
+            low = tl.minimum(low, offset)
+            high = tl.maximum(high, offset)
+        slot = bounds + 2 * (tl.program_id(0) % SLOTS)
+        tl.atomic_min(slot, tl.min(tl.min(low, axis=1), axis=0))
+        tl.atomic_max(slot + 1, tl.max(tl.max(high, axis=1), axis=0))
 
 
 @triton.jit
@@ -646,12 +650,14 @@ def fits_16_bits(low: int, high: int) -> bool:
 
 
 SAMPLED_ROW_ENDS = 4096  # rows whose ends are read before the copy: one small launch
+BOUND_SLOTS = 64  # pairs of bounds the copy's programs fold into, read back together
 
 
 def sampled_offset_bounds(csr: CsrMatrix) -> torch.Tensor:
-    """[least, greatest] offset (from 0) of the first and last column of up to ``SAMPLED_ROW_ENDS``
-    rows spread evenly, on the device: where one is out of int16's reach, no copy is made."""
-    bounds = torch.zeros(2, dtype=csr.indices.dtype, device=csr.device)
+    """``BOUND_SLOTS`` pairs [least, greatest] of 0, the first holding the offsets of the first and
+    last column of up to ``SAMPLED_ROW_ENDS`` rows spread evenly, on the device: where one is out of
+    int16's reach, no copy is made."""
+    bounds = torch.zeros(BOUND_SLOTS, 2, dtype=csr.indices.dtype, device=csr.device)
     stride = max(1, csr.rows // SAMPLED_ROW_ENDS)
     sampled = cdiv(csr.rows, stride)
     _row_end_offsets_kernel[(cdiv(sampled, 1024),)](csr.indptr, csr.indices, bounds, sampled, stride,
@@ -659,17 +665,23 @@ def sampled_offset_bounds(csr: CsrMatrix) -> torch.Tensor:
     return bounds
 
 
+def offset_range(bounds: torch.Tensor) -> tuple[int, int]:
+    """The least and greatest of the pairs in ``bounds``, read back in one synchronisation."""
+    pairs = bounds.tolist()
+    return min(low for low, _ in pairs), max(high for _, high in pairs)
+
+
 def column_offsets(csr: CsrMatrix) -> torch.Tensor | None:
     """Each column less its row as int16, or None where one does not fit: one pass over the columns
     (2.2x faster than torch's ops, NOTES SpMV 60), skipped where sampled rows' ends already do not
-    fit (a permuted matrix is refused for two small launches, SpMV 62), and one read-back."""
+    fit (SpMV 62), and one read-back."""
     bounds = sampled_offset_bounds(csr)
     offsets = torch.empty(csr.nnz, dtype=torch.int16, device=csr.device)
     rows_per_program, group = _vector_tile(cdiv(csr.nnz, csr.rows))
     _column_offsets_kernel[(cdiv(csr.rows, rows_per_program),)](
-        csr.indptr, csr.indices, offsets, bounds, csr.rows, ROWS=rows_per_program, G=group, num_warps=4)
-    low, high = bounds.tolist()
-    return offsets if fits_16_bits(low, high) else None
+        csr.indptr, csr.indices, offsets, bounds, csr.rows, ROWS=rows_per_program, G=group, SLOTS=BOUND_SLOTS,
+        num_warps=4)
+    return offsets if fits_16_bits(*offset_range(bounds)) else None
 
 
 def _offsets_variant(num_warps: int) -> tuple[Callable, Callable]:
@@ -679,9 +691,12 @@ def _offsets_variant(num_warps: int) -> tuple[Callable, Callable]:
     def plan(csr: CsrMatrix) -> Callable:
         if csr.nnz == 0:
             return _zero_call(csr)
+        # The fallback is planned before the offsets are read back: after it, its host work
+        # (descriptors, workspace, preprocessing) would run while the device idles (NOTES SpMV 62).
+        fallback = _cusparse_plan(csr)
         offsets = column_offsets(csr)
         if offsets is None:
-            return _cusparse_plan(csr)
+            return fallback
         return _row_mapped_call(csr, _offset_rows_launch, _vector_tile(cdiv(csr.nnz, csr.rows)), num_warps,
                                 columns=offsets)
 

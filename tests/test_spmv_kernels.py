@@ -18,6 +18,7 @@ import torch
 import seer.kernels.spmv as spmv
 from seer import sparse
 from seer.errors import InputError
+from seer.launch import cdiv
 from seer.sparse import as_csr
 
 VARIANT_NAMES = sorted(spmv.VARIANTS)
@@ -236,7 +237,7 @@ def test_offsets_from_the_row_up_to_16_bits(reach, index_dtype, monkeypatch):
     csr, exact = to_seer(matrix, index_dtype=index_dtype)
     # Row 0 is among the sampled rows, row 32,769 is not: the copy is refused by the sample on the
     # right and by the pass on the left.
-    assert spmv.fits_16_bits(*spmv.sampled_offset_bounds(csr).tolist()) == (reach != (1, 0))
+    assert spmv.fits_16_bits(*spmv.offset_range(spmv.sampled_offset_bounds(csr))) == (reach != (1, 0))
     offsets = spmv.column_offsets(csr)
     if far:
         assert offsets is None
@@ -245,15 +246,40 @@ def test_offsets_from_the_row_up_to_16_bits(reach, index_dtype, monkeypatch):
         assert offsets.dtype == torch.int16
         assert (offsets.numpy() == matrix.indices - rows_of).all()
         assert offsets.min() == -(2**15) and offsets.max() == 2**15 - 1
-    fallbacks = []
-    monkeypatch.setattr(spmv, "_cusparse_plan", lambda csr, real=spmv._cusparse_plan: fallbacks.append(1) or real(csr))
+    fallback_calls = []
+
+    def counted_plan(csr, real=spmv._cusparse_plan):  # planned for every matrix, called where no fit
+        call = real(csr)
+        return lambda *operands: fallback_calls.append(1) or call(*operands)
+
+    monkeypatch.setattr(spmv, "_cusparse_plan", counted_plan)
     run = spmv.VARIANTS["offsets_i16"].run
     x = random_vector(rng, 2 * csr.cols, torch.float32)[::2]
     out = torch.full((2 * csr.rows,), float("nan"))
     assert_spmv_close(run(csr, x, out[::2]), exact, x, torch.float32)
-    assert out[1::2].isnan().all() and len(fallbacks) == far
+    assert out[1::2].isnan().all() and len(fallback_calls) == far
     csr.values.mul_(-2.0)
     assert_spmv_close(run(csr, x), -2.0 * exact, x, torch.float32)
+
+
+def test_a_far_column_in_any_program_refuses_the_copy():
+    """A band with one column 40,000 left of its row, in rows the sampled row ends miss and whose
+    programs fold their bounds into different slots: every one refuses the copy."""
+    rng = np.random.default_rng(21)
+    rows = 70_000
+    band = sp.diags([np.ones(rows - 1), np.ones(rows), np.ones(rows - 1)], [-1, 0, 1], format="coo")
+    stride = rows // spmv.SAMPLED_ROW_ENDS
+    far_rows = [int(r) for r in rng.integers(40_001, rows, 20) if r % stride][:4]
+    slots = set()
+    for far in far_rows:
+        matrix = sp.csr_matrix((np.concatenate([band.data, [2.0]]),
+                                (np.concatenate([band.row, [far]]), np.concatenate([band.col, [far - 40_000]]))))
+        matrix.sort_indices()
+        csr, _ = to_seer(matrix)
+        assert spmv.fits_16_bits(*spmv.offset_range(spmv.sampled_offset_bounds(csr)))  # the sample misses it
+        assert spmv.column_offsets(csr) is None
+        slots.add((far // spmv._vector_tile(cdiv(csr.nnz, csr.rows))[0]) % spmv.BOUND_SLOTS)
+    assert len(slots) > 1
 
 
 SLICED_COLS = 3 * spmv.SLICE_COLUMNS + 123  # four column slices
