@@ -4,6 +4,7 @@ input until the time budget is spent, write ``<stem>-<device>.json`` / ``.md``."
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 from pathlib import Path
@@ -34,6 +35,17 @@ def check_all(runs: dict, reference: torch.Tensor, case_id: str) -> None:
         error = relative_error(fn(), reference)
         if not error <= 1e-4:
             raise AssertionError(f"{name} is wrong on {case_id}: relative error {error:.1e}")
+
+
+def by_turns(groups: list[list[Case]]) -> list[Case]:
+    """Each group's smallest and largest input by turns, the groups by turns: a run cut short by its
+    budget still spans every group and size."""
+    def alternate(members):
+        ordered = sorted(members, key=lambda c: c.extra.get("size", 0))
+        return [c for pair in itertools.zip_longest(ordered, reversed(ordered)) for c in pair if c is not None][
+            :len(ordered)]
+
+    return [c for turn in itertools.zip_longest(*map(alternate, groups)) for c in turn if c is not None]
 
 
 def run(doc: str, stem: str, select: Callable[[list[Case]], list[Case]], measure: Callable, describe: Callable,

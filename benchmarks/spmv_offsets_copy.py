@@ -19,14 +19,13 @@ the host's planning is not counted but its read-back is; median of 5 on fresh pr
 """
 from __future__ import annotations
 
-import itertools
 import statistics
 import sys
 from types import SimpleNamespace
 
 import torch
 
-from large_set import run
+from large_set import by_turns, run
 from seer.datasets.cases import NNZ_BANDS, nnz_band_label
 from seer.kernels import spmv
 from seer.profiling import _preparation_ms, provenance
@@ -52,13 +51,7 @@ def same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
 
 def select(cases: list) -> list:
     """The families where offsets can fit, by turns, each family smallest and largest by turns."""
-    def alternate(members):
-        ordered = sorted(members, key=lambda c: c.extra.get("size", 0))
-        return [c for pair in itertools.zip_longest(ordered, reversed(ordered)) for c in pair if c is not None][
-            :len(ordered)]
-
-    fitting = [[c for c in cases if c.id.startswith(f) and (f != "derived/" or "permute0" in c.id)] for f in FAMILIES]
-    return [c for turn in itertools.zip_longest(*map(alternate, fitting)) for c in turn if c is not None]
+    return by_turns([[c for c in cases if c.id.startswith(f) and (f != "derived/" or "permute0" in c.id)] for f in FAMILIES])
 
 
 def measure(case, loaded) -> dict:

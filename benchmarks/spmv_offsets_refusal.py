@@ -14,14 +14,13 @@ time a preparation (`seer.profiling._preparation_ms`: CUDA events behind a sleep
 """
 from __future__ import annotations
 
-import itertools
 import statistics
 import sys
 from types import SimpleNamespace
 
 import torch
 
-from large_set import run
+from large_set import by_turns, run
 from seer.kernels import spmv
 from seer.profiling import _preparation_ms, provenance
 from seer.registry import get_op
@@ -52,13 +51,7 @@ STEPS = {
 def select(cases: list) -> list:
     """Each family's smallest and largest by turns, the families by turns; replicas permuted only
     (their unpermuted twins fit)."""
-    def alternate(members):
-        ordered = sorted(members, key=lambda c: c.extra.get("size", 0))
-        return [c for pair in itertools.zip_longest(ordered, reversed(ordered)) for c in pair if c is not None][
-            :len(ordered)]
-
-    chosen = [[c for c in cases if c.id.startswith(f) and (f != "derived/" or "permute1" in c.id)] for f in FAMILIES]
-    return [c for turn in itertools.zip_longest(*map(alternate, chosen)) for c in turn if c is not None]
+    return by_turns([[c for c in cases if c.id.startswith(f) and (f != "derived/" or "permute1" in c.id)] for f in FAMILIES])
 
 
 def measure(case, loaded) -> dict:
