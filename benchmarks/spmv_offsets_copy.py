@@ -8,8 +8,9 @@ offset fits) takes 0.11-2.5 ms on the H100's inputs (`prepare_ms:offsets_i16`): 
 launches (each nonzero's row by `repeat_interleave`, the subtraction, `aminmax`, the conversion)
 and a read-back. That repays after ~130 calls in median, so the trees took the variant only for
 1,000 calls and more. The one pass (a candidate here first, NOTES SpMV 60, then shipped): each
-program walks its rows as the variant's own tile does, writes the offsets and keeps their least and
-greatest, which two atomics gather for one read-back.
+program walks its rows as the variant's own tile does, writes the offsets and folds their least and
+greatest into the bounds read back once (since SpMV 63 behind a sample of the rows' ends, in 64
+pairs).
 
 Each input where the offsets can fit (bands, stencils, unpermuted replicas; smallest and largest
 of each family by turns) gets both copies, checked equal (or both refused), each timed as the

@@ -23,7 +23,6 @@ import torch
 from large_set import by_turns, run
 from seer.kernels import spmv
 from seer.profiling import _preparation_ms, provenance
-from seer.registry import get_op
 
 FAMILIES = ("synthetic/rmat/", "synthetic/lognormal_rows/", "derived/", "synthetic/banded/")
 
@@ -36,12 +35,18 @@ def read_back_then(step):
     return bind
 
 
+def offsets_then_plan(csr):
+    offsets = spmv.column_offsets(csr)
+    return offsets if offsets is not None else spmv._cusparse_plan(csr)
+
+
 STEPS = {
     "sample, read back": lambda csr: spmv.sampled_offset_bounds(csr).tolist(),
     "offsets (sample, pass, read back)": spmv.column_offsets,
     "cuSPARSE plan": spmv._cusparse_plan,
     "read back, cuSPARSE plan": read_back_then(spmv._cusparse_plan),
-    "offsets_i16 (as shipped)": lambda csr: get_op("spmv").variants["offsets_i16"].bind(csr),
+    # As offsets_i16 planned until SpMV 63 (the row-mapped call's set-up aside): the fallback after.
+    "offsets, then cuSPARSE plan if refused": offsets_then_plan,
     # The candidate (shipped since): the fallback's plan made before the read-back, kept only where
     # the offsets do not fit.
     "cuSPARSE plan, then offsets": lambda csr: (spmv._cusparse_plan(csr), spmv.column_offsets(csr)),

@@ -228,8 +228,8 @@ BEYOND_16_BITS = {"fits": (0, 0), "one-right": (1, 0), "one-left": (0, 1)}
 @pytest.mark.parametrize("reach", BEYOND_16_BITS.values(), ids=BEYOND_16_BITS.keys())
 def test_offsets_from_the_row_up_to_16_bits(reach, index_dtype, monkeypatch):
     """offsets_i16 reads columns 32,767 right and 32,768 left of their row as 16-bit offsets
-    (each offset its column less its row, cuSPARSE's plan not made); one column farther on either
-    side and it runs as cusparse_prepared (off CUDA torch's product). Either way it matches
+    (each offset its column less its row); one column farther on either side and it runs as
+    cusparse_prepared (off CUDA torch's product). Either way it matches
     float64 into a poisoned strided out, and values written in place are seen."""
     far = int(any(reach))
     rng = np.random.default_rng(15 + sum(reach))
@@ -262,18 +262,21 @@ def test_offsets_from_the_row_up_to_16_bits(reach, index_dtype, monkeypatch):
     assert_spmv_close(run(csr, x), -2.0 * exact, x, torch.float32)
 
 
-def test_a_far_column_in_any_program_refuses_the_copy():
-    """A band with one column 40,000 left of its row, in rows the sampled row ends miss and whose
-    programs fold their bounds into different slots: every one refuses the copy."""
+@pytest.mark.parametrize("reach", [-40_000, 40_000], ids=["left", "right"])
+def test_a_far_column_in_any_program_refuses_the_copy(reach):
+    """A band with one column 40,000 left or right of its row, in rows the sampled row ends miss
+    and whose programs fold their bounds into different slots: every one refuses the copy."""
     rng = np.random.default_rng(21)
     rows = 70_000
     band = sp.diags([np.ones(rows - 1), np.ones(rows), np.ones(rows - 1)], [-1, 0, 1], format="coo")
     stride = rows // spmv.SAMPLED_ROW_ENDS
-    far_rows = [int(r) for r in rng.integers(40_001, rows, 20) if r % stride][:4]
+    low = max(0, -reach) + 1
+    far_rows = [int(r) for r in rng.integers(low, low + rows - 40_001, 20) if r % stride][:4]
     slots = set()
     for far in far_rows:
         matrix = sp.csr_matrix((np.concatenate([band.data, [2.0]]),
-                                (np.concatenate([band.row, [far]]), np.concatenate([band.col, [far - 40_000]]))))
+                                (np.concatenate([band.row, [far]]), np.concatenate([band.col, [far + reach]]))),
+                               shape=(rows, rows))
         matrix.sort_indices()
         csr, _ = to_seer(matrix)
         assert spmv.fits_16_bits(*spmv.offset_range(spmv.sampled_offset_bounds(csr)))  # the sample misses it
