@@ -46,6 +46,21 @@ def torch_ops_offsets(csr) -> torch.Tensor | None:
 COPIES = {"torch ops (before)": torch_ops_offsets, "one pass (shipped)": spmv.column_offsets}
 
 
+def preparations_ms(binds: dict, parts) -> dict[str, float]:
+    """Each of ``binds`` timed as the tables time a preparation, on fresh problems built from ``parts``."""
+    return {name: _preparation_ms(SimpleNamespace(bind=bind), lambda: spmv.problem(parts)) for name, bind in binds.items()}
+
+
+def matrix_lines(rows: list[dict], key: str) -> list[str]:
+    """The table of every matrix: its nnz, whether its offsets fit, and each of ``row[key]``'s times."""
+    names = list(rows[0][key])
+    lines = ["", "| matrix | nnz | fits | " + " | ".join(f"{n}, ms" for n in names) + " |", "|" + "---|" * (3 + len(names))]
+    for r in rows:
+        lines.append(f"| {r['id']} | {r['nnz']:,} | {'yes' if r['fits'] else 'no'} | "
+                     + " | ".join(f"{r[key][n]:.3f}" for n in names) + " |")
+    return lines
+
+
 def same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     return (a is None) == (b is None) and (a is None or torch.equal(a, b))
 
@@ -62,8 +77,8 @@ def measure(case, loaded) -> dict:
     before, shipped = made.values()
     if not same(before, shipped):
         raise AssertionError(f"the one-pass offsets differ from torch's ops' on {case.id}")
-    ms = {name: _preparation_ms(SimpleNamespace(bind=copy), lambda: spmv.problem(parts)) for name, copy in COPIES.items()}
-    return {"id": case.id, "rows": csr.rows, "nnz": csr.nnz, "fits": shipped is not None, "copy_ms": ms}
+    return {"id": case.id, "rows": csr.rows, "nnz": csr.nnz, "fits": shipped is not None,
+            "copy_ms": preparations_ms(COPIES, parts)}
 
 
 def describe(row: dict) -> str:
@@ -88,11 +103,7 @@ def markdown(result: dict) -> str:
             medians = [statistics.median(r["copy_ms"][n] for r in group) for n in names]
             ratio = statistics.median(r["copy_ms"][names[0]] / r["copy_ms"][names[1]] for r in group)
             lines.append(f"| {label} | {len(group)} | " + " | ".join(f"{m:.3f}" for m in medians) + f" | {ratio:.1f}x |")
-    lines += ["", "| matrix | nnz | fits | " + " | ".join(f"{n}, ms" for n in names) + " |", "|" + "---|" * (3 + len(names))]
-    for r in rows:
-        lines.append(f"| {r['id']} | {r['nnz']:,} | {'yes' if r['fits'] else 'no'} | "
-                     + " | ".join(f"{r['copy_ms'][n]:.3f}" for n in names) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + matrix_lines(rows, "copy_ms")) + "\n"
 
 
 if __name__ == "__main__":

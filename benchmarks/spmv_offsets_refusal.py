@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import statistics
 import sys
-from types import SimpleNamespace
 
 import torch
 
 from large_set import by_turns, run
+from spmv_offsets_copy import matrix_lines, preparations_ms
 from seer.kernels import spmv
-from seer.profiling import _preparation_ms, provenance
+from seer.profiling import provenance
 
 FAMILIES = ("synthetic/rmat/", "synthetic/lognormal_rows/", "derived/", "synthetic/banded/")
 
@@ -63,8 +63,7 @@ def measure(case, loaded) -> dict:
     parts, _ = case.build(loaded)
     csr = spmv.problem(parts)
     fits = spmv.column_offsets(csr) is not None
-    ms = {name: _preparation_ms(SimpleNamespace(bind=step), lambda: spmv.problem(parts)) for name, step in STEPS.items()}
-    return {"id": case.id, "rows": csr.rows, "nnz": csr.nnz, "fits": fits, "step_ms": ms}
+    return {"id": case.id, "rows": csr.rows, "nnz": csr.nnz, "fits": fits, "step_ms": preparations_ms(STEPS, parts)}
 
 
 def describe(row: dict) -> str:
@@ -85,11 +84,7 @@ def markdown(result: dict) -> str:
         if group:
             lines.append(f"| {label} | {len(group)} | "
                          + " | ".join(f"{statistics.median(r['step_ms'][n] for r in group):.3f}" for n in names) + " |")
-    lines += ["", "| matrix | nnz | fits | " + " | ".join(f"{n}, ms" for n in names) + " |", "|" + "---|" * (3 + len(names))]
-    for r in rows:
-        lines.append(f"| {r['id']} | {r['nnz']:,} | {'yes' if r['fits'] else 'no'} | "
-                     + " | ".join(f"{r['step_ms'][n]:.3f}" for n in names) + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + matrix_lines(rows, "step_ms")) + "\n"
 
 
 if __name__ == "__main__":
