@@ -10,9 +10,10 @@ the first call of a shape and keep the fastest. This replays that on a measured 
 for each of 5 folds grouped by the table's `group`, the training folds rank the tiles by their
 geometric-mean slowdown against each shape's best (cuBLAS included); a held-out shape then runs its
 top k tiles and cuBLAS once each and keeps the fastest. Its time over n calls is
-(sum of those first runs + (n - 1) x the kept one's time) / n, kernel times only: the
-synchronisations a real first call needs to read its timings are not charged, so every figure here
-is an upper bound. Against cuBLAS alone (`torch_matmul`, the table's baseline).
+(sum of those first runs + (n - 1) x the kept one's time) / n, kernel times only. Not charged: the
+tiles' compiling, the synchronisations a real first call needs to read its timings, and the noise
+of picking on one timing (the replay picks on the table's medians): every figure here is an upper
+bound. Against cuBLAS alone (`torch_matmul`, the table's baseline).
 
 Writes ``gemm-first-call-topk-<device>.json`` / ``.md``.
 """
@@ -55,12 +56,17 @@ def replay(frame: pd.DataFrame, top: int) -> tuple[np.ndarray, np.ndarray]:
     for train, test in GroupKFold(FOLDS).split(frame, groups=frame["group"]):
         chosen = times[test][:, ranking(times[train], cublas[train])[:top]]
         kept[test] = np.fmin(np.nanmin(chosen, axis=1), cublas[test])
+        # A tile that failed on a shape (NaN) is charged nothing there: its failed compile or launch
+        # has no time in the table. The skinny sweep has no such cell under 128 rows.
         first[test] = np.nansum(chosen, axis=1) + cublas[test]
     return kept, first
 
 
+DTYPES = {0: "fp16", 1: "bf16"}  # features/gemm.py's DTYPE_CODES
+
+
 def family(frame: pd.DataFrame) -> pd.Series:
-    return frame["group"].str.split("/").str[0] + np.where(frame["dtype"] == 1, " bf16", " fp16")
+    return frame["group"].str.split("/").str[0] + " " + frame["dtype"].map(DTYPES)
 
 
 def study(frame: pd.DataFrame) -> dict:
@@ -113,6 +119,12 @@ def markdown(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def device_tag(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'h100', as benchmarks/device_run.sh names a device's files."""
+    lowered = name.lower()
+    return next((tag for tag in ("h200", "h100") if tag in lowered), lowered.split()[-1])
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("table", type=Path, help="a GEMM profile table with every tile's time_ms column")
@@ -123,6 +135,8 @@ def main(argv=None) -> int:
     missing = {"group", "m", "dtype", CUBLAS} - set(frame.columns)
     if missing or not tiles_of(frame):
         parser.error(f"{args.table} is not a GEMM profile table: it lacks {sorted(missing) or 'tile columns'}")
+    if not frame["dtype"].isin(list(DTYPES)).all():
+        parser.error(f"{args.table}: dtype codes other than {DTYPES} ({sorted(set(frame['dtype']) - set(DTYPES))})")
     frame = frame[frame["m"] < args.max_m].reset_index(drop=True)
     if frame["group"].nunique() < FOLDS:
         parser.error(f"{frame['group'].nunique()} groups of shapes under {args.max_m} rows: {FOLDS} folds need {FOLDS}")
@@ -131,7 +145,7 @@ def main(argv=None) -> int:
     result = {"device": meta["device"]["name"], "table": str(args.table), "measured": meta["date"],
               "versions": ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), "max_m": args.max_m,
               "command": command, "study": study(frame)}
-    name = "gemm-first-call-topk-" + args.table.parent.name.removeprefix("gemm-").split("-")[0]
+    name = "gemm-first-call-topk-" + device_tag(meta["device"]["name"])
     write_result(args.out, name, result, markdown(result))
     return 0
 

@@ -34,6 +34,24 @@ def test_the_top_tile_is_learned_and_its_first_call_pays_every_timed_run():
     np.testing.assert_allclose(first, expected)
 
 
+def test_a_held_out_family_is_ranked_by_the_other_families_alone():
+    """Tile ``x`` wins family 0 and is a little slow elsewhere; ``y`` wins elsewhere and is dire on
+    family 0. Ranked with family 0 in, ``x`` comes first; held out, family 0 gets ``y`` and so keeps
+    cuBLAS, while the others get ``x`` where family 0 was in their training folds (all but the one
+    family that shares family 0's fold, which gets ``y`` as family 0 does)."""
+    frame = table(np.random.default_rng(6)).drop(columns=["time_ms:slow", "time_ms:broken", "time_ms:fast"])
+    cublas = frame["time_ms:torch_matmul"]
+    home = frame["group"] == "fam0/x"
+    frame["time_ms:x"] = np.where(home, 0.5, 0.6) * cublas
+    frame["time_ms:y"] = np.where(home, 10.0, 0.5) * cublas
+    assert topk.tiles_of(frame)[topk.ranking(frame[topk.tiles_of(frame)].to_numpy(), cublas.to_numpy())[0]] == "time_ms:x"
+    kept, _ = topk.replay(frame, top=1)
+    np.testing.assert_allclose(kept[home], cublas[home])
+    elsewhere = np.round((kept / cublas)[~home], 6)
+    assert set(elsewhere) == {0.5, 0.6}
+    assert (elsewhere == 0.6).sum() == 4 * 4   # four families of four shapes took x
+
+
 def test_speedups_over_calls_and_the_ceiling():
     study = topk.study(table(np.random.default_rng(4)))
     assert study["oracle"] == pytest.approx(2.0)
@@ -48,7 +66,7 @@ def test_the_command_writes_its_report_and_refuses_other_tables(tmp_path):
     source.parent.mkdir()
     table(np.random.default_rng(5)).to_csv(source, index=False)
     source.with_suffix(".meta.json").write_text(json.dumps(
-        {"device": {"name": "GPU"}, "date": "today", "versions": {"torch": "x"}}))
+        {"device": {"name": "NVIDIA H100 80GB HBM3"}, "date": "today", "versions": {"torch": "x"}}))
     assert topk.main([str(source), "--out", str(tmp_path)]) == 0
     assert "| 1 | 2.000x |" in (tmp_path / "gemm-first-call-topk-h100.md").read_text()
     pd.DataFrame({"id": ["a"], "nnz": [3]}).to_csv(tmp_path / "spmv.csv", index=False)
