@@ -3,6 +3,7 @@
 # stages in order; everything worth keeping lands under $OUT. Usage (from the repo root):
 #   bash benchmarks/device_run.sh env tests spmv-real spmv-large gemm dispatch    (one GPU)
 #   NPROC=2 bash benchmarks/device_run.sh tests-gpus overlap spmv-real spmv-large  (nvidia-h200-x2)
+#   NPROC=2 STAGE_SECONDS=250 VARIANT="a b" bash benchmarks/device_run.sh spmv-add-variant (inputs over two GPUs)
 # Real matrices are read from .carry/suitesparse (a git-ignored copy of ../shared/suitesparse).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -14,6 +15,8 @@ budget=${STAGE_SECONDS:-240}
 nproc=${NPROC:-1}
 # SpMV profiling shards its inputs over the GPUs; rank 0 merges the shards into the one table.
 profile="seer profile"; [ "$nproc" -gt 1 ] && profile="torchrun --nproc-per-node $nproc -m seer.cli profile"
+# The passes over a finished table shard the same way (rank 0 writes the table).
+preparation="python3"; [ "$nproc" -gt 1 ] && preparation="torchrun --nproc-per-node $nproc"
 # The device's two campaign tables merged into its table, and its model retrained on it.
 merge_and_train() {
   seer merge "datasets/profiles/spmv-$device-first.csv" "datasets/profiles/spmv-$device-repeat.csv" --out "$table" &&
@@ -27,7 +30,7 @@ each_campaign() {
   tables=$(grep -l "$marker" datasets/profiles/spmv-$device-{first,repeat}.csv)
   [ -n "$tables" ] || tables=$(echo datasets/profiles/spmv-$device-{first,repeat}.csv)
   for campaign in $tables; do
-    python3 benchmarks/spmv_preparation.py "$campaign" --matrices .carry/suitesparse "$@" --deadline "$budget" || return
+    $preparation benchmarks/spmv_preparation.py "$campaign" --matrices .carry/suitesparse "$@" --deadline "$budget" || return
   done
   grep -q "$marker" datasets/profiles/spmv-$device-{first,repeat}.csv && return 4
   merge_and_train

@@ -21,7 +21,8 @@ events behind a sleep kernel; kernels and host synchronisations count, planning 
 rebuilds each input of the table (the same cases, ids and seeds as ``seer profile``), measures
 the chosen columns again and rewrites them, leaving every other cell as it was; a run stopped by
 ``--deadline`` keeps the inputs already measured (and a column ``remeasured_<what>`` saying which
-rows were) so the next run resumes.
+rows were) so the next run resumes. Under ``torchrun`` each rank measures every world-th input
+left and rank 0 writes the table: the inputs' builds, the slow part, shared over the GPUs.
 """
 from __future__ import annotations
 
@@ -36,8 +37,8 @@ import pandas as pd
 import torch
 
 from seer.datasets.cases import spmv_cases
-from seer.profiling import (SPMV_CALL_OVERHEAD_BELOW, _Prefetched, gather_ms, host_call_us, preparation_columns,
-                            timed_if_correct)
+from seer.profiling import (SPMV_CALL_OVERHEAD_BELOW, _Prefetched, _rank_and_world, gather_ms, host_call_us,
+                            preparation_columns, timed_if_correct)
 from seer.registry import get_op
 from seer.table import meta_path, read_frame
 
@@ -111,6 +112,37 @@ def anchor_ratios(frame: pd.DataFrame) -> dict[str, float]:
     return {n: float((frame[f"{ANCHOR_PREFIX}{n}"] / frame[f"time_ms:{n}"]).median()) for n in ANCHORS}
 
 
+def measured_in_time(cases: list, measure, deadline_s: float) -> dict[str, dict[str, float]]:
+    """Each case's measured columns by id, in order, until ``deadline_s`` has passed (checked between
+    inputs: what is left waits for the next run)."""
+    started, measured = time.monotonic(), {}
+    with closing(_Prefetched(cases)) as loads:
+        for case in cases:
+            if time.monotonic() - started > deadline_s:
+                print(f"deadline reached: {len(cases) - len(measured)} inputs left for the next run")
+                break
+            loaded = next(loads).result()
+            loads.settle()  # gather_ms is host wall time: nothing may load meanwhile
+            measured[case.id] = measure(case, loaded)
+            torch.cuda.empty_cache()
+    return measured
+
+
+def gathered(measured: dict, world: int) -> dict:
+    """Every rank's measurements on rank 0 (each rank has measured a shard); the others get {}."""
+    if world == 1:
+        return measured
+    shards = [None] * world if torch.distributed.get_rank() == 0 else None
+    torch.distributed.gather_object(measured, shards, dst=0)
+    return {case_id: values for shard in shards or [] for case_id, values in shard.items()}
+
+
+def command(world: int) -> str:
+    """How this run was started, as the metadata records it."""
+    start = ["python"] if world == 1 else ["torchrun", "--nproc-per-node", str(world)]
+    return " ".join([*start, *sys.argv])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("table", type=Path)
@@ -154,28 +186,26 @@ def main() -> int:
     if marker not in frame:
         frame[marker] = False
     todo = set(frame.loc[~frame[marker].astype(bool), "id"])
-    cases = [c for c in spmv_cases([args.matrices], synthetic="large") if c.id in todo]
-    started, index = time.monotonic(), {i: n for n, i in enumerate(frame["id"])}
-    with closing(_Prefetched(cases)) as loads:
-        for case in cases:
-            if time.monotonic() - started > args.deadline:
-                print(f"deadline reached: {len(todo)} inputs left for the next run")
-                break
-            row, loaded = index[case.id], next(loads).result()
-            loads.settle()  # gather_ms is host wall time: nothing may load meanwhile
-            for column, value in measure(case, loaded).items():
-                # A variant that failed on the input keeps no preparation. ``loc``, not ``at``: it
-                # adds a gathered feature's column the table lacks.
-                if args.add_variant or not column.startswith("prepare_ms:") or pd.notna(frame.at[row, column]):
-                    frame.loc[row, column] = value
-            frame.at[row, marker] = True
-            todo.discard(case.id)
-            torch.cuda.empty_cache()
+    rank, world = _rank_and_world()
+    cases = [c for c in spmv_cases([args.matrices], synthetic="large") if c.id in todo][rank::world]
+    measured = gathered(measured_in_time(cases, measure, args.deadline), world)
+    if rank != 0:
+        return 0
+    index = {i: n for n, i in enumerate(frame["id"])}
+    for case_id, values in measured.items():
+        row = index[case_id]
+        for column, value in values.items():
+            # A variant that failed on the input keeps no preparation. ``loc``, not ``at``: it
+            # adds a gathered feature's column the table lacks.
+            if args.add_variant or not column.startswith("prepare_ms:") or pd.notna(frame.at[row, column]):
+                frame.loc[row, column] = value
+        frame.at[row, marker] = True
+        todo.discard(case_id)
     meta = json.loads(meta_path(args.table).read_text())
     if not todo:  # every row re-measured: the marker has done its job
         frame = frame.drop(columns=marker)
         if added:
-            ratios, by = anchor_ratios(frame), " ".join(["python", *sys.argv])
+            ratios, by = anchor_ratios(frame), command(world)
             meta["added_variants"] = [*meta.get("added_variants", []),
                                       *({"variant": n, "by": by, "anchor_ratio_median": ratios} for n in added)]
             frame = frame.drop(columns=[f"{ANCHOR_PREFIX}{n}" for n in ANCHORS])
@@ -184,7 +214,7 @@ def main() -> int:
                 frame = place_columns(frame, name)
             print(f"anchors, this run over the table (median): {ratios}")
     frame.to_csv(args.table, index=False)
-    meta["commands"] = [*meta.get("commands", []), " ".join(["python", *sys.argv])]
+    meta["commands"] = [*meta.get("commands", []), command(world)]
     meta_path(args.table).write_text(json.dumps(meta, indent=2) + "\n")
     print(f"{len(frame) - len(todo)} of {len(frame)} inputs re-measured; wrote {args.table}")
     return 0

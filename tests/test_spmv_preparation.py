@@ -179,3 +179,45 @@ def test_kernel_time_only_needs_a_variant_measured_again(table, suitesparse_dir,
                                       "--add-variant", "scalar_r128", "--kernel-time-only"])
     with pytest.raises(SystemExit):
         script.main()
+
+
+def test_under_torchrun_each_rank_measures_a_shard_and_rank_0_writes_them_all(table, suitesparse_dir, monkeypatch):
+    """Two ranks: rank 1 measures every second input left and writes nothing; rank 0 measures the
+    others and writes both shards' cells into the table, whose command says how it was started."""
+    script = load_benchmark("spmv_preparation")
+    shards = {}
+
+    def gathered_on(rank):
+        def gathered(measured, world):
+            shards[rank] = measured
+            return {case_id: values for r in sorted(shards) for case_id, values in shards[r].items()} if rank == 0 else {}
+        return gathered
+
+    before = read_frame(table)
+    monkeypatch.setattr(script, "_rank_and_world", lambda: (1, 2))
+    monkeypatch.setattr(script, "gathered", gathered_on(1))
+    _run(script, table, suitesparse_dir, monkeypatch, "--gather")
+    pd.testing.assert_frame_equal(read_frame(table), before, check_exact=True)  # rank 1 writes nothing
+    monkeypatch.setattr(script, "_rank_and_world", lambda: (0, 2))
+    monkeypatch.setattr(script, "gathered", gathered_on(0))
+    after = _run(script, table, suitesparse_dir, monkeypatch, "--gather")
+    assert [sorted(shards[r]) for r in (0, 1)] == [sorted(before["id"][0::2]), sorted(before["id"][1::2])]
+    assert (after["gather_ms"] < STALE_MS).all() and "remeasured_gather" not in after
+    assert json.loads(meta_path(table).read_text())["commands"][-1].startswith("torchrun --nproc-per-node 2 ")
+
+
+def _gather_two_shards(rank, init_file, out):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    try:
+        merged = load_benchmark("spmv_preparation").gathered({f"m{rank}": {"time_ms:v": rank + 0.5}}, 2)
+        (out / f"rank{rank}.json").write_text(json.dumps(merged))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_gathered_brings_every_ranks_shard_to_rank_0_through_a_real_process_group(tmp_path):
+    import torch.multiprocessing as mp
+    mp.spawn(_gather_two_shards, args=(tmp_path / "init", tmp_path), nprocs=2)
+    assert json.loads((tmp_path / "rank0.json").read_text()) == {"m0": {"time_ms:v": 0.5}, "m1": {"time_ms:v": 1.5}}
+    assert json.loads((tmp_path / "rank1.json").read_text()) == {}
