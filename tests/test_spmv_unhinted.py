@@ -44,6 +44,9 @@ def test_the_choice_changes_only_to_what_every_larger_count_agrees_on(unhinted, 
     costs = unhinted.policies(table, choice, np.zeros(2), 2000)
     # row 0: 1 at 10, 0 at 100, 1 at 1000 disagree until call 1000; row 1: 2 from call 10 on
     np.testing.assert_allclose(costs["again"], [999 * 1.0 + 1001 * 0.5 + 40.0, 9 * 3.0 + 5.0 + 1991 * 1.0 + 30.0])
+    # switched at each count whatever the larger ones say: row 0 pays variant 1's plan once, at call 10
+    np.testing.assert_allclose(costs["switched"], [9 * 1.0 + 90 * 0.5 + 40.0 + 900 * 1.0 + 1001 * 0.5,
+                                                   9 * 3.0 + 5.0 + 1991 * 1.0 + 30.0])
 
 
 def test_the_loops_summary_compares_each_path_with_the_unhinted_one(unhinted):
@@ -68,7 +71,7 @@ def test_each_loop_runs_its_calls_on_a_new_matrix_every_round(unhinted):
 
 
 def test_the_table_summary_names_its_table_versions_and_date(unhinted):
-    cells = {"kept": 0.9, "again": 0.95, "hinted": 0.97}
+    cells = {"kept": 0.9, "again": 0.95, "switched": 0.93, "hinted": 0.97}
     result = {"device": {"name": "GPU"}, "date": "2026-11-26T08:00:00+00:00", "measured": "2026-11-25T23:44:49+00:00",
               "versions": {"torch": "2.11.0", "triton": "3.6.0"}, "table": "t.csv", "validation": "v.json",
               "command": "python benchmarks/spmv_unhinted.py t.csv --validation v.json",
@@ -77,7 +80,7 @@ def test_the_table_summary_names_its_table_versions_and_date(unhinted):
     text = unhinted.table_markdown(result)
     assert ("Scored 2026-11-26T08:00:00+00:00; table `t.csv` measured 2026-11-25T23:44:49+00:00 (torch 2.11.0, "
             "triton 3.6.0)") in text
-    assert "| 1,000 | 0.900 | 0.950 | 0.970 | 0.900 | 0.950 | 0.970 |" in text and "Note: n" in text
+    assert "| 1,000 | 0.900 | 0.950 | 0.930 | 0.970 | 0.900 | 0.950 | 0.930 | 0.970 |" in text and "Note: n" in text
 
 
 @pytest.mark.filterwarnings("ignore")  # no model for the CPU: the hand rule decides (said once)
