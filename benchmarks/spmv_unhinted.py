@@ -5,10 +5,11 @@ calls on one matrix add up (what ``seer.dispatch`` does on matrices of 1M+ nonze
 From a profile table (CPU): the nested CV's held-out choices for 1, 10, 100 and 1,000 calls on the
 validated path (each matrix scored by trees trained without its family, the statistics charged
 as ``benchmarks/selection.py`` charges them), and for a loop of N calls on one matrix the cost of
-three policies against the oracle for N calls (the least over variants of N t + p): the 1-call
+four policies against the oracle for N calls (the least over variants of N t + p): the 1-call
 choice kept; the choice made again at each count reached, as dispatch makes it (changed only to a
 variant the choices for every larger count agree on; a variant's preparation paid on its first use
-only: dispatch keeps every plan with the matrix); and the choice hinted with N.
+only: dispatch keeps every plan with the matrix); switched to each count's choice as it is reached
+(dispatch's first rule); and the choice hinted with N.
 
     python benchmarks/spmv_unhinted.py datasets/profiles/spmv-h100.csv \
         --validation benchmarks/results/spmv-validation-h100.json

@@ -35,6 +35,7 @@ def test_only_matrices_the_op_redecides_on_change_their_choice(unhinted, monkeyp
     np.testing.assert_allclose(costs["kept"], [50 * 1.0 + 0.25, 50 * 3.0 + 5.0 + 0.5])
     np.testing.assert_allclose(costs["again"], [50 * 1.0 + 0.25, 9 * 3.0 + 5.0 + 41 * 1.0 + 30.0 + 0.5])
     np.testing.assert_allclose(costs["hinted"], [50 * 0.5 + 40.0 + 0.25, 50 * 1.0 + 30.0 + 0.5])
+    np.testing.assert_allclose(costs["switched"], costs["again"])  # row 0 is not redecided; row 1's counts agree
 
 
 def test_the_choice_changes_only_to_what_every_larger_count_agrees_on(unhinted, monkeypatch):
