@@ -228,6 +228,11 @@ def _schedule_recheck(entry: Op, decision: Decision, model) -> None:
 
 _recheck_lock = threading.Lock()
 
+# Deciding again changes only to a variant the trees for every larger count choose too (NOTES SpMV
+# 46). False: the first rule, the tree for the calls reached alone. Which of the two loses less
+# moves with the variants the tables hold (SpMV 65), so benchmarks/spmv_unhinted.py times both.
+_REQUIRE_AGREEMENT = True
+
 
 def _counted(entry: Op, key, decision: Decision, operands, model) -> Decision:
     """The decision for one more call on an input decided without a ``calls`` hint: the cached one
@@ -258,12 +263,15 @@ def _counted(entry: Op, key, decision: Decision, operands, model) -> Decision:
 
 def _settled_choice(entry: Op, decision: Decision, operands, model, counts: list[int]) -> Decision | None:
     """The decision for ``decision.recheck_at`` calls if the trees for every larger count of
-    ``counts`` choose its variant too, else None; on the features at hand (gathered at most once)."""
+    ``counts`` choose its variant too (or, without ``_REQUIRE_AGREEMENT``, whatever they choose),
+    else None; on the features at hand (gathered at most once)."""
     gathered, choices = _gathered(entry, decision.features), []
     for calls in (c for c in counts if c >= decision.recheck_at):
         choices.append(_decide(entry, decision.source, operands, calls=calls, model=model, variant=None,
                                problem=decision.problem, gathered=gathered))
         gathered = gathered or _gathered(entry, choices[-1].features)
+        if not _REQUIRE_AGREEMENT:
+            break
     return choices[0] if all(c.variant == choices[0].variant for c in choices) else None
 
 

@@ -594,6 +594,26 @@ def test_the_choice_changes_only_to_what_more_calls_would_keep(monkeypatch, bind
     assert found == [(SMALL, 1)] + ([(BIG, switched_at)] if switched_at else [])
 
 
+@pytest.mark.parametrize("by_calls, switched_at", [
+    ((SMALL, BIG, SMALL, BIG), [(BIG, 2), (SMALL, 3), (BIG, 4)]),  # each count's choice as it is reached
+    ((SMALL, BIG, SMALL), [(BIG, 2), (SMALL, 3)]),
+])
+def test_the_first_rule_follows_the_tree_for_the_calls_reached(monkeypatch, binds, by_calls, switched_at):
+    """Without ``_REQUIRE_AGREEMENT`` (dispatch's first rule, kept for benchmarks/spmv_unhinted.py's
+    loops) the choice changes at every count whose tree picks another variant; a variant bound
+    before is bound again on its return (a new decision; its plan is cached with the matrix)."""
+    found, calls = binds
+    model = _model_by_calls({count: _leaf(_KNOWN, (SMALL, BIG), label) for count, label in enumerate(by_calls, 1)})
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
+    monkeypatch.setattr(sys.modules["seer.dispatch"], "_REQUIRE_AGREEMENT", False)
+    m = _matrix(40, 30, 0.1, 6)
+    x = torch.randn(30)
+    parts = _parts(m)
+    for calls[0] in range(1, 7):
+        _check(seer.dispatch("spmv", (parts, x), model=model), m, x)
+    assert found == [(SMALL, 1)] + switched_at
+
+
 def test_deciding_again_reuses_the_gathered_features(monkeypatch, binds):
     """An unchecked matrix gathers on its first call (stage 1 says so at every count); deciding
     again at call 10 takes the 10-call stage-2 tree on the same features, gathered once."""

@@ -1,4 +1,5 @@
 """benchmarks/spmv_unhinted.py (CPU): the loops' costs, by hand on planted numbers."""
+import sys
 from types import SimpleNamespace
 
 import numpy as np
@@ -51,16 +52,17 @@ def test_the_choice_changes_only_to_what_every_larger_count_agrees_on(unhinted, 
 
 
 def test_the_loops_summary_compares_each_path_with_the_unhinted_one(unhinted):
-    """Planted loop times: unhinted 1 s everywhere, calls=1 2 s / 0.5 s, calls=N 1 s, torch 4 s."""
+    """Planted loop times: unhinted 1 s everywhere, the first rule 3 s, calls=1 2 s / 0.5 s, calls=N 1 s,
+    torch 4 s."""
     rows = [{"id": "a", "nnz": 2_000_000, "first_choice": "x", "choice_for_n": "y",
-             "unhinted_s": 1.0, "kept_s": 2.0, "hinted_s": 1.0, "torch_s": 4.0},
+             "unhinted_s": 1.0, "switched_s": 3.0, "kept_s": 2.0, "hinted_s": 1.0, "torch_s": 4.0},
             {"id": "b", "nnz": 3_000_000, "first_choice": "x", "choice_for_n": "x",
-             "unhinted_s": 1.0, "kept_s": 0.5, "hinted_s": 1.0, "torch_s": 4.0}]
+             "unhinted_s": 1.0, "switched_s": 3.0, "kept_s": 0.5, "hinted_s": 1.0, "torch_s": 4.0}]
     result = {"device": {"name": "GPU"}, "date": "d", "versions": {"torch": "t", "triton": "r"},
               "command": "c", "calls": 1000, "rounds": 2, "matrices": rows}
     text = unhinted.loops_markdown(result)
-    assert "| 2 | 1.000x | 1.000x | 4.000x | 1 | 1 |" in text  # sqrt(2 * 0.5) = 1: kept and unhinted even
-    assert "| a | 2,000,000 | x | y | 1000.00 | 2000.00 | 1000.00 | 4000.00 |" in text
+    assert "| 2 | 3.000x | 1.000x | 1.000x | 4.000x | 1 | 1 |" in text  # sqrt(2 * 0.5) = 1: kept and unhinted even
+    assert "| a | 2,000,000 | x | y | 1000.00 | 3000.00 | 2000.00 | 1000.00 | 4000.00 |" in text
 
 
 def test_each_loop_runs_its_calls_on_a_new_matrix_every_round(unhinted):
@@ -91,4 +93,16 @@ def test_loops_on_a_real_matrix_time_every_path(unhinted, suitesparse_dir):
     case = spmv_cases([suitesparse_dir], max_nnz=2_000, device="cpu")[0]
     row = unhinted.matrix_loops(case, case.load(), 3, 1)
     assert row["id"] == case.id and row["nnz"] > 0
-    assert all(row[f"{path}_s"] > 0 for path in ("unhinted", "kept", "hinted", "torch"))
+    assert all(row[f"{path}_s"] > 0 for path in ("unhinted", "switched", "kept", "hinted", "torch"))
+
+
+def test_the_first_rule_path_restores_the_shipped_rule_after_each_call(unhinted):
+    """The switched path turns the agreement off for its own call only, even when the call fails."""
+    dispatch_module = sys.modules["seer.dispatch"]
+    seen = []
+    switched = unhinted.under_first_rule(lambda: seen.append(dispatch_module._REQUIRE_AGREEMENT))
+    switched()
+    assert seen == [False] and dispatch_module._REQUIRE_AGREEMENT is True
+    with pytest.raises(ZeroDivisionError):
+        unhinted.under_first_rule(lambda: 1 / 0)()
+    assert dispatch_module._REQUIRE_AGREEMENT is True
