@@ -79,6 +79,50 @@ def regroup_spmv_table(path: Path, folders: list[Path], command: str) -> list[st
     return changes
 
 
+def structure_features(paths: list[Path], folders: list[Path]) -> dict[str, dict]:
+    """Input id -> the gathered features of its structure, computed on the host (whose twin of
+    the validation pass counts as the pass does), for every input of the SpMV tables ``paths``,
+    each built once. Raises InputError if an input is not among the cases of ``folders``."""
+    from seer.errors import InputError
+    from seer.features import spmv as features
+    from seer.sparse import as_csr
+    from seer.table import read_cells
+
+    ids = list(dict.fromkeys(i for path in paths for i in read_cells(path)["id"]))
+    cases = {case.id: case for case in spmv_cases(folders, synthetic="large", device="cpu")}
+    unknown = [i for i in ids if i not in cases]
+    if unknown:
+        raise InputError(f"{len(unknown)} inputs of {[str(p) for p in paths]} are not among the cases of {folders} "
+                         f"(first: {unknown[:3]}); point --matrices at the folder the tables were profiled from")
+    return {i: features.gathered(as_csr(cases[i].load()[0].astype(np.float32))) for i in ids}
+
+
+def recount_shifted_rows(path: Path, structure: dict[str, dict], command: str) -> int:
+    """Rewrite the ``shifted_row_frac`` column of the SpMV profile table ``path`` from
+    ``structure`` (:func:`structure_features`: the count as the validation pass samples today),
+    leaving every measured column as it is, and say so in the metadata (``command``: how it was
+    run). Returns how many values changed. Raises InputError where an input's other gathered
+    features differ from the table's (then it is not the input the row measured)."""
+    from seer.errors import InputError
+    from seer.table import read_cells, read_table, write_table
+
+    table, frame = read_table(path, "spmv"), read_cells(path)  # cells as written: the others stay so
+    for _, row in frame.iterrows():
+        got = structure[row["id"]]
+        differing = [n for n, v in got.items()
+                     if n != "shifted_row_frac" and not np.isclose(v, float(row[n]), rtol=1e-9, atol=0)]
+        if differing:
+            raise InputError(f"{path}: {row['id']}'s {differing} differ from its structure's; is it the same input?")
+    recounted = frame["id"].map(lambda i: repr(float(structure[i]["shifted_row_frac"])))
+    changed = int((recounted.astype(float) != frame["shifted_row_frac"].astype(float)).sum())
+    frame["shifted_row_frac"] = recounted
+    write_table(frame, path, {**table.meta, "shifted_row_frac": {"sample": SHIFT_SAMPLE, "rewritten_by": command}})
+    return changed
+
+
+# What the tables' shifted_row_frac samples since NOTES SpMV 67 (seer.sparse.sampled_rows).
+SHIFT_SAMPLE = "one row in each stretch of rows // 16384, placed by the golden-ratio sequence"
+
 # nnz bands over which the SpMV benchmarks summarise per-input measurements
 NNZ_BANDS = ((0, 1e5), (1e5, 1e6), (1e6, 1e7), (1e7, float("inf")))
 
@@ -171,13 +215,19 @@ def _cusparse(csr, x):
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m seer.datasets.cases regroup TABLE... --matrices DIR``: see :func:`regroup_spmv_table`."""
+    """``python -m seer.datasets.cases regroup|recount-shifted-rows TABLE... --matrices DIR``: see
+    :func:`regroup_spmv_table` and :func:`recount_shifted_rows`."""
     parser = argparse.ArgumentParser(prog="python -m seer.datasets.cases")
-    parser.add_argument("action", choices=["regroup"])
+    parser.add_argument("action", choices=["regroup", "recount-shifted-rows"])
     parser.add_argument("tables", nargs="+", type=Path, help="SpMV profile tables (CSV) to rewrite in place")
     parser.add_argument("--matrices", type=Path, required=True, help="the real matrices the tables were profiled from")
     args = parser.parse_args(argv)
     command = " ".join(["python -m seer.datasets.cases", *(sys.argv[1:] if argv is None else argv)])
+    if args.action == "recount-shifted-rows":
+        structure = structure_features(args.tables, [args.matrices])
+        for table in args.tables:
+            print(f"{table}: {recount_shifted_rows(table, structure, command)} shifted_row_frac values changed")
+        return
     for table in args.tables:
         changes = regroup_spmv_table(table, [args.matrices], command)
         print(f"{table}: {len(changes)} groups renamed" + "".join(f"\n  {c}" for c in changes))

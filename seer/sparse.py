@@ -29,11 +29,18 @@ STRIDED = torch.strided  # a dense tensor's layout, compared by identity on ever
 # Rows longer than this cannot be served well by one warp-sized group of lanes.
 LONG_ROW = 256
 # Shifted rows are counted on matrices of at least SHIFT_MIN_ROWS rows, on about SHIFT_SAMPLES of
-# them evenly spaced: the count tells the diagonal SpMV variant's ground (stencils, bands), which
-# it never wins below 70k rows in either profile table, and checking every row cost the pass +24
-# to +26 us on 10M+ nonzeros and +0.3 us (a dependent load) on small matrices (NOTES SpMV 32).
+# them, one in each stretch of `shift_stride` rows: the count tells the diagonal SpMV variant's
+# ground (stencils, bands), which it never wins below 70k rows in either profile table, and
+# checking every row cost the pass +24 to +26 us on 10M+ nonzeros and +0.3 us (a dependent load)
+# on small matrices (NOTES SpMV 32).
 SHIFT_MIN_ROWS = 65536
 SHIFT_SAMPLES = 16384
+# Where in its stretch each sample falls: the fractional parts of k * (golden ratio), as 32-bit
+# fixed point. Samples at a fixed stride alias with a grid's side wherever the two share a factor
+# (a 27-point stencil of side 84 read 0.857 against 0.964 over every row); this sequence has no
+# period, so the sample's share follows the whole matrix's (NOTES SpMV 67).
+_GOLDEN_FRACTION = 2654435769  # round(2**32 * (sqrt(5) - 1) / 2)
+_GOLDEN = tl.constexpr(_GOLDEN_FRACTION)
 _ROW_SUMS = ("row_length_sums",)  # scratch key of the sums the validation pass measured
 _ADDRESSES = ("addresses",)  # scratch key of the arrays' device addresses
 
@@ -306,7 +313,7 @@ def _structure_numpy(csr: CsrMatrix, check: bool) -> Structure:
     if check:
         cols = csr.indices.numpy()
         outside = int(((cols < 0) | (cols >= csr.cols)).sum())
-    sums = _row_sums_numpy(indptr, csr.indices.numpy(), shift_stride(csr.rows))
+    sums = _row_sums_numpy(indptr, csr.indices.numpy(), sampled_rows(csr.rows))
     return Structure(int(indptr[0]), int(indptr[-1]), int((lengths < 0).sum()), outside, sums)
 
 
@@ -316,13 +323,23 @@ def shift_stride(rows: int) -> int:
 
 
 def shift_samples(rows: int) -> int:
-    """How many rows the pass checks: rows stride, 2 stride, ... below ``rows``."""
+    """How many rows the pass checks: one in each of the stretches (0, stride], (stride, 2 stride],
+    ... below ``rows``."""
     stride = shift_stride(rows)
     return (rows - 1) // stride if stride else 0
 
 
-def _row_sums_numpy(indptr: np.ndarray, indices: np.ndarray, stride: int) -> RowLengthSums:
-    """The pass's sums on the host (``indptr`` as int64)."""
+def sampled_rows(rows: int) -> np.ndarray:
+    """The rows the pass checks (int64): sample k is row (k + 1) stride less an offset in
+    [0, stride) that the golden-ratio sequence picks (see _GOLDEN_FRACTION); none on a small matrix."""
+    stride = shift_stride(rows)
+    sample = np.arange(shift_samples(rows), dtype=np.int64)
+    offset = ((sample * _GOLDEN_FRACTION) & 0xFFFFFFFF) * stride >> 32
+    return (sample + 1) * stride - offset
+
+
+def _row_sums_numpy(indptr: np.ndarray, indices: np.ndarray, sampled: np.ndarray) -> RowLengthSums:
+    """The pass's sums on the host (``indptr`` as int64; ``sampled``: :func:`sampled_rows`)."""
     lengths = np.diff(indptr)
     if lengths.size == 0:
         return RowLengthSums(0, 0, 0, 0, 0)
@@ -331,16 +348,13 @@ def _row_sums_numpy(indptr: np.ndarray, indices: np.ndarray, stride: int) -> Row
         longest=int(lengths.max()),
         empty=int((lengths == 0).sum()),
         long_nnz=int(lengths[lengths > LONG_ROW].sum()),
-        shifted_rows=_shifted_rows_numpy(indptr, indices, stride),
+        shifted_rows=shifted_rows_among(indptr, indices, sampled),
     )
 
 
-def _shifted_rows_numpy(indptr: np.ndarray, indices: np.ndarray, stride: int) -> int:
-    """The host twin of the pass's count (:func:`shifts_previous_row` on rows stride, 2 stride,
-    ...), which it matches on a malformed ``indptr`` too."""
-    if not stride:
-        return 0
-    row = np.arange(stride, len(indptr) - 1, stride)
+def shifted_rows_among(indptr: np.ndarray, indices: np.ndarray, row: np.ndarray) -> int:
+    """How many of the rows ``row`` (each > 0) shift the row before them: the host twin of the
+    pass's count (:func:`shifts_previous_row`), which it matches on a malformed ``indptr`` too."""
     lo, before, hi = indptr[row], indptr[row - 1], indptr[row + 1]
     same = (hi - lo > 0) & (lo - before == hi - lo) & (before >= 0) & (lo < len(indices))
     first, first_before = indices[lo[same]].astype(np.int64), indices[before[same]].astype(np.int64)
@@ -429,11 +443,12 @@ def shifts_previous_row(indices, lo, hi, before, mask, nnz):
 
 @triton.jit
 def _sampled_rows(indptr, rows, shift_stride, block, sample_blocks, SAMPLE_BLOCK: tl.constexpr):
-    """Sample block ``block`` of the shifted-row count: its rows (stride, 2 stride, ...), which of
-    them count, and their row pointers ``indptr[row]``, ``indptr[row + 1]``, ``indptr[row - 1]``."""
+    """Sample block ``block`` of the shifted-row count: its rows (those of :func:`sampled_rows`),
+    which of them count, and their row pointers ``indptr[row]``, ``indptr[row + 1]``, ``indptr[row - 1]``."""
     sample = block * SAMPLE_BLOCK + tl.arange(0, SAMPLE_BLOCK)
-    row = (sample + 1) * shift_stride  # no division per row
-    inside = (sample < sample_blocks * SAMPLE_BLOCK) & (row > 0) & (row < rows)  # > 0: lanes past the last may wrap
+    end = (sample + 1) * shift_stride  # the sample's stretch ends there; no division per row
+    inside = (sample < sample_blocks * SAMPLE_BLOCK) & (end > 0) & (end < rows)  # > 0: lanes past the last may wrap
+    row = end - (((sample.to(tl.int64) * _GOLDEN) & 0xFFFFFFFF) * shift_stride >> 32)
     lo = tl.load(indptr + row, mask=inside, other=0)
     hi = tl.load(indptr + row + 1, mask=inside, other=0)
     before = tl.load(indptr + row - 1, mask=inside, other=0)

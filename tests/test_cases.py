@@ -85,3 +85,43 @@ def test_regroup_command_line(tmp_path, suitesparse_dir, capsys):
     assert "2 groups renamed" in capsys.readouterr().out
     assert json.loads(meta_path(path).read_text())["groups"]["rewritten_by"].startswith(
         f"python -m seer.datasets.cases regroup {path}")
+
+
+def _table_of(tmp_path, rows):
+    frame = pd.read_csv(SHIPPED, dtype=str, keep_default_na=False)
+    path = tmp_path / "spmv-some.csv"
+    frame[frame["id"].isin(rows)].to_csv(path, index=False)
+    shutil.copy(meta_path(SHIPPED), meta_path(path))
+    return path
+
+
+# A 27-point stencil of side 42 (74,088 rows): over every row 0.9286 of its rows shift the one before.
+STENCIL = "synthetic/stencil_3d/n42-points27/seed0"
+
+
+def test_recount_rewrites_the_shifted_rows_alone(tmp_path, suitesparse_dir):
+    path = _table_of(tmp_path, ["HB/bcsstk04", STENCIL])
+    stale = pd.read_csv(path, dtype=str, keep_default_na=False)
+    stale.loc[stale["id"] == STENCIL, "shifted_row_frac"] = "0.5"
+    stale.to_csv(path, index=False)
+    structure = cases.structure_features([path], [suitesparse_dir])
+    assert cases.recount_shifted_rows(path, structure, "the command") == 1
+    after = pd.read_csv(path, dtype=str, keep_default_na=False)
+    assert after.drop(columns="shifted_row_frac").equals(stale.drop(columns="shifted_row_frac"))
+    recounted = dict(zip(after["id"], after["shifted_row_frac"].astype(float)))
+    assert recounted["HB/bcsstk04"] == 0.0  # 132 rows: too small to be sampled
+    assert recounted[STENCIL] == pytest.approx(0.9286, abs=0.01)
+    meta = json.loads(meta_path(path).read_text())
+    assert meta["shifted_row_frac"] == {"sample": cases.SHIFT_SAMPLE, "rewritten_by": "the command"}
+
+
+def test_recount_refuses_a_row_that_is_not_its_input(tmp_path, suitesparse_dir):
+    path = _table_of(tmp_path, ["HB/bcsstk04", "HB/bp_0"])
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame.loc[frame["id"] == "HB/bp_0", "row_std"] = "123.0"
+    frame.to_csv(path, index=False)
+    before = path.read_bytes()
+    structure = cases.structure_features([path], [suitesparse_dir])
+    with pytest.raises(InputError, match=r"HB/bp_0's \['row_std'\] differ"):
+        cases.recount_shifted_rows(path, structure, "cmd")
+    assert path.read_bytes() == before

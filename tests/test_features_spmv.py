@@ -6,6 +6,7 @@ import scipy.sparse as sp
 import torch
 
 from seer import sparse
+from seer.datasets.generators import stencil_3d
 from seer.errors import InputError
 from seer.features import spmv as features
 from seer.sparse import as_csr
@@ -29,12 +30,9 @@ def _shifted_row_frac(m) -> float:
     if rows < sparse.SHIFT_MIN_ROWS:
         return 0.0
     stride = rows // sparse.SHIFT_SAMPLES
-    sampled = range(stride, rows, stride)
-    shifted = 0
-    for r in sampled:
-        row, before = m.indices[m.indptr[r]:m.indptr[r + 1]], m.indices[m.indptr[r - 1]:m.indptr[r]]
-        shifted += bool(len(row) and len(row) == len(before) and row[0] == before[0] + 1)
-    return shifted / len(sampled)
+    # One row in each stretch of `stride` rows, placed by the golden-ratio sequence in 32-bit fixed point.
+    sampled = [(k + 1) * stride - (k * 2654435769 % 2**32) * stride // 2**32 for k in range((rows - 1) // stride)]
+    return sum(_shifts(m, r) for r in sampled) / len(sampled)
 
 
 @pytest.fixture
@@ -126,6 +124,22 @@ def test_shifted_rows_of_bands_and_stencils(offsets, index_dtype, small_samples)
     whole_frac = features.gathered(as_csr(whole))["shifted_row_frac"]
     assert whole_frac >= 1 - (edge_rows + 2 * sparse.SHIFT_MIN_ROWS // sparse.SHIFT_SAMPLES) / rows
     assert features.gathered(as_csr(broken))["shifted_row_frac"] < whole_frac - 0.1
+
+
+def test_the_sample_does_not_alias_with_a_period(small_samples):
+    # A band of 2,500 rows broken every 25 rows (as a grid's side breaks a stencil), sampled one
+    # in each stretch of 25: rows 25, 50, 75, ... would all be broken ones and read no shift at all.
+    rows, period = 2500, 25
+    band = _banded(rows, (-1, 0, 1), 0, broken=range(period, rows, period))
+    _assert_pass_matches_numpy(band)
+    every_row = np.mean([_shifts(band, r) for r in range(1, rows)])
+    assert every_row == pytest.approx(1 - 2 / period, abs=0.01)
+    assert features.gathered(as_csr(band))["shifted_row_frac"] == pytest.approx(every_row, abs=0.06)
+
+
+def _shifts(m, r) -> bool:
+    row, before = m.indices[m.indptr[r]:m.indptr[r + 1]], m.indices[m.indptr[r - 1]:m.indptr[r]]
+    return bool(len(row) and len(row) == len(before) and row[0] == before[0] + 1)
 
 
 def test_rows_of_equal_length_need_not_shift(small_samples):
@@ -278,7 +292,8 @@ def test_pass_on_gpu_matches_numpy(suitesparse_dir, monkeypatch):
     bad.indices[[1, 2]] = [-1, 3000]
     bad.indptr[[100, 200, 300]] += 10_000
     band = _banded(3_000_000, (-1000, -1, 0, 1, 1000), 5, broken=range(7, 3_000_000, 1001))
-    for m in (huge, bad, band, *_real_matrices(suitesparse_dir, count=8)):
+    stencil = stencil_3d(84, 27)  # its side shares a factor with the sample's stride (NOTES SpMV 67)
+    for m in (huge, bad, band, stencil, *_real_matrices(suitesparse_dir, count=8)):
         for index_dtype in (np.int32, np.int64):
             m = _with_index_dtype(m, index_dtype)
             host = as_csr(m, check=False)
@@ -292,6 +307,9 @@ def test_pass_on_gpu_matches_numpy(suitesparse_dir, monkeypatch):
                 launched = sparse.launch_structure(csr, True, True, warps)
                 assert sparse.read_totals(launched, csr.device) == sparse._structure_numpy(host, True)
             assert sparse._structure_triton(csr, check=True, stats=False).sums == (0, 0, 0, 0, 0)
+    host = as_csr(stencil)
+    on_device = as_csr((host.indptr.cuda(), host.indices.cuda(), host.values.cuda(), host.shape))
+    assert features.gathered(on_device)["shifted_row_frac"] == pytest.approx(0.9643, abs=0.005)  # every row's share
     monkeypatch.setattr(sparse, "NARROW_BELOW", 0)  # the 64-bit lanes of a matrix past 2**31 nonzeros
     host = as_csr(huge, check=False)
     csr = as_csr((host.indptr.cuda(), host.indices.cuda(), host.values.cuda(), host.shape), check=False)
