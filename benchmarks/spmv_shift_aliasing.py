@@ -51,15 +51,17 @@ def fractions(case, loaded, table_value: dict) -> dict:
 
 def render(result: dict) -> str:
     rows = result["rows"]
-    errors = {k: np.abs([r[k] - r["every_row"] for r in rows]) for k in ("strided", "shipped")}
     lines = [f"# The shifted-row sample against every row (host: {result['host']})", "",
-             provenance(result, result["command"]), "", result["method"], "",
-             f"{len(rows)} inputs with a sample. Error against every row, strided / shipped sample: "
-             f"median {np.median(errors['strided']):.4f} / {np.median(errors['shipped']):.4f}, "
-             f"largest {errors['strided'].max():.4f} / {errors['shipped'].max():.4f}; "
-             f"off by more than 0.01: {int((errors['strided'] > 0.01).sum())} / {int((errors['shipped'] > 0.01).sum())}.",
-             "", "Inputs whose strided sample is off by more than 0.01:", "",
-             "| matrix | rows | table | strided | shipped | every row |", "|---|---|---|---|---|---|"]
+             provenance(result, result["command"]), "", result["method"], ""]
+    if not rows:
+        return "\n".join([*lines, "No input with a sample was measured."]) + "\n"
+    errors = {k: np.abs([r[k] - r["every_row"] for r in rows]) for k in ("strided", "shipped")}
+    lines += [f"{len(rows)} inputs with a sample. Error against every row, strided / shipped sample: "
+              f"median {np.median(errors['strided']):.4f} / {np.median(errors['shipped']):.4f}, "
+              f"largest {errors['strided'].max():.4f} / {errors['shipped'].max():.4f}; "
+              f"off by more than 0.01: {int((errors['strided'] > 0.01).sum())} / {int((errors['shipped'] > 0.01).sum())}.",
+              "", "Inputs whose strided sample is off by more than 0.01:", "",
+              "| matrix | rows | table | strided | shipped | every row |", "|---|---|---|---|---|---|"]
     for r, error in zip(rows, errors["strided"]):
         if error > 0.01:
             table = "-" if r["table"] is None else f"{r['table']:.4f}"
@@ -82,7 +84,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = measured_within_budget(cases, lambda case, loaded: fractions(case, loaded, table_value), args.budget_s,
                                   lambda r: f"strided {r['strided']:.4f}, shipped {r['shipped']:.4f}, "
                                             f"every row {r['every_row']:.4f}")
-    result = {**environment(torch.device("cpu")), "host": f"{sys.platform}, CPU", "command": " ".join(["python", *sys.argv]),
+    command = " ".join(["python benchmarks/spmv_shift_aliasing.py", *(sys.argv[1:] if argv is None else argv)])
+    result = {**environment(torch.device("cpu")), "host": f"{sys.platform}, CPU", "command": command,
               "method": "Fractions of the sampled rows (and of every row but the first) that shift the row before "
                         "them (seer.sparse.shifted_rows_among); `table`: the table's shifted_row_frac column.",
               "rows": rows}

@@ -92,36 +92,46 @@ def structure_features(paths: list[Path], folders: list[Path]) -> dict[str, dict
     cases = {case.id: case for case in spmv_cases(folders, synthetic="large", device="cpu")}
     unknown = [i for i in ids if i not in cases]
     if unknown:
-        raise InputError(f"{len(unknown)} inputs of {[str(p) for p in paths]} are not among the cases of {folders} "
+        raise InputError(f"{len(unknown)} inputs of {[str(p) for p in paths]} are not among the cases of "
+                         f"{[str(f) for f in folders]} "
                          f"(first: {unknown[:3]}); point --matrices at the folder the tables were profiled from")
     return {i: features.gathered(as_csr(cases[i].load()[0].astype(np.float32))) for i in ids}
 
 
-def recount_shifted_rows(path: Path, structure: dict[str, dict], command: str) -> int:
-    """Rewrite the ``shifted_row_frac`` column of the SpMV profile table ``path`` from
+def recount_shifted_rows(paths: list[Path], structure: dict[str, dict], command: str) -> dict[Path, int]:
+    """Rewrite the ``shifted_row_frac`` column of the SpMV profile tables ``paths`` from
     ``structure`` (:func:`structure_features`: the count as the validation pass samples today),
-    leaving every measured column as it is, and say so in the metadata (``command``: how it was
-    run). Returns how many values changed. Raises InputError where an input's other gathered
-    features differ from the table's (then it is not the input the row measured)."""
+    leaving every measured column as it is, and say so in their metadata (``command``: how it was
+    run). Every table is checked before any is written: an InputError names a table without the
+    column, or an input whose other gathered features differ from the table's (then it is not the
+    input the row measured). Returns how many values changed in each table."""
     from seer.errors import InputError
+    from seer.sparse import SHIFT_SAMPLE_DEFINITION
     from seer.table import read_cells, read_table, write_table
 
-    table, frame = read_table(path, "spmv"), read_cells(path)  # cells as written: the others stay so
-    for _, row in frame.iterrows():
-        got = structure[row["id"]]
-        differing = [n for n, v in got.items()
-                     if n != "shifted_row_frac" and not np.isclose(v, float(row[n]), rtol=1e-9, atol=0)]
-        if differing:
-            raise InputError(f"{path}: {row['id']}'s {differing} differ from its structure's; is it the same input?")
-    recounted = frame["id"].map(lambda i: repr(float(structure[i]["shifted_row_frac"])))
-    changed = int((recounted.astype(float) != frame["shifted_row_frac"].astype(float)).sum())
-    frame["shifted_row_frac"] = recounted
-    write_table(frame, path, {**table.meta, "shifted_row_frac": {"sample": SHIFT_SAMPLE, "rewritten_by": command}})
+    checked = []
+    for path in paths:
+        table, frame = read_table(path, "spmv"), read_cells(path)  # cells as written: the others stay so
+        if "shifted_row_frac" not in frame.columns:
+            raise InputError(f"{path} has no shifted_row_frac column to recount (profiled before the feature); "
+                             f"measure it with benchmarks/spmv_preparation.py --gather")
+        for _, row in frame.iterrows():
+            got = structure[row["id"]]
+            differing = {n: (row[n], v) for n, v in got.items()
+                         if n != "shifted_row_frac" and not np.isclose(v, float(row[n]), rtol=1e-9, atol=0)}
+            if differing:
+                raise InputError(f"{path}: {row['id']}'s features (table, structure) {differing} differ; is it the "
+                                 f"same input? No table was rewritten")
+        checked.append((path, table, frame))
+    changed = {}
+    for path, table, frame in checked:
+        recounted = frame["id"].map(lambda i: repr(float(structure[i]["shifted_row_frac"])))
+        changed[path] = int((recounted.astype(float) != frame["shifted_row_frac"].astype(float)).sum())
+        frame["shifted_row_frac"] = recounted
+        meta = {**table.meta, "shifted_row_frac": {"sample": SHIFT_SAMPLE_DEFINITION, "rewritten_by": command}}
+        write_table(frame, path, meta)
     return changed
 
-
-# What the tables' shifted_row_frac samples since NOTES SpMV 67 (seer.sparse.sampled_rows).
-SHIFT_SAMPLE = "one row in each stretch of rows // 16384, placed by the golden-ratio sequence"
 
 # nnz bands over which the SpMV benchmarks summarise per-input measurements
 NNZ_BANDS = ((0, 1e5), (1e5, 1e6), (1e6, 1e7), (1e7, float("inf")))
@@ -224,9 +234,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     command = " ".join(["python -m seer.datasets.cases", *(sys.argv[1:] if argv is None else argv)])
     if args.action == "recount-shifted-rows":
-        structure = structure_features(args.tables, [args.matrices])
-        for table in args.tables:
-            print(f"{table}: {recount_shifted_rows(table, structure, command)} shifted_row_frac values changed")
+        changed = recount_shifted_rows(args.tables, structure_features(args.tables, [args.matrices]), command)
+        for table, count in changed.items():
+            print(f"{table}: {count} shifted_row_frac values changed")
         return
     for table in args.tables:
         changes = regroup_spmv_table(table, [args.matrices], command)

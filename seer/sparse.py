@@ -318,7 +318,7 @@ def _structure_numpy(csr: CsrMatrix, check: bool) -> Structure:
 
 
 def shift_stride(rows: int) -> int:
-    """Every how many rows the pass checks for a shifted row; 0: none (a small matrix)."""
+    """The length of the stretches of rows that hold one sampled row each; 0: none sampled (a small matrix)."""
     return rows // SHIFT_SAMPLES if rows >= SHIFT_MIN_ROWS else 0
 
 
@@ -336,6 +336,10 @@ def sampled_rows(rows: int) -> np.ndarray:
     sample = np.arange(shift_samples(rows), dtype=np.int64)
     offset = ((sample * _GOLDEN_FRACTION) & 0xFFFFFFFF) * stride >> 32
     return (sample + 1) * stride - offset
+
+
+# How the tables' shifted_row_frac is sampled since NOTES SpMV 67, recorded in their metadata.
+SHIFT_SAMPLE_DEFINITION = f"one row in each stretch of rows // {SHIFT_SAMPLES}, placed by the golden-ratio sequence"
 
 
 def _row_sums_numpy(indptr: np.ndarray, indices: np.ndarray, sampled: np.ndarray) -> RowLengthSums:
@@ -442,13 +446,13 @@ def shifts_previous_row(indices, lo, hi, before, mask, nnz):
 
 
 @triton.jit
-def _sampled_rows(indptr, rows, shift_stride, block, sample_blocks, SAMPLE_BLOCK: tl.constexpr):
-    """Sample block ``block`` of the shifted-row count: its rows (those of :func:`sampled_rows`),
-    which of them count, and their row pointers ``indptr[row]``, ``indptr[row + 1]``, ``indptr[row - 1]``."""
-    sample = block * SAMPLE_BLOCK + tl.arange(0, SAMPLE_BLOCK)
+def _sample_block(indptr, rows, shift_stride, block, sample_blocks, SAMPLE_BLOCK: tl.constexpr):
+    """Sample block ``block`` of the shifted-row count: which of its lanes hold a sampled row (those
+    of :func:`sampled_rows`) and their row pointers ``indptr[row]``, ``indptr[row + 1]``, ``indptr[row - 1]``."""
+    sample = (block * SAMPLE_BLOCK + tl.arange(0, SAMPLE_BLOCK)).to(tl.int64)  # 64-bit: no wrap past 2**31 rows
     end = (sample + 1) * shift_stride  # the sample's stretch ends there; no division per row
-    inside = (sample < sample_blocks * SAMPLE_BLOCK) & (end > 0) & (end < rows)  # > 0: lanes past the last may wrap
-    row = end - (((sample.to(tl.int64) * _GOLDEN) & 0xFFFFFFFF) * shift_stride >> 32)
+    inside = (sample < sample_blocks * SAMPLE_BLOCK) & (end < rows)
+    row = end - (((sample * _GOLDEN) & 0xFFFFFFFF) * shift_stride >> 32)
     lo = tl.load(indptr + row, mask=inside, other=0)
     hi = tl.load(indptr + row + 1, mask=inside, other=0)
     before = tl.load(indptr + row - 1, mask=inside, other=0)
@@ -466,17 +470,17 @@ def _index_block(indices, start, nnz, cols, outside, ROW_BLOCK: tl.constexpr, IN
 @triton.jit
 def _count_shifted_rows(indptr, indices, rows, nnz, shift_stride, sample_blocks, first, pid, programs,
                         SAMPLE_BLOCK: tl.constexpr):
-    """How many of the sampled rows (stride, 2 stride, ...) shift the row before them, counted in
+    """How many of the sampled rows (:func:`sampled_rows`) shift the row before them, counted in
     blocks of SAMPLE_BLOCK rows by the last programs, which the main loop gives a block fewer
     whenever the blocks do not divide evenly: each gathers little, and its gathers' latency ends
     no later than the others' loops (1024-row blocks on 16 programs added 2.4 us). ``first``: this
-    program's first sample block (:func:`_sampled_rows`), loaded before the main loop so that its
+    program's first sample block (:func:`_sample_block`), loaded before the main loop so that its
     row pointers' latency passes under it (-0.1 us on 1M-10M nonzeros, NOTES SpMV 53); only the
     gathers of column indices are left for after it."""
     inside, lo, hi, before = first
     sampled = shifts_previous_row(indices, lo, hi, before, inside, nnz).to(tl.int32)
     for block in range(2 * programs - 1 - pid, sample_blocks, programs):
-        inside, lo, hi, before = _sampled_rows(indptr, rows, shift_stride, block, sample_blocks, SAMPLE_BLOCK)
+        inside, lo, hi, before = _sample_block(indptr, rows, shift_stride, block, sample_blocks, SAMPLE_BLOCK)
         sampled += shifts_previous_row(indices, lo, hi, before, inside, nnz).to(tl.int32)
     return tl.sum(sampled, 0)
 
@@ -496,7 +500,7 @@ def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blo
     shifted = 0
     first_samples = None
     if COUNT:
-        first_samples = _sampled_rows(indptr, rows, shift_stride, programs - 1 - pid, sample_blocks, SAMPLE_BLOCK)
+        first_samples = _sample_block(indptr, rows, shift_stride, programs - 1 - pid, sample_blocks, SAMPLE_BLOCK)
     for block in range(pid, blocks, programs):
         if CHECK:
             outside = _index_block(indices, block * INDEX_BLOCK, nnz, cols, outside, ROW_BLOCK, INDEX_BLOCK)

@@ -8,6 +8,7 @@ import pytest
 from seer.datasets import cases
 from seer.datasets.suitesparse import list_matrices
 from seer.errors import InputError
+from seer.sparse import SHIFT_SAMPLE_DEFINITION
 from seer.table import meta_path, read_table
 
 SHIPPED = cases.Path(cases.__file__).parent / "profiles" / "spmv-h100.csv"
@@ -87,9 +88,9 @@ def test_regroup_command_line(tmp_path, suitesparse_dir, capsys):
         f"python -m seer.datasets.cases regroup {path}")
 
 
-def _table_of(tmp_path, rows):
+def _table_of(tmp_path, rows, name="spmv-some.csv"):
     frame = pd.read_csv(SHIPPED, dtype=str, keep_default_na=False)
-    path = tmp_path / "spmv-some.csv"
+    path = tmp_path / name
     frame[frame["id"].isin(rows)].to_csv(path, index=False)
     shutil.copy(meta_path(SHIPPED), meta_path(path))
     return path
@@ -105,23 +106,32 @@ def test_recount_rewrites_the_shifted_rows_alone(tmp_path, suitesparse_dir):
     stale.loc[stale["id"] == STENCIL, "shifted_row_frac"] = "0.5"
     stale.to_csv(path, index=False)
     structure = cases.structure_features([path], [suitesparse_dir])
-    assert cases.recount_shifted_rows(path, structure, "the command") == 1
+    assert cases.recount_shifted_rows([path], structure, "the command") == {path: 1}
     after = pd.read_csv(path, dtype=str, keep_default_na=False)
     assert after.drop(columns="shifted_row_frac").equals(stale.drop(columns="shifted_row_frac"))
     recounted = dict(zip(after["id"], after["shifted_row_frac"].astype(float)))
     assert recounted["HB/bcsstk04"] == 0.0  # 132 rows: too small to be sampled
     assert recounted[STENCIL] == pytest.approx(0.9286, abs=0.01)
     meta = json.loads(meta_path(path).read_text())
-    assert meta["shifted_row_frac"] == {"sample": cases.SHIFT_SAMPLE, "rewritten_by": "the command"}
+    assert meta["shifted_row_frac"] == {"sample": SHIFT_SAMPLE_DEFINITION, "rewritten_by": "the command"}
 
 
-def test_recount_refuses_a_row_that_is_not_its_input(tmp_path, suitesparse_dir):
-    path = _table_of(tmp_path, ["HB/bcsstk04", "HB/bp_0"])
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+def test_recount_refuses_a_row_that_is_not_its_input_and_writes_no_table(tmp_path, suitesparse_dir):
+    good = _table_of(tmp_path, ["HB/bcsstk04", STENCIL], "spmv-good.csv")
+    bad = _table_of(tmp_path, ["HB/bcsstk04", "HB/bp_0"], "spmv-bad.csv")
+    frame = pd.read_csv(bad, dtype=str, keep_default_na=False)
     frame.loc[frame["id"] == "HB/bp_0", "row_std"] = "123.0"
-    frame.to_csv(path, index=False)
-    before = path.read_bytes()
+    frame.to_csv(bad, index=False)
+    before = {p: p.read_bytes() for p in (good, bad)}
+    structure = cases.structure_features([good, bad], [suitesparse_dir])
+    with pytest.raises(InputError, match=r"HB/bp_0's features .*'row_std': \('123.0', .*No table was rewritten"):
+        cases.recount_shifted_rows([good, bad], structure, "cmd")
+    assert {p: p.read_bytes() for p in (good, bad)} == before
+
+
+def test_recount_names_a_table_without_the_column(tmp_path, suitesparse_dir):
+    path = _table_of(tmp_path, ["HB/bcsstk04"])
+    pd.read_csv(path, dtype=str, keep_default_na=False).drop(columns="shifted_row_frac").to_csv(path, index=False)
     structure = cases.structure_features([path], [suitesparse_dir])
-    with pytest.raises(InputError, match=r"HB/bp_0's \['row_std'\] differ"):
-        cases.recount_shifted_rows(path, structure, "cmd")
-    assert path.read_bytes() == before
+    with pytest.raises(InputError, match="no shifted_row_frac column.*--gather"):
+        cases.recount_shifted_rows([path], structure, "cmd")
