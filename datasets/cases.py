@@ -59,15 +59,10 @@ def regroup_spmv_table(path: Path, folders: list[Path], command: str) -> list[st
     in the metadata (``command``: how it was run); a table already grouped so is left alone.
     Returns the groups that changed, as "old -> new" lines. Raises InputError if an input of the
     table is not among those cases."""
-    from seer.errors import InputError
     from seer.table import read_cells, read_table, write_table
 
     table = read_table(path, "spmv")
-    group_of = {case.id: case.group for case in spmv_cases(folders, synthetic="large")}
-    unknown = [i for i in table.ids if i not in group_of]
-    if unknown:
-        raise InputError(f"{path}: {len(unknown)} inputs are not among the cases of {folders} "
-                         f"(first: {unknown[:3]}); point --matrices at the folder the table was profiled from")
+    group_of = {i: case.group for i, case in _cases_of(table.ids, str(path), folders).items()}
     frame = read_cells(path)
     new = frame["id"].map(group_of)
     changes = sorted({f"{old} -> {to}" for old, to in zip(frame["group"], new) if old != to})
@@ -83,19 +78,29 @@ def structure_features(paths: list[Path], folders: list[Path]) -> dict[str, dict
     """Input id -> the gathered features of its structure, computed on the host (whose twin of
     the validation pass counts as the pass does), for every input of the SpMV tables ``paths``,
     each built once. Raises InputError if an input is not among the cases of ``folders``."""
-    from seer.errors import InputError
     from seer.features import spmv as features
     from seer.sparse import as_csr
-    from seer.table import read_cells
+    from seer.table import read_cells, read_table
 
+    for path in paths:
+        read_table(path, "spmv")  # a missing or malformed table named before any matrix is built
+    # Every row's input, those that read_table drops for failed timings too: recount rewrites them all.
     ids = list(dict.fromkeys(i for path in paths for i in read_cells(path)["id"]))
-    cases = {case.id: case for case in spmv_cases(folders, synthetic="large", device="cpu")}
+    cases = _cases_of(ids, ", ".join(map(str, paths)), folders, device="cpu")
+    return {i: features.gathered(as_csr(case.load()[0].astype(np.float32))) for i, case in cases.items()}
+
+
+def _cases_of(ids, tables: str, folders: list[Path], **options) -> dict:
+    """Input id -> its case (:func:`spmv_cases` of ``folders`` with the large suite, ``options``
+    passed on) for each of ``ids``, the inputs of ``tables``; InputError if one is not among them."""
+    from seer.errors import InputError
+
+    cases = {case.id: case for case in spmv_cases(folders, synthetic="large", **options)}
     unknown = [i for i in ids if i not in cases]
     if unknown:
-        raise InputError(f"{len(unknown)} inputs of {[str(p) for p in paths]} are not among the cases of "
-                         f"{[str(f) for f in folders]} "
-                         f"(first: {unknown[:3]}); point --matrices at the folder the tables were profiled from")
-    return {i: features.gathered(as_csr(cases[i].load()[0].astype(np.float32))) for i in ids}
+        raise InputError(f"{tables}: {len(unknown)} inputs are not among the cases of {[str(f) for f in folders]} "
+                         f"(first: {unknown[:3]}); point --matrices at the folder the table was profiled from")
+    return {i: cases[i] for i in ids}
 
 
 def recount_shifted_rows(paths: list[Path], structure: dict[str, dict], command: str) -> dict[Path, int]:

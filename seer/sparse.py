@@ -41,6 +41,8 @@ SHIFT_SAMPLES = 16384
 # period, so the sample's share follows the whole matrix's (NOTES SpMV 67).
 _GOLDEN_FRACTION = 2654435769  # round(2**32 * (sqrt(5) - 1) / 2)
 _GOLDEN = tl.constexpr(_GOLDEN_FRACTION)
+# The same in words, recorded in the metadata of tables whose column was recounted so.
+SHIFT_SAMPLE_DEFINITION = f"one row in each stretch of rows // {SHIFT_SAMPLES}, placed by the golden-ratio sequence"
 _ROW_SUMS = ("row_length_sums",)  # scratch key of the sums the validation pass measured
 _ADDRESSES = ("addresses",)  # scratch key of the arrays' device addresses
 
@@ -337,9 +339,6 @@ def sampled_rows(rows: int) -> np.ndarray:
     offset = ((sample * _GOLDEN_FRACTION) & 0xFFFFFFFF) * stride >> 32
     return (sample + 1) * stride - offset
 
-
-# How the tables' shifted_row_frac is sampled since NOTES SpMV 67, recorded in their metadata.
-SHIFT_SAMPLE_DEFINITION = f"one row in each stretch of rows // {SHIFT_SAMPLES}, placed by the golden-ratio sequence"
 
 
 def _row_sums_numpy(indptr: np.ndarray, indices: np.ndarray, sampled: np.ndarray) -> RowLengthSums:

@@ -96,3 +96,20 @@ def load_benchmark(name: str):
     sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
+
+
+def shipped_spmv_rows(tmp_path, ids, name="spmv-some.csv"):
+    """A table of the shipped H100 SpMV table's rows ``ids`` (cells as written, its metadata
+    beside it) in ``tmp_path``."""
+    import shutil
+
+    import pandas as pd
+
+    from seer.table import meta_path
+
+    shipped = ROOT / "datasets" / "profiles" / "spmv-h100.csv"
+    frame = pd.read_csv(shipped, dtype=str, keep_default_na=False)
+    path = tmp_path / name
+    frame[frame["id"].isin(ids)].to_csv(path, index=False)
+    shutil.copy(meta_path(shipped), meta_path(path))
+    return path

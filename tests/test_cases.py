@@ -4,6 +4,7 @@ import shutil
 
 import pandas as pd
 import pytest
+from conftest import shipped_spmv_rows
 
 from seer.datasets import cases
 from seer.datasets.suitesparse import list_matrices
@@ -88,20 +89,12 @@ def test_regroup_command_line(tmp_path, suitesparse_dir, capsys):
         f"python -m seer.datasets.cases regroup {path}")
 
 
-def _table_of(tmp_path, rows, name="spmv-some.csv"):
-    frame = pd.read_csv(SHIPPED, dtype=str, keep_default_na=False)
-    path = tmp_path / name
-    frame[frame["id"].isin(rows)].to_csv(path, index=False)
-    shutil.copy(meta_path(SHIPPED), meta_path(path))
-    return path
-
-
 # A 27-point stencil of side 42 (74,088 rows): over every row 0.9286 of its rows shift the one before.
 STENCIL = "synthetic/stencil_3d/n42-points27/seed0"
 
 
 def test_recount_rewrites_the_shifted_rows_alone(tmp_path, suitesparse_dir):
-    path = _table_of(tmp_path, ["HB/bcsstk04", STENCIL])
+    path = shipped_spmv_rows(tmp_path, ["HB/bcsstk04", STENCIL])
     stale = pd.read_csv(path, dtype=str, keep_default_na=False)
     stale.loc[stale["id"] == STENCIL, "shifted_row_frac"] = "0.5"
     stale.to_csv(path, index=False)
@@ -117,8 +110,8 @@ def test_recount_rewrites_the_shifted_rows_alone(tmp_path, suitesparse_dir):
 
 
 def test_recount_refuses_a_row_that_is_not_its_input_and_writes_no_table(tmp_path, suitesparse_dir):
-    good = _table_of(tmp_path, ["HB/bcsstk04", STENCIL], "spmv-good.csv")
-    bad = _table_of(tmp_path, ["HB/bcsstk04", "HB/bp_0"], "spmv-bad.csv")
+    good = shipped_spmv_rows(tmp_path, ["HB/bcsstk04", STENCIL], "spmv-good.csv")
+    bad = shipped_spmv_rows(tmp_path, ["HB/bcsstk04", "HB/bp_0"], "spmv-bad.csv")
     frame = pd.read_csv(bad, dtype=str, keep_default_na=False)
     frame.loc[frame["id"] == "HB/bp_0", "row_std"] = "123.0"
     frame.to_csv(bad, index=False)
@@ -130,7 +123,7 @@ def test_recount_refuses_a_row_that_is_not_its_input_and_writes_no_table(tmp_pat
 
 
 def test_recount_names_a_table_without_the_column(tmp_path, suitesparse_dir):
-    path = _table_of(tmp_path, ["HB/bcsstk04"])
+    path = shipped_spmv_rows(tmp_path, ["HB/bcsstk04"])
     pd.read_csv(path, dtype=str, keep_default_na=False).drop(columns="shifted_row_frac").to_csv(path, index=False)
     structure = cases.structure_features([path], [suitesparse_dir])
     with pytest.raises(InputError, match="no shifted_row_frac column.*--gather"):

@@ -1,16 +1,12 @@
 """benchmarks/spmv_shift_aliasing.py: the strided sample it compares against, and its output."""
 import json
-import shutil
 
 import numpy as np
-import pandas as pd
 import pytest
-from conftest import ROOT, load_benchmark
+from conftest import load_benchmark, shipped_spmv_rows
 
 from seer import sparse
-from seer.table import meta_path
 
-SHIPPED = ROOT / "datasets" / "profiles" / "spmv-h100.csv"
 STENCIL = "synthetic/stencil_3d/n42-points27/seed0"  # 74,088 rows, sampled every 4th before: that read 0.952
 
 
@@ -26,10 +22,7 @@ def test_the_strided_sample_is_every_stride_th_row():
 
 def test_reports_a_stencil_the_strided_sample_misreads(tmp_path, suitesparse_dir):
     script = load_benchmark("spmv_shift_aliasing")
-    frame = pd.read_csv(SHIPPED, dtype=str, keep_default_na=False)
-    table = tmp_path / "spmv-some.csv"
-    frame[frame["id"].isin(["HB/bcsstk04", STENCIL])].to_csv(table, index=False)
-    shutil.copy(meta_path(SHIPPED), meta_path(table))
+    table = shipped_spmv_rows(tmp_path, ["HB/bcsstk04", STENCIL])
     script.main(["--matrices", str(suitesparse_dir), "--table", str(table), "--out", str(tmp_path)])
     (row,) = json.loads((tmp_path / "spmv-shift-aliasing-cpu.json").read_text())["rows"]  # bcsstk04: too small
     assert row["id"] == STENCIL and row["every_row"] == pytest.approx(0.9286, abs=0.001)
