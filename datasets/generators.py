@@ -455,8 +455,10 @@ def _large_synthetic(seed: int) -> list[SyntheticSpec]:
     ]
     targets = np.geomspace(1.2e6, 45e6, 8)
     # Boxes of 49, 81 and 121 points were added on 2026-11-26: the held-out full bands of rows of
-    # 49-129 had no other family of long regular rows to learn from (NOTES SpMV 43).
-    for generator, dims, point_counts in (("stencil_2d", 2, (5, 9, 49, 81, 121)), ("stencil_3d", 3, (7, 19, 27))):
+    # 49-129 had no other family of long regular rows to learn from (NOTES SpMV 43). The box of 25
+    # (radius 2) on 2026-11-29: held out, the 27-point stencils had no other family of regular rows
+    # of 20-30 nonzeros on grids, and the trees sent them to one thread a row (NOTES SpMV 68).
+    for generator, dims, point_counts in (("stencil_2d", 2, (5, 9, 25, 49, 81, 121)), ("stencil_3d", 3, (7, 19, 27))):
         specs += [
             _spec(generator, seed, n=round((target / points) ** (1 / dims)), points=points)
             for points in point_counts for target in targets
