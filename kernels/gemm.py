@@ -380,7 +380,10 @@ def tma_usable(problem: GemmProblem) -> bool:
 
 def _run_tma(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
     global _allocator_set
-    aligned = a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
+    # C's base and rows too (``out``'s; a new C is aligned): its descriptor stores there, and a
+    # misaligned one faults the CUDA context. One row is contiguous whatever its stride says.
+    aligned = all(t.data_ptr() % 16 == 0 for t in (a, b) + (() if out is None else (out,))) and (
+        out is None or (out.stride(0) * out.element_size()) % 16 == 0)
     if not (tma_usable(problem) and aligned):
         if config.name not in _tma_fallbacks_told:
             _tma_fallbacks_told.add(config.name)
@@ -508,6 +511,8 @@ def cache_key(source):
     a, b = source
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         return None
+    if a.layout != torch.strided or b.layout != torch.strided:
+        return None  # no strides to key on: problem() refuses them
     return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device)
 
 
@@ -517,6 +522,8 @@ def problem(source) -> GemmProblem:
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor):
             raise InputError(f"gemm: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.layout != torch.strided:
+            raise InputError(f"gemm: {name} is a {t.layout} tensor; seer's GEMM takes dense tensors (.to_dense())")
         if t.dim() != 2:
             raise InputError(f"gemm: {name} must be 2-D, got shape {tuple(t.shape)}")
         if t.dtype not in SUPPORTED_DTYPES:

@@ -53,6 +53,7 @@ the default process group. Each op has a registry entry, ``seer.kernels.overlap:
 from __future__ import annotations
 
 import functools
+import weakref
 import types
 from dataclasses import dataclass
 
@@ -1153,23 +1154,25 @@ def _default_params(prefix: str, pattern: str) -> dict:
     return {}
 
 
-_agreed: set = set()  # (heap, shapes, dtype) every rank of the heap was seen to call with
+# Per heap (weakly: a new heap at a freed one's address must be checked afresh), the (op, shapes,
+# dtype) every rank of it was seen to call with.
+_agreed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _after_ranks_agree(run):
     """``run`` once the ranks are known to call with the same shapes and dtype: the patterns address
     their peers' memory by offsets worked out from their own shapes, so a rank that disagrees would
     read and write the wrong places without an error. Checked by one all-gather the first time a
-    rank runs a call shape on a heap, which every rank does in the same call (a decision cache
+    rank runs a call shape of an op on a heap, which every rank does in the same call (a decision cache
     evicted differently on each rank, or ``explain``, must not start a collective on some ranks). A
     peer silent on that first call leaves it to the collective's own timeout, not the bounded waits."""
 
     @functools.wraps(run)
     def agreed(p, a, b, **params):
-        key = (id(p.heap), p.a_shape, p.b_shape, p.dtype)
-        if key not in _agreed:
+        key, seen = (p.op, p.a_shape, p.b_shape, p.dtype), _agreed.setdefault(p.heap, set())
+        if key not in seen:
             _check_ranks_agree(p)
-            _agreed.add(key)
+            seen.add(key)
         return run(p, a, b, **params)
 
     return agreed

@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-nnz", type=int, default=None, help="skip real matrices with more nonzeros")
     p.add_argument("--synthetic", choices=["none", "small", "large"], default="none",
                    help="add the generated suite (large: 1M-50M nnz, incl. block-replicated real matrices)")
-    p.add_argument("--limit", type=int, default=None, help="profile at most this many inputs")
+    p.add_argument("--limit", type=_positive, default=None, help="profile at most this many inputs")
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
     p.add_argument("--deadline", type=float, default=None, help="stop cleanly after this many seconds")
     p.add_argument("--seed", type=int, default=0)
@@ -95,6 +95,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--calls", type=int, default=1, help="how many calls on this matrix to plan for")
     p.set_defaults(run=_explain)
     return parser
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more, got {value}")
+    return value
 
 
 def _profile(args, command: str) -> int:
@@ -149,16 +156,33 @@ def _report(args, command: str) -> int:
     from seer.table import read_table
     from seer.train import TwoStageSelector
 
+    if args.out.exists() and not args.out.is_dir():
+        raise SeerError(f"--out {args.out} is a file; the report is a folder (report.md and its figures)")
     table = read_table(args.table, op=args.op)
     # Loaded first, refused before the scoring: a model of another op would describe variants and
     # features the table does not have.
     given = SelectorModel.load(args.model, op=table.op) if args.model else None
+    if given is not None:
+        _check_model_of(given, args.model, table)
     selector = TwoStageSelector()
     training = selector.evaluate(table)
     model = given or selector.fit(table).to_model(table, command=command)
     for path in write_report(model, training, args.out):
         print(f"wrote {path}")
     return 0
+
+
+def _check_model_of(model, path: Path, table) -> None:
+    """A warning where ``model`` was not trained on ``table``: the report puts the table's held-out
+    scores beside the model's rules, which then describe other measurements."""
+    from seer.errors import warn
+    from seer.table import table_sha256
+
+    trained_on = model.training.get("sha256")
+    if trained_on is not None and trained_on != table_sha256(table.path):
+        warn(f"model {path} was trained on {model.training.get('table')!r} (measured on "
+             f"{model.device.get('name')!r}), not on {table.path}: the report's scores are this table's, its rules "
+             "the model's")
 
 
 def _explain(args, command: str) -> int:
@@ -168,6 +192,10 @@ def _explain(args, command: str) -> int:
 
     import torch
 
+    if args.model is not None:
+        from seer.model import SelectorModel
+
+        SelectorModel.load(args.model, op="spmv")  # named by the user: refused, not replaced by the hand rule
     matrix = read_matrix(args.matrix).astype("float32")
     x = torch.ones(matrix.shape[1])
     for path in [args.model] if args.model else model_files("spmv") or [None]:

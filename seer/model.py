@@ -278,6 +278,8 @@ class SelectorModel:
             document = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise ModelError(f"model file {path} is not JSON: {error}") from None
+        except RecursionError:
+            raise ModelError(f"model file {path} nests deeper than any model does: it is not a seer model") from None
         if not isinstance(document, dict):
             raise ModelError(f"model file {path} holds a JSON {type(document).__name__}, not an object")
         try:
@@ -370,8 +372,10 @@ def _trees_from_dict(data: Any, stage: str) -> dict[int, Tree]:
         raise ModelError(f"{stage} must be a non-empty object mapping call counts to trees")
     trees = {}
     for key, tree in data.items():
-        if not (isinstance(key, str) and key.isdigit() and int(key) >= 1):
-            raise ModelError(f"{stage} keys are call counts >= 1, got {key!r}")
+        # As written by _trees_to_dict: ASCII digits without leading zeros ("01" would stand for
+        # the same count as "1", and str.isdigit also accepts digits such as "²" that int() refuses).
+        if not (isinstance(key, str) and key.isascii() and key.isdigit() and str(int(key)) == key and int(key) >= 1):
+            raise ModelError(f"{stage} keys are call counts >= 1 written in decimal digits, got {key!r}")
         trees[int(key)] = Tree.from_dict(tree, f"{stage}[{key}]")
     return trees
 
@@ -399,12 +403,31 @@ def _check_consistent(model: SelectorModel) -> None:
         raise ModelError("the model has no stage-1 tree")
     if model.stage2 is not None and not (isinstance(model.stage2, Mapping) and model.stage2):
         raise ModelError(f"stage2 must map call counts to trees, or be None; got {model.stage2!r}")
+    _check_provenance(model)
     choices = set(model.variants) | ({GATHER} if model.stage2 is not None else set())
     for calls, tree in model.stage1.items():
         _check_tree(tree, f"stage1[{calls}]", set(model.known_features), choices)
     for calls, tree in (model.stage2 or {}).items():
         features = set(model.known_features) | set(model.gathered_features)
         _check_tree(tree, f"stage2[{calls}]", features, set(model.variants))
+
+
+def _check_provenance(model: SelectorModel) -> None:
+    """What dispatch reads of the provenance to pick a model (the GPU's name and compute capability,
+    the world sizes trained at) must have the types it compares them as."""
+    name, capability = model.device.get("name"), model.device.get("capability")
+    if name is not None and not isinstance(name, str):
+        raise ModelError(f"device name must be a string or null, got {name!r}")
+    if capability is not None and not (isinstance(capability, (list, tuple)) and len(capability) == 2
+                                       and all(_is_count(v, least=0) for v in capability)):
+        raise ModelError(f"device capability must be [major, minor] or null, got {capability!r}")
+    sizes = model.training.get("world_sizes")
+    if sizes is not None and not (isinstance(sizes, (list, tuple)) and all(_is_count(v, least=1) for v in sizes)):
+        raise ModelError(f"training world_sizes must be a list of world sizes (whole numbers >= 1), got {sizes!r}")
+
+
+def _is_count(value: Any, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
 def _check_tree(tree: Tree, where: str, features: set[str], labels: set[str]) -> None:

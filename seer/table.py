@@ -80,6 +80,12 @@ CAMPAIGNS = "campaigns"
 # No GPU call takes under a nanosecond (a launch alone takes microseconds): a smaller time is a unit
 # or recording error, and its ratios to the other times (regrets, speed-ups) overflow to infinity.
 MIN_TIME_MS = 1e-6
+# Names, read as written: a family called "NA" or "None" is a family, not a missing cell (pandas's
+# default would make each of its rows a group of its own, and grouped CV would train on its members).
+TEXT_COLUMNS = ("id", "group", "source")
+# What pandas reads as missing by default, for every other column.
+NA_CELLS = ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>",
+            "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"]
 
 
 @dataclass(frozen=True)
@@ -102,6 +108,7 @@ class ProfileTable:
         frame = frame.copy()
         known, gathered = _feature_names(op, meta, frame.columns)
         variants = _suffixes(frame.columns, TIME)
+        _check_names(frame.columns)
         if len(variants) < 2:
             raise ProfileTableError(f"need at least two '{TIME}<variant>' columns, found {[TIME + v for v in variants]}")
         if GATHER in variants:
@@ -120,6 +127,8 @@ class ProfileTable:
             frame[column] = _numeric(frame, column)
         for column in [*known, *gathered, *_present(frame, GATHER_MS)]:
             _check_finite(frame, column)
+        for column in [*known, *gathered]:
+            _check_float32_range(frame, column)
         frame = _drop_failed_rows(frame, [TIME + v for v in variants])
         for column in _prefixed(frame, PREPARE):  # after the drop: a failed variant has no preparation either
             _check_finite(frame, column)
@@ -194,8 +203,9 @@ def read_table(path: str | Path, op: str | None = None) -> ProfileTable:
     elif meta.get("op", op) != op:
         raise ProfileTableError(f"{path} was profiled for op {meta['op']!r}, not {op!r}")
     try:
-        _check_header(path)
-        frame = read_frame(path, dtype={"id": str, "group": str, "source": str})
+        header = _check_header(path)
+        frame = read_frame(path, dtype=dict.fromkeys(TEXT_COLUMNS, str), keep_default_na=False,
+                           na_values={c: [""] if c in TEXT_COLUMNS else NA_CELLS for c in header})
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, csv.Error) as error:
         raise ProfileTableError(f"{path} is not a readable CSV: {error}") from None
     try:
@@ -225,6 +235,10 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
     if any(out.resolve() == p.resolve() for p in paths):
         raise ProfileTableError(f"{out} is one of the campaigns: write the merged table to a new file")
     tables = [read_table(p) for p in paths]
+    for path, table in zip(paths, tables):
+        if CAMPAIGNS in table.frame.columns:
+            raise ProfileTableError(f"{path} is already a merged table (it has a {CAMPAIGNS!r} column): merge the "
+                                    "campaign tables it was made of, listed in its metadata, with the new one")
     _check_same_op_and_device(tables)
     digests = [table_sha256(p) for p in paths]  # read once: checked here, recorded in the metadata
     _check_distinct_campaigns(paths, digests)
@@ -328,7 +342,7 @@ def _check_same_op_and_device(tables: Sequence[ProfileTable]) -> None:
     for table in tables[1:]:
         if table.op != tables[0].op:
             raise ProfileTableError(f"{table.path} profiles op {table.op!r}, {tables[0].path} op {tables[0].op!r}")
-        names = [(t.meta.get("device") or {}).get("name") for t in (tables[0], table)]
+        names = [device_of(t.meta)["name"] for t in (tables[0], table)]
         if names[0] != names[1]:
             raise ProfileTableError(f"{tables[0].path} was measured on {names[0]!r}, {table.path} on {names[1]!r}: "
                                     "only campaigns on one GPU can be averaged")
@@ -365,11 +379,43 @@ def _read_meta(path: Path) -> dict:
         return {}
     try:
         meta = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ProfileTableError(f"{path} is not JSON: {error}") from None
     if not isinstance(meta, dict):
         raise ProfileTableError(f"{path} must hold a JSON object")
+    try:
+        _check_meta_fields(meta)
+    except ProfileTableError as error:
+        raise ProfileTableError(f"{path}: {error}") from None
     return meta
+
+
+def _check_meta_fields(meta: Mapping) -> None:
+    """The fields seer reads must have the types the format gives them: a wrong one would pass
+    here and fail far away (training, merging, a model dispatch cannot match to a GPU)."""
+    if "op" in meta and not (isinstance(meta["op"], str) and meta["op"]):
+        raise ProfileTableError(f"\"op\" must be an op's name, got {meta['op']!r}")
+    if not isinstance(meta.get("versions", {}), Mapping):
+        raise ProfileTableError(f"\"versions\" must be an object such as {{\"torch\": \"2.11.0\"}}, got {meta['versions']!r}")
+    device_of(meta)
+
+
+def device_of(meta: Mapping) -> dict:
+    """``{"name", "capability"}`` of the metadata's ``device``: an object, or the GPU's name alone;
+    both None where the metadata names no device. ProfileTableError for any other shape."""
+    device = meta.get("device")
+    if device is None or isinstance(device, str):
+        device = {"name": device}
+    if not isinstance(device, Mapping):
+        raise ProfileTableError(f"\"device\" must be an object {{\"name\": ..., \"capability\": [major, minor]}}, "
+                                f"got {device!r}")
+    name, capability = device.get("name"), device.get("capability")
+    if name is not None and not isinstance(name, str):
+        raise ProfileTableError(f"the device's \"name\" must be a string, got {name!r}")
+    if capability is not None and not (isinstance(capability, (list, tuple)) and len(capability) == 2
+                                       and all(isinstance(v, int) and not isinstance(v, bool) for v in capability)):
+        raise ProfileTableError(f"the device's \"capability\" must be [major, minor], got {capability!r}")
+    return {"name": name, "capability": None if capability is None else list(capability)}
 
 
 def _feature_names(op: str, meta: Mapping, columns: pd.Index) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -388,6 +434,13 @@ def _feature_names(op: str, meta: Mapping, columns: pd.Index) -> tuple[tuple[str
         )
     if not known:
         raise ProfileTableError(f"op {op!r} has no known features")
+    names = [*known, *gathered]
+    if not all(isinstance(name, str) and name for name in names):
+        raise ProfileTableError(f"feature names must be non-empty strings, got {names}")
+    repeated = sorted(name for name, count in Counter(names).items() if count > 1)
+    if repeated:
+        raise ProfileTableError(f"feature(s) {repeated} are listed more than once among the known and gathered "
+                                "features: list each once, as known or as gathered")
     missing = [name for name in known if name not in columns]
     if missing:
         raise ProfileTableError(f"missing required feature column(s) {missing} (known features of {op!r})")
@@ -429,15 +482,16 @@ def _numeric(frame: pd.DataFrame, column: str) -> pd.Series:
     return values
 
 
-def _check_header(path: Path) -> None:
-    """Every column named once, read before pandas renames a repeated name (``time_ms:a`` twice
-    reads as variants ``a`` and ``a.1``)."""
+def _check_header(path: Path) -> list[str]:
+    """The header, every column named once: read before pandas renames a repeated name
+    (``time_ms:a`` twice reads as variants ``a`` and ``a.1``)."""
     with path.open(newline="", encoding="utf-8") as file:
         header = next(csv.reader(file), [])
     repeated = sorted(name for name, count in Counter(header).items() if count > 1)
     if repeated:
         raise ProfileTableError(f"{path}: column(s) {repeated} appear more than once in the header; name each column "
                                 "once (merge repeated measurements with `seer merge`)")
+    return header
 
 
 def _are_times(values: np.ndarray) -> np.ndarray:
@@ -453,6 +507,24 @@ def _check_baseline(frame: pd.DataFrame, column: str) -> None:
     if bad.any():
         raise ProfileTableError(f"column {column!r} must hold times of at least {MIN_TIME_MS} ms (or be empty); "
                                 f"infinite, zero, negative or smaller in row(s) {_rows(bad)}")
+
+
+def _check_names(columns: pd.Index) -> None:
+    """Every ``<prefix>:<name>`` column names something: an empty name would train a model with a
+    nameless variant, refused only after the whole cross-validation."""
+    empty = [str(c) for c in columns if str(c) in (TIME, BASELINE, CALL, PREPARE)]
+    if empty:
+        raise ProfileTableError(f"column(s) {empty} name no variant: write the variant after the colon")
+
+
+def _check_float32_range(frame: pd.DataFrame, column: str) -> None:
+    """scikit-learn's trees hold features as float32: a finite value beyond its range would reach
+    training as an infinity and fail there, far from the table."""
+    limit = float(np.finfo(np.float32).max)
+    bad = np.abs(frame[column].to_numpy(dtype=float)) > limit
+    if bad.any():
+        raise ProfileTableError(f"column {column!r} has values beyond float32's range (|x| > {limit:.3g}), which "
+                                f"the trees cannot hold, in row(s) {_rows(bad)}")
 
 
 def _check_finite(frame: pd.DataFrame, column: str) -> None:

@@ -56,7 +56,7 @@ from sklearn.tree import DecisionTreeRegressor
 
 from seer.errors import ModelError, ProfileTableError, warn
 from seer.model import GATHER, SelectorModel, nearest_calls, op_feature_module
-from seer.table import ProfileTable, meta_path, read_table, table_sha256
+from seer.table import ProfileTable, device_of, meta_path, read_table, table_sha256
 from seer.tree import Tree, log_regret, node_choices
 
 DEFAULT_DEPTHS = (1, 2, 3, 4, 5, 6, 8, None)
@@ -302,7 +302,7 @@ class TwoStageSelector:
             "hyperparameters": self.hyperparameters_,
             "scores": scores,
         }
-        if "world_size" in table.frame:  # multi-GPU ops: the world sizes the trees have seen
+        if "world_size" in self.known_:  # multi-GPU ops: the world sizes the trees have seen
             training["world_sizes"] = sorted(int(w) for w in table.frame["world_size"].dropna().unique())
         return SelectorModel(
             op=table.op,
@@ -311,7 +311,7 @@ class TwoStageSelector:
             gathered_features=self.gathered_ if self.stage2_ is not None else (),
             stage1=dict(self.stage1_),
             stage2=None if self.stage2_ is None else dict(self.stage2_),
-            device=_device(table.meta),
+            device=_device(table),
             versions=_versions(table.meta),
             training=training,
         )
@@ -475,10 +475,14 @@ def _fold_count(groups: np.ndarray, wanted: int, minimum: int, warns: bool, wher
 # ---------------------------------------------------------------------- provenance
 
 
-def _device(meta: dict) -> dict:
-    device = meta.get("device")
-    device = dict(device) if isinstance(device, dict) else {"name": device}
-    return {"name": device.get("name"), "capability": device.get("capability")}
+def _device(table: ProfileTable) -> dict:
+    device = device_of(table.meta)
+    if device["name"] is None:
+        where = "its metadata" if table.path is None else meta_path(table.path)
+        warn(f"the table names no GPU ({where} has no \"device\"): dispatch picks a model by the GPU it was measured "
+             "on, so this one will serve only when passed as model=...; add \"device\": {\"name\": ..., "
+             "\"capability\": [major, minor]} to the metadata and train again")
+    return device
 
 
 def _versions(meta: dict) -> dict:

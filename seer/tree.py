@@ -139,6 +139,7 @@ class Tree:
         raw = estimator.tree_
         best, n_samples, mean_regret = node_choices(estimator, X, costs)
         uniform = _uniform_labels(raw.children_left, raw.children_right, best)
+        reached = estimator.decision_path(X).tocsc()
         nodes: list[tuple] = []
 
         def add(node: int) -> int:
@@ -149,8 +150,9 @@ class Tree:
                 return index
             left = add(int(raw.children_left[node]))
             right = add(int(raw.children_right[node]))
+            values = X[reached[:, node].nonzero()[0], raw.feature[node]]
             nodes[index] = (
-                int(raw.feature[node]), float(raw.threshold[node]), left, right, -1,
+                int(raw.feature[node]), _exact_threshold(float(raw.threshold[node]), values), left, right, -1,
                 int(n_samples[node]), float(mean_regret[node]),
             )
             return index
@@ -263,6 +265,21 @@ class Tree:
 
     def __repr__(self) -> str:
         return f"Tree({len(self.left)} nodes, depth {self.depth}, labels {list(self.labels)})"
+
+
+def _exact_threshold(threshold: float, values: np.ndarray) -> float:
+    """``threshold`` moved, where needed, to split ``values`` (a node's training values, float64)
+    in float64 as scikit-learn split them in float32 (it casts features to float32): above 2**24
+    float32 merges neighbouring whole numbers, so its threshold can equal a value it sent right,
+    which ``predict`` (float64, ``value <= threshold``) would send left. Float32 rounding keeps
+    order, so its left values all lie below its right ones and a float64 threshold between them
+    exists."""
+    went_left = values.astype(np.float32).astype(np.float64) <= threshold
+    left, right = values[went_left], values[~went_left]
+    if not len(left) or not len(right) or (left.max() <= threshold < right.min()):
+        return threshold
+    middle = (left.max() + right.min()) / 2
+    return float(middle if left.max() <= middle < right.min() else left.max())
 
 
 def _uniform_labels(left: np.ndarray, right: np.ndarray, best: np.ndarray) -> np.ndarray:

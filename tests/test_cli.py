@@ -83,3 +83,39 @@ def test_report_refuses_a_model_of_another_op(tmp_path, capsys):
     assert main(["report", str(table), "--model", str(SHIPPED_MODELS / "spmv-h100.json"), "--out", str(tmp_path / "r")]) == 2
     assert "model is for op 'spmv', expected 'toy'" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.usefixtures("toy_op")
+def test_report_warns_of_a_model_trained_on_another_table(tmp_path, capsys):
+    """The report puts the table's held-out scores beside the model's rules: said when they differ."""
+    table = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    other = write_planted(tmp_path / "other.csv", groups=4, per_group=2, seed=1)
+    assert main(["train", str(other), "--out", str(tmp_path / "m.json")]) == 0
+    capsys.readouterr()
+    assert main(["report", str(table), "--model", str(tmp_path / "m.json"), "--out", str(tmp_path / "r")]) == 0
+    error = capsys.readouterr().err
+    assert "warning: model" in error and "was trained on" in error and f"not on {table}" in error
+    assert main(["report", str(other), "--model", str(tmp_path / "m.json"), "--out", str(tmp_path / "r2")]) == 0
+    assert "was trained on" not in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("toy_op")
+def test_report_refuses_an_out_path_that_is_a_file_before_scoring(tmp_path, capsys):
+    table = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    (tmp_path / "r").write_text("not a folder")
+    assert main(["report", str(table), "--out", str(tmp_path / "r")]) == 2
+    assert "--out" in capsys.readouterr().err and (tmp_path / "r").read_text() == "not a folder"
+
+
+def test_explain_with_a_model_file_that_is_not_there_is_an_error(suitesparse_dir, tmp_path, capsys):
+    """The library falls back to its hand rule with a warning; a model named on the command line is refused."""
+    matrix = next(suitesparse_dir.glob("HB__bcsstk*.mtx.gz"))
+    assert main(["explain", str(matrix), "--model", str(tmp_path / "none.json")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("limit", ["0", "-1"])
+def test_profile_limit_must_be_positive(limit, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["profile", "spmv", "--synthetic", "small", "--out", "x.csv", "--limit", limit])
+    assert exit_.value.code == 2 and "--limit: must be a whole number of 1 or more" in capsys.readouterr().err

@@ -8,6 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
+import seer
 from seer.errors import InputError, SeerWarning
 from seer.features import gemm as features
 from seer.kernels import gemm
@@ -177,6 +178,32 @@ def test_tma_runs_on_aligned_operands_and_falls_back_otherwise(monkeypatch):
         assert relative_error(run_poisoned(variant, a, b), a, b) < 1e-2
 
 
+@pytest.mark.parametrize("misalign", ["base", "row"])
+def test_tma_falls_back_for_an_out_its_descriptor_cannot_store_to(monkeypatch, misalign):
+    """C's descriptor stores at out's base with out's row stride: a base off 16 bytes (an H200 raised a
+    sticky misaligned-address error) or a one-row out whose stride is not a multiple of 16 bytes runs
+    with pointer loads instead."""
+    variant = gemm.CANDIDATES["tma_64x128x64_w4s4g8"]
+    m = 33 if misalign == "base" else 1
+    a, b = operands(m, 72, 40, torch.bfloat16)
+    if misalign == "base":
+        out = torch.full((m * 72 + 8,), float("nan"), dtype=torch.bfloat16)[1:1 + m * 72].view(m, 72)
+    else:
+        out = torch.full((1, 81), float("nan"), dtype=torch.bfloat16)[:, :72]  # row stride 162 bytes
+    assert out.is_contiguous()
+    launched, pointer_loads = [], gemm._run_tiles
+
+    def spied(*args, **kwargs):
+        launched.append(True)
+        return pointer_loads(*args, **kwargs)
+
+    monkeypatch.setattr(gemm, "_run_tiles", spied)
+    monkeypatch.setattr(gemm, "_tma_fallbacks_told", set())
+    with pytest.warns(SeerWarning, match="pointer loads"):
+        result = variant.run(gemm.problem((a, b)), a, b, out=out)
+    assert launched and result is out and relative_error(out, a, b) < 1e-2
+
+
 @pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
 @pytest.mark.parametrize("m,n,k", [(3, 5, 0), (0, 5, 700), (3, 0, 700), (0, 0, 0)], ids=str)
 @pytest.mark.parametrize("name", sorted(gemm.VARIANTS))
@@ -257,10 +284,16 @@ def test_split_cache_key_problem_and_reference():
     (lambda: (torch.ones(2, 3, dtype=torch.float16), torch.ones(3, 5, dtype=torch.bfloat16)), "convert"),
     (lambda: (torch.ones(2, 3, dtype=torch.float16), torch.ones(3, 5, dtype=torch.float16, device="meta")), "meta"),
     (lambda: (np.ones((2, 3)), torch.ones(3, 5, dtype=torch.float16)), "torch.Tensor"),
-], ids=["3-D", "inner", "fp32", "mixed", "devices", "numpy"])
+    (lambda: (torch.ones(2, 3, dtype=torch.float16).to_sparse_csr(), torch.ones(3, 5, dtype=torch.float16)),
+     "a is a torch.sparse_csr tensor; seer's GEMM takes dense tensors"),
+    (lambda: (torch.ones(2, 3, dtype=torch.float16), torch.ones(3, 5, dtype=torch.float16).to_sparse()),
+     "b is a torch.sparse_coo tensor"),
+], ids=["3-D", "inner", "fp32", "mixed", "devices", "numpy", "sparse-csr", "sparse-coo"])
 def test_bad_inputs_raise(inputs, message):
     with pytest.raises(InputError, match=message):
         gemm.problem(gemm.split(inputs())[0])
+    with pytest.raises(InputError, match=message):  # through dispatch: no strides to key the cache on
+        seer.dispatch("gemm", inputs())
 
 
 def test_split_needs_two_inputs():

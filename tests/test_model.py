@@ -213,11 +213,19 @@ def rewrite(path, change, fix_checksum=True):
         (lambda d: d["stage2"]["1"]["left"].__setitem__(0, 7), True, r"stage2\[1\]: node 0: children \(7, 2\) out of range"),
         (lambda d: d.update(variants=["a", "b"]), True, r"stage2\[1\] chooses \['c'\], which are not among \['a', 'b'\]"),
         (lambda d: d.update(stage2={}), True, "stage2 must be a non-empty object mapping call counts to trees"),
-        (lambda d: d["stage2"].update({"x": d["stage2"]["1"]}), True, "stage2 keys are call counts >= 1, got 'x'"),
-        (lambda d: d.update(stage2=d["stage2"]["1"]), True, "stage2 keys are call counts >= 1, got 'features'"),
+        (lambda d: d["stage2"].update({"x": d["stage2"]["1"]}), True, "stage2 keys are call counts >= 1 written in decimal digits, got 'x'"),
+        (lambda d: d.update(stage2=d["stage2"]["1"]), True, "stage2 keys are call counts >= 1 written in decimal digits, got 'features'"),
         (lambda d: d.update(known_features=["rows", "nnz"]), True, r"stage1\[1\] uses features \['cols', 'mean_row'\]"),
         (lambda d: d.update(stage2=None), True, r"stage1\[1\] chooses \['gather'\]"),
         (lambda d: d.update(variants=["a", "b", "c", "gather"]), True, "'gather' is reserved"),
+        (lambda d: d["stage1"].update({"²": d["stage1"]["1"]}), True, "stage1 keys are call counts >= 1 written in decimal digits, got '²'"),
+        (lambda d: d["stage1"].update({"01": d["stage1"]["1"]}), True, "got '01'"),
+        # what dispatch compares to the GPU and the world size: a wrong type would fail every call
+        (lambda d: d["device"].update(name=7), True, "device name must be a string or null, got 7"),
+        (lambda d: d["device"].update(capability=9), True, r"device capability must be \[major, minor\] or null, got 9"),
+        (lambda d: d["device"].update(capability=[9, "0"]), True, r"device capability .* got \[9, '0'\]"),
+        (lambda d: d["training"].update(world_sizes=4), True, "training world_sizes must be a list of world sizes .* got 4"),
+        (lambda d: d["training"].update(world_sizes=[0]), True, r"training world_sizes .* got \[0\]"),
     ],
 )
 def test_damaged_or_inconsistent_files_are_refused(tmp_path, change, fix_checksum, message):
@@ -237,6 +245,9 @@ def test_missing_non_json_and_foreign_files(tmp_path):
         SelectorModel.load(garbage)
     garbage.write_text("[1, 2]")
     with pytest.raises(ModelError, match="holds a JSON list, not an object"):
+        SelectorModel.load(garbage)
+    garbage.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ModelError, match="nests deeper than any model does"):
         SelectorModel.load(garbage)
     path = make_model().save(tmp_path / "m.json")
     with pytest.raises(ModelError, match="model is for op 'toy', expected 'spmv'"):

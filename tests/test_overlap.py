@@ -210,7 +210,7 @@ def _torch_pattern_with_silent_peer(heap, op, pattern):
 def _as_if_agreed(problem) -> None:
     """The silent-peer scenarios are a later call of a shape the ranks agreed on: a peer silent on
     the first call would leave the agreement's all-gather waiting (the collective's own timeout)."""
-    overlap._agreed.add((id(problem.heap), problem.a_shape, problem.b_shape, problem.dtype))
+    overlap._agreed.setdefault(problem.heap, set()).add((problem.op, problem.a_shape, problem.b_shape, problem.dtype))
 
 
 def _reduce_scatter_with_silent_peer(heap):
@@ -383,6 +383,27 @@ def test_ranks_that_call_with_different_shapes_are_refused(op):
         for pattern, message in messages.items():
             assert message is not None and "the ranks called with different shapes" in message, (rank, pattern)
             assert "rank 0: " in message and "rank 1: " in message
+
+
+def _mismatch_after_shapes_agreed_under_another_op(heap):
+    """Both ranks run all_gather_gemm at a_shard [4, 8] then [6, 8] (each shape agreed); then rank 0
+    passes gemm_reduce_scatter a_part [4, 8] and rank 1 [6, 8]: the message its call raised, or None."""
+    b = torch.ones(8, 6, device=heap.device)
+    for m in (4, 6):
+        problem, operands = _problem(heap, "all_gather_gemm", torch.ones(m, 8, device=heap.device), b)
+        get_op("all_gather_gemm").variants["bulk_triton"].run(problem, *operands)
+    problem, operands = _problem(heap, "gemm_reduce_scatter", torch.ones(4 + 2 * heap.rank, 8, device=heap.device), b)
+    try:
+        get_op("gemm_reduce_scatter").variants["bulk_triton"].run(problem, *operands)
+    except InputError as error:
+        return str(error)
+    return None
+
+
+def test_shapes_agreed_under_one_op_are_checked_again_under_another():
+    """The agreement is per op: the other ops address their peers' memory from other offsets."""
+    for message in shared_world(2).run(_mismatch_after_shapes_agreed_under_another_op):
+        assert message is not None and "gemm_reduce_scatter: the ranks called with different shapes" in message
 
 
 def test_a_group_must_be_a_process_group_and_not_given_with_a_heap():

@@ -1,7 +1,7 @@
 """Rules export: readable thresholds, provenance header, and a generated module that agrees with the trees."""
 import numpy as np
 import pytest
-from synthetic_profiles import planted_frame, toy_op, write_planted  # noqa: F401 (toy_op is a fixture)
+from synthetic_profiles import planted_frame, planted_meta, toy_op, write_planted  # noqa: F401 (toy_op is a fixture)
 
 from seer import rules
 from seer.model import GATHER, SelectorModel
@@ -156,7 +156,7 @@ def test_generated_module_is_plain_python(trained):
 
 def test_rules_of_a_model_without_stage2():
     frame = planted_frame(groups=10, per_group=3).drop(columns=["row_cv", "row_max", "gather_ms"])
-    table = ProfileTable.from_frame(frame, "toy")
+    table = ProfileTable.from_frame(frame, "toy", planted_meta())
     model = TwoStageSelector(folds=3).fit(table).to_model(table)
     text = rules.to_text(model)
     assert "Stage 2" not in text and "gather" not in text.split("regenerate")[1]

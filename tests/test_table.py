@@ -120,6 +120,8 @@ def test_unregistered_op_may_list_its_features_in_meta(tmp_path):
         (lambda f: f.assign(**{"prepare_ms:c": [0.1, np.inf, 0.1, 0.1]}), r"column 'prepare_ms:c' must be finite.*row\(s\) \['2'\]"),
         (lambda f: f.assign(**{"prepare_ms:a": ["0.1", "slow", "0.1", "0.1"]}), r"non-numeric cell.*'prepare_ms:a'"),
         (lambda f: f.assign(**{"prepare_ms:x": 0.1}), r"'prepare_ms:' columns \['x'\] have no matching 'time_ms:' column"),
+        (lambda f: f.assign(**{"time_ms:": 1.0}), r"column\(s\) \['time_ms:'\] name no variant"),
+        (lambda f: f.assign(nnz=[1e39] + list(f["nnz"][1:])), r"column 'nnz' has values beyond float32's range .* row\(s\) \['1'\]"),
     ],
 )
 def test_bad_tables_are_refused_with_the_reason(tmp_path, edit, message):
@@ -135,6 +137,53 @@ def test_missing_file_and_bad_meta(tmp_path):
     meta_path(path).write_text("{not json")
     with pytest.raises(ProfileTableError, match="t.meta.json is not JSON"):
         read_table(path)
+    meta_path(path).write_bytes(b"\xff\xfe{}")
+    with pytest.raises(ProfileTableError, match="t.meta.json is not JSON"):
+        read_table(path)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"op": ["toy"]}, r"\"op\" must be an op's name, got \['toy'\]"),
+        ({"versions": "1.0"}, r"\"versions\" must be an object"),
+        ({"device": ["H100"]}, r"\"device\" must be an object"),
+        ({"device": {"name": 7}}, r"the device's \"name\" must be a string, got 7"),
+        ({"device": {"name": "X", "capability": 9}}, r"the device's \"capability\" must be \[major, minor\], got 9"),
+        ({"features": {"known": ["rows", "rows"], "gathered": []}}, r"feature\(s\) \['rows'\] are listed more than once"),
+    ],
+)
+def test_metadata_fields_of_the_wrong_shape_are_refused_on_reading(tmp_path, change, message):
+    """A field seer reads later (training, merging, dispatch matching a model to a GPU) is checked
+    where the table is read, naming the metadata file."""
+    meta = {**planted_meta(), **change}
+    path = write(tmp_path, planted_frame(groups=2, per_group=2), {**meta, "op": meta["op"]})
+    if "features" in change:  # an op without a feature module lists its features
+        meta_path(path).write_text(json.dumps({**meta, "op": "unregistered"}))
+    with pytest.raises(ProfileTableError, match=message):
+        read_table(path)
+
+
+def test_a_device_named_by_a_string_is_its_name(tmp_path):
+    from seer.table import device_of
+
+    table = read_table(write(tmp_path, planted_frame(groups=2, per_group=2), {**planted_meta(), "device": "Some GPU"}))
+    assert device_of(table.meta) == {"name": "Some GPU", "capability": None}
+    assert device_of({}) == {"name": None, "capability": None}
+
+
+@pytest.mark.parametrize("name", ["NA", "None", "null", "nan", "N/A"])
+def test_groups_and_ids_spelled_like_missing_cells_are_names(tmp_path, name):
+    """pandas reads such cells as missing by default: a family named "NA" would become one group
+    per row, and grouped CV would train and test on it."""
+    frame = planted_frame(groups=3, per_group=2)
+    frame.loc[:1, "group"] = name
+    frame.loc[0, "id"] = name
+    frame["time_ms:a"] = frame["time_ms:a"].astype(object)
+    frame.loc[2, "time_ms:a"] = "NaN"  # a measured column keeps pandas's missing cells
+    with pytest.warns(SeerWarning, match="dropped 1 of 6 rows"):
+        table = read_table(write(tmp_path, frame))
+    assert list(table.groups[:2]) == [name, name] and table.ids[0] == name
 
 
 def test_rows_with_failed_times_are_dropped_with_one_counting_warning(tmp_path):
@@ -287,6 +336,17 @@ def test_merge_refuses_campaigns_of_other_inputs_or_gpus(tmp_path, change, messa
     with pytest.raises(ProfileTableError, match=message):
         merge_tables([a, b], tmp_path / "merged.csv")
     assert not (tmp_path / "merged.csv").exists()
+
+
+def test_merge_refuses_a_merged_table_as_a_campaign(tmp_path):
+    """Its rows are already means of several campaigns: averaged again as one, they would be weighted
+    wrong and its campaign count overwritten."""
+    frame = planted_frame(groups=4, per_group=2)
+    a, b, c = (write_table(frame.assign(**{"time_ms:a": frame["time_ms:a"] * (1 + k / 10)}), tmp_path / f"{name}.csv",
+                           planted_meta()) for k, name in enumerate("abc"))
+    ab = merge_tables([a, b], tmp_path / "ab.csv")
+    with pytest.raises(ProfileTableError, match=r"ab\.csv is already a merged table .* merge the campaign tables it was made of"):
+        merge_tables([ab, c], tmp_path / "abc.csv")
 
 
 def test_merge_never_overwrites_a_campaign_and_needs_two(tmp_path):

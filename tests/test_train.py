@@ -191,6 +191,19 @@ def test_without_gathered_features_there_is_no_stage2():
     assert selector.evaluate(table).scores["all"][1]["gather_rate"] == 0
 
 
+def test_a_table_naming_no_gpu_trains_with_a_warning_and_only_known_features_record_world_sizes():
+    """Dispatch picks a model by the GPU it was measured on: without one in the metadata the model is
+    usable only when passed by hand, which is said. A column world_size that is no feature of the op
+    is ignored, as other columns are, and records no world sizes."""
+    frame = planted_frame(groups=12, per_group=3).assign(world_size=4)
+    meta = {key: value for key, value in planted_meta().items() if key != "device"}
+    table = ProfileTable.from_frame(frame, "toy", meta)
+    selector = TwoStageSelector(folds=3).fit(table)
+    with pytest.warns(SeerWarning, match=r"the table names no GPU .* only when passed as model=\.\.\."):
+        model = selector.to_model(table)
+    assert model.device == {"name": None, "capability": None} and "world_sizes" not in model.training
+
+
 def test_small_tables_use_fewer_folds_or_refuse(tmp_path):
     table = ProfileTable.from_frame(planted_frame(groups=3, per_group=4), "toy", planted_meta())
     with pytest.warns(SeerWarning, match="only 3 groups: using 3-fold instead of 5-fold"):

@@ -5,7 +5,7 @@ import timeit
 
 import numpy as np
 import pytest
-from sklearn.tree import DecisionTreeClassifier
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from seer.errors import ModelError
 from seer.features_base import Feature
@@ -28,6 +28,27 @@ def random_tree(seed=0, n=400, labels=3, max_depth=None):
     estimator = DecisionTreeClassifier(max_depth=max_depth, random_state=0).fit(X, y)
     names = [f"v{i}" for i in range(labels)]
     return estimator, Tree.from_sklearn(estimator, FEATURES, names, X, one_hot_costs(y, labels)), names
+
+
+def test_training_rows_route_as_scikit_learn_routed_them_above_float32_precision():
+    """scikit-learn splits float32 copies of the features: above 2**24 float32 merges whole
+    numbers, so its threshold can equal a value it sent right. The exported tree splits the
+    training rows, in float64, as the fit did, on integers as large as the tables' nnz."""
+    rng = np.random.default_rng(0)
+    X = np.column_stack([16_777_216 + rng.integers(0, 64, 300), 45_000_000 + rng.integers(0, 64, 300),
+                         rng.normal(size=300)]).astype(np.float64)
+    y = (X[:, 0] % 2 == 1) ^ (X[:, 1] % 4 == 3)
+    estimator = DecisionTreeClassifier(random_state=0).fit(X, y)
+    tree = Tree.from_sklearn(estimator, FEATURES, ["even", "odd"], X, one_hot_costs(y.astype(int), 2))
+    leaf_of = estimator.apply(X)  # where scikit-learn's float32 routing put each row
+    for leaf in np.unique(leaf_of):
+        rows = X[leaf_of == leaf]
+        assert len({tree.predict(row) for row in rows.tolist()}) == 1
+    two = np.array([[16_777_218.0, 0, 0], [16_777_219.0, 0, 0]])
+    costs = np.array([[1.0, 2.0], [2.0, 1.0]])
+    fitted = DecisionTreeRegressor().fit(two, log_regret(costs))
+    assert fitted.tree_.threshold[0] == 16_777_219.0  # float32 reads both rows as 16,777,218 and 16,777,220
+    assert [Tree.from_sklearn(fitted, FEATURES, ["a", "b"], two, costs).predict(r) for r in two.tolist()] == ["a", "b"]
 
 
 def test_predictions_match_scikit_learn_on_new_points():
