@@ -29,7 +29,7 @@ import torch
 import triton
 import triton.language as tl
 
-from seer.errors import InputError, check_no_grad, check_out_apart, warn
+from seer.errors import InputError, check_no_grad, check_not_negated, check_out_apart, warn
 from seer.launch import INTERPRETER_SMS, sm_count  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
 from seer.registry import Variant
 
@@ -59,15 +59,17 @@ def matmul_tile(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_b
 
     ``k_end`` is clipped to K; rows past M and columns past N of the result are zero.
     """
-    # int64 row/column offsets: M*K, K*N or M*N may pass 2**31 elements (LM heads, long prompts).
+    # int64 offsets: M*K, K*N or M*N may pass 2**31 elements (LM heads, long prompts), and so may a
+    # split-K slice's first row of B times B's row stride (k_start * N).
     offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
     offs_k = tl.arange(0, BLOCK_K)
+    rows_k = (k_start + offs_k).to(tl.int64)
     in_m = offs_m < M
     in_n = offs_n < N
     k_end = tl.minimum(k_end, K)
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + (k_start + offs_k)[None, :] * stride_ak
-    b_ptrs = b_ptr + (k_start + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + rows_k[None, :] * stride_ak
+    b_ptrs = b_ptr + rows_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(k_start, k_end, BLOCK_K):
         in_k = (k + offs_k) < k_end
@@ -280,6 +282,7 @@ def _output(problem: GemmProblem, out: torch.Tensor | None, a: torch.Tensor, b: 
                          f"got {tuple(out.shape)} {out.dtype} on {out.device}")
     if not out.is_contiguous():
         raise InputError("out must be contiguous")
+    check_not_negated("gemm", out=out)
     if out.requires_grad:  # as for a and b: no variant (torch.matmul's out= neither) writes it for autograd
         check_no_grad("gemm", out=out)
     check_out_apart(out, a=a, b=b)
@@ -549,6 +552,8 @@ def check_operands(problem: GemmProblem, operands) -> None:
                          f"{problem.M}x{problem.K} @ {problem.K}x{problem.N}")
     if a.dtype != problem.dtype or b.dtype != problem.dtype or a.device != problem.device:
         raise InputError("gemm: operand dtype or device changed since the problem was examined")
+    if a.is_neg() or b.is_neg():
+        check_not_negated("gemm", a=a, b=b)
     if a.requires_grad or b.requires_grad:
         check_no_grad("gemm", a=a, b=b)
 

@@ -62,7 +62,7 @@ import triton
 import triton.language as tl
 
 from seer.copy_engine import copy_rows
-from seer.errors import InputError, check_no_grad, warn
+from seer.errors import InputError, check_no_grad, check_not_negated, warn
 from seer.kernels import remote
 from seer.kernels.gemm import matmul_tile, tile_coords
 from seer.launch import LaunchCache, specialisation
@@ -442,7 +442,9 @@ def check_operands(p: OverlapProblem, operands) -> None:
     for name, tensor, shape in zip(INPUTS[p.op], operands, (p.a_shape, p.b_shape)):
         if tuple(tensor.shape) != shape or tensor.dtype != p.dtype or tensor.device != p.device:
             raise InputError(f"{p.op}: {name} is {_describe(tensor)}, expected {list(shape)} {p.dtype} on {p.device}")
-    check_no_grad(p.op, **dict(zip(INPUTS[p.op], operands)))
+    named = dict(zip(INPUTS[p.op], operands))
+    check_not_negated(p.op, **named)
+    check_no_grad(p.op, **named)
 
 
 def reference(p: OverlapProblem, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -35,7 +35,7 @@ import triton
 import triton.language as tl
 
 from seer import cusparse, sparse
-from seer.errors import InputError, check_no_grad, overlap_error, warn
+from seer.errors import InputError, check_no_grad, check_not_negated, overlap_error, warn
 from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, current_stream, sm_count,
                          specialisation, vector_operands)
 from seer.registry import Variant
@@ -479,7 +479,7 @@ def _out_check(csr: CsrMatrix) -> Callable[[torch.Tensor, torch.Tensor], torch.T
 
     def check(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         if (isinstance(out, torch.Tensor) and out.shape == shape and out.dtype == dtype and out.device == device
-                and out.layout is STRIDED and not out.requires_grad):
+                and out.layout is STRIDED and not out.requires_grad and not out.is_neg()):
             _check_apart(out, x, rows, cols, size, arrays)
             return out
         if not isinstance(out, torch.Tensor):
@@ -492,6 +492,7 @@ def _out_check(csr: CsrMatrix) -> Callable[[torch.Tensor, torch.Tensor], torch.T
             raise InputError(f"out is on {out.device} but the matrix is on {device}")
         if out.layout is not STRIDED:
             raise InputError(f"out must be a dense tensor, got layout {out.layout}")
+        check_not_negated("spmv", out=out)
         check_no_grad("spmv", out=out)  # here out requires grad: served under torch.no_grad() only
         _check_apart(out, x, rows, cols, size, arrays)
         return out
@@ -1310,9 +1311,9 @@ def _key(matrix, tracked: bool):
     if isinstance(matrix, CsrMatrix):
         indptr, indices, values = matrix.indptr, matrix.indices, matrix.values
         return (id(matrix), indptr._version if tracked else None, indices._version if tracked else None,
-                values.requires_grad and torch.is_grad_enabled())
-    if isinstance(matrix, (tuple, list)) and len(matrix) == 4 and isinstance(matrix[0], torch.Tensor):
-        indptr, indices, values, _ = matrix
+                values.shape, values.requires_grad and torch.is_grad_enabled())
+    if isinstance(matrix, (tuple, list)) and len(matrix) == 4 and all(_dense_tensor(t) for t in matrix[:3]):
+        indptr, indices, values, shape = matrix
         if isinstance(values, torch.Tensor) and not values.is_contiguous():
             # The kernels read a contiguous copy, which values written in place (a cache hit for
             # separate arrays) would leave stale.
@@ -1321,8 +1322,12 @@ def _key(matrix, tracked: bool):
             return None
         # Values written in place are served at a hit; their length is keyed (``resize_``).
         return (id(indptr), indptr._version if tracked else None, id(indices), indices._version if tracked else None,
-                id(values), values.shape, tuple(matrix[3]), values.requires_grad and torch.is_grad_enabled())
-    return None  # uncacheable (scipy input): examined on every call
+                id(values), values.shape, sparse.csr_shape(shape), values.requires_grad and torch.is_grad_enabled())
+    return None  # uncacheable (scipy input, or members that are no dense tensors): examined on every call
+
+
+def _dense_tensor(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.layout is STRIDED
 
 
 _warned_inference: list = []
@@ -1337,7 +1342,20 @@ def _warn_of_inference_tensors() -> None:
 
 
 def problem(matrix) -> CsrMatrix:
-    return as_csr(matrix)
+    return _rechecked(matrix) if isinstance(matrix, CsrMatrix) else as_csr(matrix)
+
+
+def _rechecked(matrix: CsrMatrix) -> CsrMatrix:
+    """A ``CsrMatrix`` made earlier, checked again where it may have changed since: validated anew
+    if it was checked and its index arrays were written in place (one made unchecked stays so), and
+    its values' length and gradient checked as when it was made."""
+    if not sparse.still_valid(matrix):
+        sparse.check_structure(matrix)
+    if matrix.values.numel() != matrix.indices.numel():
+        raise InputError(f"CSR values ({matrix.values.numel()}) and indices ({matrix.indices.numel()}) differ in "
+                         "length: the values were resized since the matrix was made")
+    check_no_grad("spmv", values=matrix.values)
+    return matrix
 
 
 # A first call on a matrix of at most this many rows and nonzeros validates it and computes y in
@@ -1361,21 +1379,22 @@ def within_validating_bounds(rows: int, nnz: int) -> bool:
 def first_call(matrix, operands, out: torch.Tensor | None = None) -> tuple[CsrMatrix, torch.Tensor | None]:
     """The first call on ``matrix``: its validated :class:`CsrMatrix` and, for a small matrix,
     y = A x computed by the validating pass itself (else None: the chosen variant computes it).
-    A ``CsrMatrix`` is returned as it is, with None: validated again first if it was checked and
-    its index arrays have changed in place since (one made unchecked stays so)."""
+    A ``CsrMatrix`` is returned as it is, with None, once :func:`_rechecked`. A matrix the pass
+    refuses leaves ``out`` as it was: the small one's product goes to a new y, copied into ``out``
+    once the matrix is accepted."""
     if isinstance(matrix, CsrMatrix):
-        if not sparse.still_valid(matrix):  # checked once, then its index arrays were written in place
-            sparse.check_structure(matrix)
-        return matrix, None
+        return _rechecked(matrix), None
     csr = as_csr(matrix, check=False)
     if not (within_validating_bounds(csr.rows, csr.nnz) and _runs_here(csr.device)):
         sparse.check_structure(csr)
         return csr, None
     (x,) = operands
     check_dense_vector(csr, x)
-    y = _output(csr, x, out)
+    if out is not None:
+        _out_check(csr)(out, x)
+    y = x.new_empty(csr.rows)
     sparse.accept_structure(csr, sparse.read_totals(_launch_validating_product(csr, x, y), csr.device))
-    return csr, y
+    return csr, y if out is None else out.copy_(y)
 
 
 def _runs_here(device: torch.device) -> bool:

@@ -67,6 +67,15 @@ def overlap_error(name: str) -> InputError:
                       f"read to compute it; pass an out that shares no memory with {name}")
 
 
+def check_not_negated(op: str, **operands) -> None:
+    """Raise an :class:`InputError` for an operand whose negation torch keeps as a flag (``is_neg()``:
+    e.g. ``z.conj().imag``): seer's kernels read and write the memory itself, which holds the other sign."""
+    for name, operand in operands.items():
+        if operand.is_neg():
+            raise InputError(f"{op}: {name} is a negated view (its sign is kept as a flag, {name}.is_neg()); "
+                             f"seer's kernels read memory directly: pass {name}.resolve_neg()")
+
+
 def check_no_grad(op: str, **operands) -> None:
     """Raise an :class:`InputError` if autograd is on and an operand requires grad: seer's kernels
     have no backward, so the result would come back cut off from the graph, its gradients silently

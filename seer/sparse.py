@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from seer.errors import InputError, check_no_grad
+from seer.errors import InputError, check_no_grad, check_not_negated
 from seer.launch import LaunchCache, cdiv, on_device, sm_count, specialisation
 
 VALUE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -186,17 +186,19 @@ def _unpack(matrix):
         for name, t in (("indptr", indptr), ("indices", indices), ("values", values)):
             if not isinstance(t, torch.Tensor):
                 raise InputError(f"CSR {name} must be a torch.Tensor, got {type(t).__name__}")
-        return indptr, indices, values, _shape(shape)
+            if t.layout != torch.strided:
+                raise InputError(f"CSR {name} must be a dense tensor, got layout {t.layout}")
+        return indptr, indices, values, csr_shape(shape)
     raise InputError(
         "a sparse matrix must be a torch sparse CSR tensor, a scipy CSR matrix or an "
         f"(indptr, indices, values, shape) tuple; got {type(matrix).__name__}"
     )
 
 
-def _shape(shape) -> tuple[int, int]:
+def csr_shape(shape) -> tuple[int, int]:
     """``shape`` as ``(rows, cols)``: two whole numbers (``operator.index``: no float is truncated)."""
     try:
-        if len(shape) == 2:
+        if len(shape) == 2 and not any(isinstance(n, bool) for n in shape):
             return operator.index(shape[0]), operator.index(shape[1])
     except TypeError:
         pass
@@ -667,7 +669,7 @@ def _check_vector(shape: tuple, dtype: torch.dtype, device: torch.device, name: 
     """Raise the error that says what is wrong with ``x`` as a vector of ``shape``, if anything."""
     # Every call of a cached decision passes here: the common case is decided in one expression.
     if (isinstance(x, torch.Tensor) and x.shape == shape and x.dtype == dtype and x.device == device
-            and x.layout is STRIDED and not x.requires_grad):
+            and x.layout is STRIDED and not x.requires_grad and not x.is_neg()):
         return
     if not isinstance(x, torch.Tensor):
         raise InputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
@@ -681,4 +683,5 @@ def _check_vector(shape: tuple, dtype: torch.dtype, device: torch.device, name: 
         raise InputError(f"{name} is on {x.device} but the matrix is on {device}")
     if x.dtype != dtype:
         raise InputError(f"{name} has dtype {x.dtype} but the matrix values have {dtype}; cast one to match")
+    check_not_negated("spmv", **{name: x})
     check_no_grad("spmv", **{name: x})

@@ -296,6 +296,19 @@ def test_bad_inputs_raise(inputs, message):
         seer.dispatch("gemm", inputs())
 
 
+def test_negated_views_are_refused_as_operands_and_as_out():
+    """The kernels read and write memory, which holds the other sign of such a view (``z.conj().imag``;
+    torch._neg_view makes one of any dtype)."""
+    a, b = operands(8, 16, 32, torch.float16)
+    seer.dispatch("gemm", (a, b))  # cached: the per-call check refuses too
+    with pytest.raises(InputError, match=r"gemm: a is a negated view .* a.resolve_neg\(\)"):
+        seer.dispatch("gemm", (torch._neg_view(a), b))
+    with pytest.raises(InputError, match=r"gemm: b is a negated view"):
+        seer.dispatch("gemm", (a, torch._neg_view(b)))
+    with pytest.raises(InputError, match=r"gemm: out is a negated view"):
+        seer.dispatch("gemm", (a, b), out=torch._neg_view(torch.zeros(8, 16, dtype=torch.float16)))
+
+
 def test_split_needs_two_inputs():
     with pytest.raises(InputError, match=r"\(a, b\)"):
         gemm.split((torch.ones(2, 2),))

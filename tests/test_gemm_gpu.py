@@ -91,3 +91,17 @@ def test_splitk_is_deterministic(name):
     first = variant.run(p, a, b)
     assert all(torch.equal(first, variant.run(p, a, b)) for _ in range(20))
     check_variant(variant, a, b)
+
+
+@pytest.mark.parametrize("name", ["splitk16_16x64x128_w4s4g1", "splitk16fix_16x64x128_w4s4g1"])
+def test_splitk_slices_past_2_to_the_31_elements_of_b(name):
+    """The last slices start at rows of B whose offset, k_start * N, passes 2**31 elements (an LM
+    head's vocabulary with a long K): computed in 32 bits, it wrapped."""
+    m, n, k = 4, 147_456, 16_384  # B is 4.8 GB of bf16
+    a, b = operands(m, n, k, torch.bfloat16)
+    p = gemm.problem((a, b))
+    slices, per_slice = gemm.CANDIDATES[name].run.args[0].splits(p)
+    assert (k - per_slice) * n > 2**31
+    check_variant(gemm.CANDIDATES[name], a, b)
+    del a, b
+    torch.cuda.empty_cache()

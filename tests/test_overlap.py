@@ -431,6 +431,10 @@ def test_bad_inputs_are_named():
     with pytest.raises(InputError, match=r"b is \[16, 12\] torch.float16"):
         kernels.check_operands(problem, (torch.ones(8, 16, dtype=torch.float16),
                                          torch.ones(16, 12, dtype=torch.float16)))
+    a, b = torch.ones(8, 16, dtype=torch.float16), torch.ones(16, 12, dtype=torch.float16)
+    problem = _local_problem(heap, "all_gather_gemm", (8, 16), (16, 12))
+    with pytest.raises(InputError, match=r"all_gather_gemm: b is a negated view"):  # the kernels read its memory
+        kernels.check_operands(problem, (a, torch._neg_view(b)))
 
 
 # ---------------------------------------------------------------- helpers without a world

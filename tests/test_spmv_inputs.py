@@ -141,3 +141,88 @@ def test_a_bad_shape_of_inference_tensors_is_named_too():
         indptr, indices, values, _ = _parts(_matrix())
         with pytest.raises(InputError, match="shape must be a pair of integers"):
             seer.dispatch("spmv", ((indptr, indices, values, 40), torch.randn(30)))
+
+
+def test_a_checked_matrix_written_in_place_is_validated_again_under_a_forced_variant():
+    """variant= skips the first call's pass, not the check of a matrix whose index arrays changed."""
+    m = _matrix()
+    checked, x = as_csr(_parts(m)), torch.randn(m.shape[1])
+    checked.indices[1] = 1_000_000
+    for variant in ("scalar_r128", "merge_c512_hot64k"):
+        with pytest.raises(InputError, match=r"column indices must lie in \[0, 30\)"):
+            seer.dispatch("spmv", (checked, x), variant=variant)
+
+
+def test_a_made_matrix_whose_values_require_grad_or_were_resized_is_refused():
+    """As a tuple or torch CSR input is: its values are checked on every call that examines it."""
+    m = _matrix()
+    x = torch.randn(m.shape[1])
+    with torch.no_grad():
+        made = as_csr(_parts(m))
+    made.values.requires_grad_()
+    with pytest.raises(InputError, match="values requires grad"):
+        seer.dispatch("spmv", (made, x))
+    with torch.no_grad():
+        _check(seer.dispatch("spmv", (made, x)), m, x)
+    made.values.requires_grad_(False)
+    with torch.no_grad():
+        made.values.resize_(3)
+    for variant in (None, "merge_c512"):  # fresh, forced, and (the first) after a cached call
+        with pytest.raises(InputError, match=r"values \(3\) and indices \(\d+\) differ in length"):
+            seer.dispatch("spmv", (made, x), variant=variant)
+
+
+def _negated(values: torch.Tensor) -> torch.Tensor:
+    """A float view of ``values`` whose sign torch keeps as a flag: its memory holds -values."""
+    view = torch.complex(torch.zeros_like(values), -values).conj().imag
+    assert view.is_neg() and torch.equal(view, values)
+    return view
+
+
+def test_negated_views_are_refused_as_x_and_as_out():
+    """The kernels read and write memory, which holds the other sign: served, y came back negated."""
+    m = _matrix()
+    parts, x = _parts(m), torch.randn(m.shape[1])
+    with pytest.raises(InputError, match=r"x is a negated view .* x.resolve_neg\(\)"):
+        seer.dispatch("spmv", (parts, _negated(x)))
+    _check(seer.dispatch("spmv", (parts, x)), m, x)  # cached now: the per-call check refuses too
+    with pytest.raises(InputError, match="x is a negated view"):
+        seer.dispatch("spmv", (parts, _negated(x)))
+    with pytest.raises(InputError, match="out is a negated view"):
+        seer.dispatch("spmv", (parts, x), out=_negated(torch.zeros(m.shape[0])))
+    _check(seer.dispatch("spmv", (parts, _negated(x).resolve_neg())), m, x)
+
+
+def test_a_refused_first_call_leaves_out_as_it_was():
+    """A small matrix is validated by the launch that multiplies it: its product must not reach out
+    before the matrix is accepted."""
+    indptr, indices, values, shape = _parts(_matrix())
+    indices[-1] = 1000
+    out = torch.full((shape[0],), -7.0)
+    with pytest.raises(InputError, match=r"column indices must lie in \[0, 30\)"):
+        seer.dispatch("spmv", ((indptr, indices, values, shape), torch.randn(shape[1])), out=out)
+    assert torch.equal(out, torch.full((shape[0],), -7.0))
+
+
+@pytest.mark.parametrize("member, bad, message", [
+    (2, [1.0] * 5, "CSR values must be a torch.Tensor, got list"),
+    (1, np.zeros(5, dtype=np.int32), "CSR indices must be a torch.Tensor, got ndarray"),
+    (2, torch.ones(5).to_sparse(), "CSR values must be a dense tensor, got layout torch.sparse_coo"),
+])
+def test_tuple_members_that_are_no_dense_tensors_are_named(member, bad, message):
+    parts = list(_parts(sp.random(5, 5, density=0.2, format="csr", random_state=0, dtype=np.float32)))
+    parts[member] = bad
+    with pytest.raises(InputError, match=message):
+        seer.dispatch("spmv", (tuple(parts), torch.randn(5)))
+
+
+def test_a_shape_of_booleans_or_tensors():
+    """A bool is no size; a shape of 0-d tensors is one, and keyed by value so that calls hit the cache."""
+    m = _matrix()
+    indptr, indices, values, _ = _parts(m)
+    with pytest.raises(InputError, match="shape must be a pair of integers"):
+        seer.dispatch("spmv", ((indptr, indices, values, (40, True)), torch.randn(30)))
+    x, shape = torch.randn(30), torch.tensor(m.shape)
+    for _ in range(3):
+        _check(seer.dispatch("spmv", ((indptr, indices, values, shape), x)), m, x)
+    assert seer.cache_info()["hits"] == 2
