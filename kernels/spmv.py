@@ -1322,7 +1322,8 @@ def _key(matrix, tracked: bool):
             return None
         # Values written in place are served at a hit; their length is keyed (``resize_``).
         return (id(indptr), indptr._version if tracked else None, id(indices), indices._version if tracked else None,
-                id(values), values.shape, sparse.csr_shape(shape), values.requires_grad and torch.is_grad_enabled())
+                id(values), values.shape, shape if type(shape) is tuple else sparse.csr_shape(shape),
+                values.requires_grad and torch.is_grad_enabled())
     return None  # uncacheable (scipy input, or members that are no dense tensors): examined on every call
 
 

@@ -198,9 +198,10 @@ def _unpack(matrix):
 def csr_shape(shape) -> tuple[int, int]:
     """``shape`` as ``(rows, cols)``: two whole numbers (``operator.index``: no float is truncated)."""
     try:
-        if len(shape) == 2 and not any(isinstance(n, bool) for n in shape):
-            return operator.index(shape[0]), operator.index(shape[1])
-    except TypeError:
+        rows, cols = shape
+        if not (isinstance(rows, bool) or isinstance(cols, bool)):  # True is no size
+            return operator.index(rows), operator.index(cols)
+    except (TypeError, ValueError):
         pass
     raise InputError(f"CSR shape must be a pair of integers (rows, cols), got {shape!r}")
 
