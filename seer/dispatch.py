@@ -423,9 +423,9 @@ def resolve_model(entry: Op, device: torch.device, model=None, world_size: int |
     Order: an explicit ``model``; else the models in ``$SEER_MODELS`` then the shipped ones,
     taking one measured on this very GPU, else one measured on a GPU of the same compute
     capability (with a warning); for a multi-GPU op, first among those trained at this world size,
-    then any (its choices extrapolated, with a warning). Anything unusable (corrupted, another op,
-    variants this install lacks, no model for this GPU) falls back to the op's hand rule with a
-    warning.
+    then any (its choices extrapolated, with a warning). A found model that is unusable (corrupted,
+    another op, variants this install lacks) is skipped with a warning; an explicit one that is,
+    or no model for this GPU, falls back to the op's hand rule with a warning.
     """
     token = (entry.name, device, _model_token(model), world_size)
     if token in _models:
@@ -465,17 +465,23 @@ def _resolve(entry: Op, device, model, world_size):
             candidates.append((path, SelectorModel.load(path, op=entry.name)))
         except ModelError as error:
             _warn_once(f"skipping model {path}: {error}")
+    usable = []
+    for path, selector in candidates:
+        missing = _missing_variants(entry, selector)
+        if missing:  # one for another seer: the next candidate may serve
+            _warn_once(f"skipping model {path}: it names variants this install lacks: {missing}")
+        else:
+            usable.append((path, selector))
     for sized in (True, False):
-        fitting = [(path, selector) for path, selector in candidates
-                   if not sized or _trained_at(selector, world_size)]
+        fitting = [(path, selector) for path, selector in usable if not sized or _trained_at(selector, world_size)]
         for path, selector in fitting:
             if selector.device.get("name") == name:
-                return _checked(entry, selector, path.name)
+                return selector, path.name
         for path, selector in fitting:
             if capability is not None and tuple(selector.device.get("capability") or ()) == capability:
                 _warn_once(f"no {entry.name} model measured on {name!r}; using {path.name} "
                            f"(measured on {selector.device.get('name')!r}, same compute capability)")
-                return _checked(entry, selector, path.name)
+                return selector, path.name
     return _fallback(entry, f"no {entry.name} model measured on {name!r} (train one with `seer profile` and `seer train`)")
 
 
@@ -487,10 +493,14 @@ def _described(model) -> str:
 
 
 def _checked(entry: Op, selector, description: str):
-    missing = sorted(set(selector.variants) - set(entry.variants))
+    missing = _missing_variants(entry, selector)
     if missing:
         return _fallback(entry, f"model {description} names variants this install lacks: {missing}")
     return selector, description
+
+
+def _missing_variants(entry: Op, selector) -> list[str]:
+    return sorted(set(selector.variants) - set(entry.variants))
 
 
 def _fallback(entry: Op, reason: str):

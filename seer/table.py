@@ -134,6 +134,8 @@ class ProfileTable:
             _check_finite(frame, column)
         for column in _prefixed(frame, BASELINE):
             _check_baseline(frame, column)
+        for column in _prefixed(frame, CALL):
+            _check_host_time(frame, column)
         frame["group"] = _groups(frame)
         frame["id"] = frame["id"].astype(str)
         return cls(frame, op, variants, _suffixes(frame.columns, BASELINE), known, gathered, meta, path)
@@ -525,6 +527,15 @@ def _check_float32_range(frame: pd.DataFrame, column: str) -> None:
     if bad.any():
         raise ProfileTableError(f"column {column!r} has values beyond float32's range (|x| > {limit:.3g}), which "
                                 f"the trees cannot hold, in row(s) {_rows(bad)}")
+
+
+def _check_host_time(frame: pd.DataFrame, column: str) -> None:
+    """Empty cells were not measured; any other is a host call's wall time, finite and positive."""
+    values = frame[column].to_numpy(dtype=float)
+    bad = ~np.isnan(values) & ~(np.isfinite(values) & (values > 0))
+    if bad.any():
+        raise ProfileTableError(f"column {column!r} must hold positive host times in µs (or be empty); infinite, "
+                                f"zero or negative in row(s) {_rows(bad)}")
 
 
 def _check_finite(frame: pd.DataFrame, column: str) -> None:

@@ -526,6 +526,23 @@ def test_models_trained_at_this_world_size_come_first(tmp_path, monkeypatch):
     found = {size: resolve_model(entry, cpu, None, size)[1] for size in (2, 4, 8, None)}
     assert found == {2: "spmv-b.json", 4: "spmv-a.json", 8: "spmv-a.json", None: "spmv-a.json"}
 
+def test_a_found_model_naming_variants_this_install_lacks_is_skipped_for_the_next(tmp_path, monkeypatch):
+    """One for a later seer in $SEER_MODELS does not send dispatch to the hand rule while another
+    model for this GPU follows: it is skipped, with a warning."""
+    import sys
+
+    from seer.registry import get_op
+
+    resolve_model = sys.modules["seer.dispatch"].resolve_model  # seer.dispatch is also the function
+    trees = {1: _split(_KNOWN, (SMALL, BIG), "nnz", 1e12, SMALL, BIG)}
+    model = _model_by_calls(trees)
+    dataclasses.replace(model, variants=(SMALL, BIG, "from_the_future")).save(tmp_path / "spmv-a.json")
+    model.save(tmp_path / "spmv-b.json")
+    monkeypatch.setenv("SEER_MODELS", str(tmp_path))
+    with pytest.warns(SeerWarning, match=r"skipping model .*spmv-a\.json: it names variants this install lacks"):
+        assert resolve_model(get_op("spmv"), torch.device("cpu"))[1] == "spmv-b.json"
+
+
 @pytest.fixture
 def binds(monkeypatch):
     """The call number (within the test) at which each variant was bound to a matrix."""

@@ -121,6 +121,7 @@ def test_unregistered_op_may_list_its_features_in_meta(tmp_path):
         (lambda f: f.assign(**{"prepare_ms:a": ["0.1", "slow", "0.1", "0.1"]}), r"non-numeric cell.*'prepare_ms:a'"),
         (lambda f: f.assign(**{"prepare_ms:x": 0.1}), r"'prepare_ms:' columns \['x'\] have no matching 'time_ms:' column"),
         (lambda f: f.assign(**{"time_ms:": 1.0}), r"column\(s\) \['time_ms:'\] name no variant"),
+        (lambda f: f.assign(**{"call_us:a": [20.0, -1.0, 20.0, np.inf]}), r"column 'call_us:a' must hold positive host times .* row\(s\) \['2', '4'\]"),
         (lambda f: f.assign(nnz=[1e39] + list(f["nnz"][1:])), r"column 'nnz' has values beyond float32's range .* row\(s\) \['1'\]"),
     ],
 )
