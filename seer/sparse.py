@@ -248,6 +248,7 @@ def _check_metadata(csr: CsrMatrix) -> None:
         )
     if csr.indices.dtype == torch.int32 and csr.nnz >= 2**31:
         raise InputError(f"{csr.nnz} nonzeros overflow int32 indices; use int64 index arrays")
+    check_not_negated("spmv", values=csr.values)
     check_no_grad("spmv", values=csr.values)
 
 

@@ -191,6 +191,9 @@ def test_negated_views_are_refused_as_x_and_as_out():
     with pytest.raises(InputError, match="out is a negated view"):
         seer.dispatch("spmv", (parts, x), out=_negated(torch.zeros(m.shape[0])))
     _check(seer.dispatch("spmv", (parts, _negated(x).resolve_neg())), m, x)
+    indptr, indices, values, shape = _parts(m)
+    with pytest.raises(InputError, match="values is a negated view"):  # contiguous, so not copied on the way
+        seer.dispatch("spmv", ((indptr, indices, torch._neg_view(values), shape), x))
 
 
 def test_a_refused_first_call_leaves_out_as_it_was():
