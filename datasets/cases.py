@@ -62,8 +62,9 @@ def regroup_spmv_table(path: Path, folders: list[Path], command: str) -> list[st
     from seer.table import read_cells, read_table, write_table
 
     table = read_table(path, "spmv")
-    group_of = {i: case.group for i, case in _cases_of(table.ids, str(path), folders).items()}
     frame = read_cells(path)
+    # Every row's input, those read_table drops for a failed timing too: each keeps its family.
+    group_of = {i: case.group for i, case in _cases_of(frame["id"].tolist(), str(path), folders).items()}
     new = frame["id"].map(group_of)
     changes = sorted({f"{old} -> {to}" for old, to in zip(frame["group"], new) if old != to})
     if not changes and table.meta.get("groups", {}).get("definition") == GROUPS:

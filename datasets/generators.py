@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,32 @@ _INT32_MAX = np.iinfo(np.int32).max
 def _require(condition: bool, message: str) -> None:
     if not condition:
         raise InputError(message)
+
+
+def _whole(**values) -> None:
+    """Each value a whole number (a numpy integer counts; a bool or a float, even 3.0, does not)."""
+    for name, value in values.items():
+        _require(isinstance(value, numbers.Integral) and not isinstance(value, bool),
+                 f"{name} must be a whole number, got {value!r}")
+
+
+def _finite(**values) -> None:
+    for name, value in values.items():
+        _require(isinstance(value, numbers.Real) and math.isfinite(value), f"{name} must be a finite number, got {value!r}")
+
+
+# Generated matrices are built in host memory, several arrays of this many entries at once.
+MAX_ENTRIES = 2**31
+
+
+def _fits(entries: float, what: str) -> None:
+    _require(entries <= MAX_ENTRIES, f"{what} would hold about {entries:.3g} entries, more than the generators build "
+                                     f"({MAX_ENTRIES:,}); choose a smaller size")
+
+
+def _value_dtype(dtype) -> None:
+    _require(np.issubdtype(np.dtype(dtype), np.floating), f"values must have a floating dtype, got {np.dtype(dtype)}: "
+                                                          "an integer one would round the random values to zero")
 
 
 def _index_dtype(largest: int) -> type:
@@ -108,8 +135,12 @@ def rmat(
     Each edge picks a quadrant per level with probabilities a, b, c, d = 1 - a - b - c. ``scramble``
     relabels vertices by a random permutation (as Graph500 does) so heavy rows are not all at the top.
     """
+    _whole(scale=scale)
+    _finite(edge_factor=edge_factor, a=a, b=b, c=c)
+    _value_dtype(dtype)
     _require(1 <= scale <= 30, f"R-MAT scale must lie in [1, 30], got {scale}")
     _require(edge_factor > 0, f"R-MAT edge_factor must be positive, got {edge_factor}")
+    _fits(edge_factor * 2.0**scale, "this R-MAT graph")
     d = 1.0 - a - b - c
     _require(min(a, b, c, d) > 0, f"R-MAT needs a, b, c > 0 with a + b + c < 1, got a={a}, b={b}, c={c}")
     rng = np.random.default_rng(seed)
@@ -225,8 +256,11 @@ def _stencil_offsets(dims: int, points: int) -> np.ndarray:
 
 
 def _grid_stencil(n: int, offsets: np.ndarray, seed, dtype) -> sp.csr_matrix:
+    _whole(n=n)
+    _value_dtype(dtype)
     _require(n >= 1, f"grid size n must be >= 1, got {n}")
     dims = offsets.shape[1]
+    _fits(float(n) ** dims * len(offsets), f"a {len(offsets)}-point stencil on a grid of side {n}")
     size = n**dims
     strides = n ** np.arange(dims - 1, -1, -1)
     index_dtype = _index_dtype(size + int(np.abs(offsets @ strides).max()))
@@ -260,8 +294,12 @@ def _stencil_expected_nnz(n: int, points: int, dims: int) -> float:
 
 def banded(n: int, bandwidth: int, fill: float = 1.0, seed=0, *, dtype=np.float32) -> sp.csr_matrix:
     """n x n band |i - j| <= bandwidth; off-diagonal band entries kept with probability ``fill``."""
+    _whole(n=n, bandwidth=bandwidth)
+    _finite(fill=fill)
+    _value_dtype(dtype)
     _require(n >= 1 and bandwidth >= 0, f"banded needs n >= 1 and bandwidth >= 0, got n={n}, bandwidth={bandwidth}")
     _require(0 < fill <= 1, f"banded fill must lie in (0, 1], got {fill}")
+    _fits(float(n) * (2 * bandwidth + 1), f"a band of half-width {bandwidth} on {n} rows")  # candidates, before fill
     rng = np.random.default_rng(seed)
     index_dtype = _index_dtype(n + bandwidth)
     columns = np.arange(n, dtype=index_dtype)[:, None] + np.arange(-bandwidth, bandwidth + 1, dtype=index_dtype)
@@ -289,8 +327,12 @@ def lognormal_rows(rows: int, cols: int, mean_row: float, sigma: float, seed=0, 
     Lengths are rounded and capped at ``cols`` (zero-length rows occur for large sigma); columns are
     drawn with repeats and deduplicated, so a row of length L holds slightly fewer than L entries.
     """
+    _whole(rows=rows, cols=cols)
+    _finite(mean_row=mean_row, sigma=sigma)
+    _value_dtype(dtype)
     _require(rows >= 1 and cols >= 1, f"lognormal_rows needs rows, cols >= 1, got {rows} x {cols}")
     _require(mean_row > 0 and sigma >= 0, f"lognormal_rows needs mean_row > 0 and sigma >= 0, got {mean_row}, {sigma}")
+    _fits(float(rows) * mean_row, f"{rows:,} rows of {mean_row:g} nonzeros on average")
     rng = np.random.default_rng(seed)
     mu = math.log(mean_row) - sigma**2 / 2  # so that E[length] = mean_row
     lengths = np.clip(np.rint(rng.lognormal(mu, sigma, rows)), 0, cols).astype(np.int64)
@@ -322,6 +364,8 @@ def block_replicate(
     not square), which hides the block structure from row order while keeping every block's pattern.
     Values are ``A``'s (explicit zeros included); nnz is exactly ``(copies + coupling) * A.nnz``.
     """
+    _whole(copies=copies, coupling=coupling)
+    _value_dtype(dtype)
     _require(copies >= 1, f"block_replicate needs copies >= 1, got {copies}")
     _require(
         0 <= coupling <= copies * (copies - 1),
@@ -329,6 +373,7 @@ def block_replicate(
     )
     block = sp.coo_matrix(A)
     block.sum_duplicates()
+    _fits(float(copies + coupling) * block.nnz, f"{copies + coupling} copies of a matrix of {block.nnz:,} nonzeros")
     rng = np.random.default_rng(seed)
     block_row, block_col = _block_positions(rng, copies, coupling)
     m, n = block.shape

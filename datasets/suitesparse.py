@@ -195,40 +195,53 @@ def _matrix_source(path: Path) -> Iterator:
 
 def _main_member(archive: tarfile.TarFile, path: Path) -> tarfile.TarInfo:
     """The archive's ``Name/Name.mtx``; the ``Name_b.mtx``-style extras are right-hand sides etc."""
-    candidates = []
+    candidates, seen = [], []
     for member in archive:  # streams: SuiteSparse archives list the main matrix first
         if not (member.isfile() and member.name.endswith(".mtx")):
             continue
         member_path = PurePosixPath(member.name)
         if member_path.stem == member_path.parent.name:
             return member
-        candidates.append(member)
+        seen.append(member.name)
+        if not member_path.stem.startswith(f"{member_path.parent.name}_"):  # Name_b.mtx is no matrix to read
+            candidates.append(member)
     if len(candidates) == 1:
         return candidates[0]
-    found = [member.name for member in candidates] or "no .mtx file"
+    found = seen or "no .mtx file"
     raise InputError(f"{path}: expected one Name/Name.mtx inside the archive, found {found}")
 
 
 def _from_manifest(folder: Path) -> list[MatrixInfo]:
     manifest = folder / MANIFEST
     try:
-        table = pd.read_csv(manifest)
+        table = pd.read_csv(manifest, dtype=str, keep_default_na=False)  # every cell as written
     except ValueError as err:
         raise InputError(f"cannot read {manifest}: {err}") from err
     missing = [column for column in _MANIFEST_COLUMNS if column not in table.columns]
     if missing:
         raise InputError(f"{manifest} lacks the columns {missing}")
-    infos = [
-        MatrixInfo(
-            id=f"{row.group}/{row.name}", group=row.group, name=row.name, rows=int(row.rows),
-            cols=int(row.cols), nnz=int(row.nnz_file), kind=row.kind, path=folder / row.file,
-        )
-        for row in table.itertuples(index=False)
-    ]
+    infos = [_manifest_row(manifest, number, row) for number, row in enumerate(table.to_dict("records"), start=1)]
     absent = [info.id for info in infos if not info.path.is_file()]
     if absent:
         warn(f"{manifest}: skipping {len(absent)} matrices whose file is missing (first: {absent[:3]})")
     return [info for info in infos if info.path.is_file()]
+
+
+def _manifest_row(manifest: Path, number: int, row: dict) -> MatrixInfo:
+    """Row ``number`` (1-based, after the header) of the manifest; an empty kind is an unknown one
+    (ssstats fills it in), any other empty or malformed cell an InputError naming the row."""
+    empty = [column for column in ("group", "name", "file") if not row[column].strip()]
+    if empty:
+        raise InputError(f"{manifest}, row {number}: empty {empty}")
+    try:
+        sizes = {column: int(row[column]) for column in ("rows", "cols", "nnz_file")}
+    except ValueError:
+        sizes = {}
+    if len(sizes) < 3 or min(sizes.values()) < 0:
+        raise InputError(f"{manifest}, row {number}: rows, cols and nnz_file must be whole numbers >= 0, got "
+                         f"{[row[column] for column in ('rows', 'cols', 'nnz_file')]}")
+    return MatrixInfo(id=f"{row['group']}/{row['name']}", group=row["group"], name=row["name"], rows=sizes["rows"],
+                      cols=sizes["cols"], nnz=sizes["nnz_file"], kind=row["kind"], path=manifest.parent / row["file"])
 
 
 def _from_headers(folder: Path) -> list[MatrixInfo]:

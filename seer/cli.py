@@ -119,7 +119,8 @@ def _profile(args, command: str) -> int:
                        dtype=getattr(torch, args.dtype), seed=args.seed)
     if args.limit is not None:
         cases = cases[: args.limit]
-    profile("spmv", cases, args.out, command=command, call_overhead_below=SPMV_CALL_OVERHEAD_BELOW, deadline_s=args.deadline)
+    profile("spmv", cases, args.out, command=command, call_overhead_below=SPMV_CALL_OVERHEAD_BELOW,
+            deadline_s=args.deadline, dtype=args.dtype)
     print(f"wrote {args.out}")
     return 0
 

@@ -281,16 +281,30 @@ SPMV_CALL_OVERHEAD_BELOW = spmv_features.HOST_BOUND_BELOW
 
 
 def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = "",
-            call_overhead_below: int = 0, deadline_s: float | None = None, progress: bool = True) -> Path:
+            call_overhead_below: int = 0, deadline_s: float | None = None, progress: bool = True,
+            dtype: str = "float32") -> Path:
     """Profile ``cases`` into the CSV table ``out`` (resuming it), writing its ``.meta.json``.
 
     ``call_overhead_below``: record ``call_us`` columns for cases whose ``extra['size']`` is
     below this. ``deadline_s`` stops cleanly after that many seconds (the table stays valid).
+    ``dtype``: the values' dtype, recorded; a table of another is not resumed.
     """
     out = Path(out)
     rank, world = _rank_and_world()
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
-    earlier = _resumed_meta(out, environment(device))
+    earlier = _resumed_meta(out, environment(device), op_name, dtype)
+
+    def write_meta(earlier: dict) -> None:
+        # What else the table's metadata says (notes, how its groups were defined) stays with it.
+        meta = {**earlier, "op": op_name, **environment(device), "dtype": dtype, "command": command,
+                "commands": [*earlier.get("commands", []), command], "world_size": world}
+        written = meta_path(out).with_suffix(".tmp")  # then renamed: other ranks may be reading it
+        written.write_text(json.dumps(meta, indent=2) + "\n")
+        os.replace(written, meta_path(out))
+
+    if rank == 0 and not earlier:  # a new table: said before its first row, so that a run killed
+        write_meta({})             # mid-way leaves rows whose GPU a resumed run can check
+        earlier = {"commands": []}
     shard = out if world == 1 else out.with_name(f"{out.stem}.rank{rank}{out.suffix}")
     # Resuming: inputs already in the merged table or in this rank's shard of an interrupted run.
     ids = {table: _ids(table) for table in {out, shard}}
@@ -316,11 +330,8 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
         if rank == 0:
             _merge_shards(out, world)
     # A run that added no row leaves the metadata alone: its date and commands say what was measured.
-    if rank == 0 and (len(_ids(out)) > rows_before or not meta_path(out).exists()):
-        # What else the table's metadata says (notes, how its groups were defined) stays with it.
-        meta = {**earlier, "op": op_name, **environment(device), "command": command,
-                "commands": [*earlier.get("commands", []), command], "world_size": world}
-        meta_path(out).write_text(json.dumps(meta, indent=2) + "\n")
+    if rank == 0 and len(_ids(out)) > rows_before:
+        write_meta(earlier)
     return out
 
 
@@ -329,18 +340,28 @@ def _ids(table: Path) -> list[str]:
     return [str(i) for i in pd.read_csv(table, usecols=["id"])["id"]] if table.exists() else []
 
 
-def _resumed_meta(out: Path, env: dict) -> dict:
+def _resumed_meta(out: Path, env: dict, op_name: str, dtype: str) -> dict:
     """The metadata of the table ``out`` that a campaign resumes ({} for a new table). A table
-    measured on another GPU is refused: its rows and the new ones would not be comparable. Other
+    of another op or dtype, or measured on another GPU, is refused: its rows and the new ones would
+    not be comparable; so is one with rows but no metadata (which GPU measured them?). Other
     versions of torch, Triton or seer are allowed with a warning that names them."""
     meta_file = meta_path(out)
-    if not out.exists() or not meta_file.exists():
+    if not meta_file.exists():
+        if _ids(out):
+            raise ProfileTableError(f"{out} has rows but no {meta_file.name} (a run stopped before writing it): "
+                                    "nothing says which GPU measured them; restore the metadata or profile into "
+                                    "a new table")
         return {}
     try:
         earlier = json.loads(meta_file.read_text())
     except json.JSONDecodeError as error:
         raise ProfileTableError(
             f"{meta_file} is not valid JSON ({error}); fix or remove it before resuming {out}") from None
+    if earlier.get("op", op_name) != op_name:
+        raise ProfileTableError(f"{out} profiles op {earlier['op']!r}, not {op_name!r}: profile into another table")
+    if earlier.get("dtype", "float32") != dtype:  # tables before the field was recorded are float32
+        raise ProfileTableError(f"{out} was profiled in {earlier.get('dtype', 'float32')}, this run in {dtype}: "
+                                "profile into another table")
     measured_on = (earlier.get("device") or {}).get("name")
     if measured_on != env["device"]["name"]:
         raise ProfileTableError(f"{out} was measured on {measured_on!r}, this run is on {env['device']['name']!r}: "

@@ -70,6 +70,19 @@ def test_regroup_rewrites_the_groups_alone(tmp_path, suitesparse_dir):
     assert path.read_bytes() == written and json.loads(meta_path(path).read_text()) == meta
 
 
+def test_regroup_groups_rows_with_a_failed_timing_too(tmp_path, suitesparse_dir):
+    """read_table drops a row with a failed variant, but the file keeps it: its group had been
+    written empty (the row then grouped alone once the variant was retired)."""
+    path, before = _old_style_table(tmp_path, ROWS)
+    variant = next(c for c in before.columns if c.startswith("time_ms:"))
+    before.loc[before["id"] == "HB/bp_0", variant] = ""
+    before.to_csv(path, index=False)
+    with pytest.warns(UserWarning, match="dropped 1 of 5 rows"):
+        cases.regroup_spmv_table(path, [suitesparse_dir], "the command")
+    after = pd.read_csv(path, dtype=str, keep_default_na=False)
+    assert dict(zip(after["id"], after["group"]))["HB/bp_0"] == "HB/optimization problem"
+
+
 def test_regroup_refuses_inputs_it_cannot_place(tmp_path, suitesparse_dir):
     path, _ = _old_style_table(tmp_path, ROWS)
     frame = pd.read_csv(path, dtype=str, keep_default_na=False)

@@ -187,6 +187,18 @@ def test_archive_without_main_matrix(tmp_path):
         read_matrix(archive)
 
 
+def test_archive_of_a_right_hand_side_alone(tmp_path):
+    """Name_b.mtx is the matrix's right-hand side: read as the matrix, it had come back as one."""
+    archive = tmp_path / "foo.tar.gz"
+    data = b"%%MatrixMarket matrix array real general\n3 1\n1\n2\n3\n"
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo("foo/foo_b.mtx")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(InputError, match=r"expected one Name/Name\.mtx inside the archive, found \['foo/foo_b\.mtx'\]"):
+        read_matrix(archive)
+
+
 GOOD_HEADER = "%%MatrixMarket matrix coordinate real general\n"
 MALFORMED = {
     "bad_header": ("%%MatrixMurket matrix coordinate real general\n3 3 1\n1 1 1\n", "banner"),
@@ -316,6 +328,30 @@ def test_list_errors(tmp_path):
     (tmp_path / "manifest.csv").write_text("group,name\nHB,x\n")
     with pytest.raises(InputError, match="lacks the columns"):
         list_matrices(tmp_path)
+
+
+@pytest.mark.parametrize("column, cell, message", [
+    ("group", "", r"row 1: empty \['group'\]"),
+    ("file", "", r"row 1: empty \['file'\]"),
+    ("rows", "many", r"row 1: rows, cols and nnz_file must be whole numbers >= 0, got \['many'"),
+    ("nnz_file", "-5", r"row 1: .* got \['48', '48', '-5'\]"),
+])
+def test_manifest_cells_that_name_nothing_are_refused(tmp_path, suitesparse_dir, column, cell, message):
+    shutil.copy(real_path(suitesparse_dir, "HB/bcsstk01"), tmp_path)
+    table = pd.read_csv(suitesparse_dir / "manifest.csv", dtype=str, keep_default_na=False)
+    table = table[table.name == "bcsstk01"].assign(**{column: cell})
+    table.to_csv(tmp_path / "manifest.csv", index=False)
+    with pytest.raises(InputError, match=message):
+        list_matrices(tmp_path)
+
+
+def test_an_empty_kind_in_the_manifest_is_an_unknown_one(tmp_path, suitesparse_dir):
+    """Left for ssstats to fill in (it had read as NaN, and the family as 'HB/nan')."""
+    shutil.copy(real_path(suitesparse_dir, "HB/bcsstk01"), tmp_path)
+    table = pd.read_csv(suitesparse_dir / "manifest.csv", dtype=str, keep_default_na=False)
+    table[table.name == "bcsstk01"].assign(kind="").to_csv(tmp_path / "manifest.csv", index=False)
+    (info,) = list_matrices(tmp_path)
+    assert info.kind == ""
 
 
 def test_manifest_row_without_file_warns(tmp_path, suitesparse_dir):

@@ -294,6 +294,23 @@ def test_block_replicate_rectangular(suitesparse_dir):
         (lambda: lognormal_rows(10, 10, -1, 1), "mean_row"),
         (lambda: block_replicate(sp.eye(3), 2, coupling=3), "coupling"),
         (lambda: synthetic_suite("huge"), "suite kind"),
+        # sizes that are no whole numbers, parameters that are not finite: named, not numpy's errors
+        (lambda: rmat(3.0, 4), "scale must be a whole number, got 3.0"),
+        (lambda: stencil_2d(2.5), "n must be a whole number, got 2.5"),
+        (lambda: banded(5, 1.5), "bandwidth must be a whole number, got 1.5"),  # had built a lopsided band
+        (lambda: lognormal_rows(5, 2.5, 2, 1), "cols must be a whole number"),
+        (lambda: block_replicate(sp.eye(3), 2.5), "copies must be a whole number"),
+        (lambda: block_replicate(sp.eye(3), 3, coupling=1.5), "coupling must be a whole number"),
+        (lambda: rmat(4, 4, 0.5, float("nan"), 0.1), "b must be a finite number, got nan"),
+        (lambda: lognormal_rows(5, 5, 2, float("inf")), "sigma must be a finite number"),
+        (lambda: rmat(True, 4), "scale must be a whole number, got True"),
+        # sizes past what host memory holds: said before numpy tries
+        (lambda: rmat(30, 64), r"about 6\.87e\+10 entries"),
+        (lambda: stencil_2d(10**6), "more than the generators build"),
+        (lambda: banded(10**9, 1000), "more than the generators build"),
+        (lambda: block_replicate(sp.eye(3), 10**9), "more than the generators build"),
+        # an integer dtype would round the random values (magnitudes in [0.5, 1)) to zero
+        (lambda: banded(5, 1, dtype=np.int32), "floating dtype, got int32"),
     ],
 )
 def test_bad_arguments(call, problem):

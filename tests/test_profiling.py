@@ -92,6 +92,47 @@ def test_resuming_a_table_of_another_gpu_is_refused(tmp_path, suitesparse_dir, h
     assert len(pd.read_csv(out)) == 1
 
 
+@pytest.mark.parametrize("field, value, message", [
+    ("op", "gemm", "profiles op 'gemm', not 'spmv'"),
+    ("dtype", "float16", "was profiled in float16, this run in float32"),
+])
+def test_resuming_a_table_of_another_op_or_dtype_is_refused(tmp_path, suitesparse_dir, host_timer, few_variants,
+                                                             field, value, message):
+    out = tmp_path / "spmv-test.csv"
+    profiling.profile("spmv", _cases(suitesparse_dir, 1), out, command="first", progress=False)
+    assert json.loads(out.with_name("spmv-test.meta.json").read_text())["dtype"] == "float32"
+    _edit_meta(out, **{field: value})
+    with pytest.raises(ProfileTableError, match=message):
+        profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="resumed", progress=False)
+    assert len(pd.read_csv(out)) == 1
+
+
+def test_a_run_killed_mid_way_leaves_metadata_a_resumed_run_checks(tmp_path, suitesparse_dir, host_timer, few_variants,
+                                                                    monkeypatch):
+    """The metadata is written before the first row: a run stopped by anything but its deadline
+    (a crash, a kill) leaves rows whose GPU the next run can check; rows without it are refused."""
+    out = tmp_path / "spmv-test.csv"
+    cases = _cases(suitesparse_dir, 2)
+    real_profile_case = profiling.profile_case
+
+    def killed_on_the_second(op, case, **kwargs):
+        if case.id == cases[1].id:
+            raise KeyboardInterrupt
+        return real_profile_case(op, case, **kwargs)
+
+    monkeypatch.setattr(profiling, "profile_case", killed_on_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        profiling.profile("spmv", cases, out, command="first", progress=False)
+    monkeypatch.setattr(profiling, "profile_case", real_profile_case)
+    assert len(pd.read_csv(out)) == 1
+    _edit_meta(out, device={"name": "NVIDIA H200"})
+    with pytest.raises(ProfileTableError, match="measured on 'NVIDIA H200', this run is on 'cpu'"):
+        profiling.profile("spmv", cases, out, command="resumed", progress=False)
+    out.with_name("spmv-test.meta.json").unlink()
+    with pytest.raises(ProfileTableError, match="has rows but no spmv-test.meta.json"):
+        profiling.profile("spmv", cases, out, command="resumed", progress=False)
+
+
 def test_resuming_with_other_versions_warns(tmp_path, suitesparse_dir, host_timer, few_variants):
     out = tmp_path / "spmv-test.csv"
     profiling.profile("spmv", _cases(suitesparse_dir, 1), out, command="first", progress=False)
