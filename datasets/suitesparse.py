@@ -100,6 +100,9 @@ def read_matrix(path) -> sp.csr_matrix:
         raise InputError(f"{path} holds a complex matrix; seer reads real matrices only")
     csr = sp.csr_matrix(matrix, dtype=np.float64)
     csr.sum_duplicates()
+    non_finite = int(np.count_nonzero(~np.isfinite(csr.data)))
+    if non_finite:  # legal in the format, but every product with them is NaN or infinite
+        warn(f"{path} holds {non_finite} NaN or infinite values")
     return csr
 
 

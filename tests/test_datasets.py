@@ -157,6 +157,12 @@ def test_complex_written_file_is_refused(tmp_path):
         read_matrix(path)
 
 
+def test_non_finite_values_are_read_with_a_warning(tmp_path):
+    path = write_mtx(tmp_path / "n.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 3\n1 1 nan\n2 2 inf\n1 2 1\n")
+    with pytest.warns(SeerWarning, match=r"n\.mtx holds 2 NaN or infinite values"):
+        assert read_matrix(path).nnz == 3
+
+
 @pytest.mark.parametrize("inner", ["bcsstk01", "HB/bcsstk01"])
 def test_suitesparse_archive(tmp_path, suitesparse_dir, inner):
     """A SuiteSparse archive holds Name/Name.mtx (or Group/Name/Name.mtx) next to _b/_x extras."""
