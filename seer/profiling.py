@@ -304,7 +304,6 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
 
     if rank == 0 and not earlier:  # a new table: said before its first row, so that a run killed
         write_meta({})             # mid-way leaves rows whose GPU a resumed run can check
-        earlier = {"commands": []}
     shard = out if world == 1 else out.with_name(f"{out.stem}.rank{rank}{out.suffix}")
     # Resuming: inputs already in the merged table or in this rank's shard of an interrupted run.
     ids = {table: _ids(table) for table in {out, shard}}
@@ -346,6 +345,8 @@ def _resumed_meta(out: Path, env: dict, op_name: str, dtype: str) -> dict:
     not be comparable; so is one with rows but no metadata (which GPU measured them?). Other
     versions of torch, Triton or seer are allowed with a warning that names them."""
     meta_file = meta_path(out)
+    if not out.exists():  # a new table (metadata left beside a deleted one is written over)
+        return {}
     if not meta_file.exists():
         if _ids(out):
             raise ProfileTableError(f"{out} has rows but no {meta_file.name} (a run stopped before writing it): "
