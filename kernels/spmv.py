@@ -576,6 +576,20 @@ def _rows_variant(rows_per_program: int, group: int, num_warps: int) -> tuple[Ca
     return _kernel_variant(("rows", rows_per_program, group, num_warps), plan)
 
 
+def _aligned(values: torch.Tensor) -> bool:
+    return values.data_ptr() % 16 == 0
+
+
+def _values_at(values: torch.Tensor, aligned: bool) -> int:
+    """The values' address for a launch compiled when they were 16-byte ``aligned``: values written
+    in place keep a cached decision, and ``set_`` can move them where that code would fault."""
+    at = values.data_ptr()
+    if aligned and at % 16:
+        raise InputError("the matrix values were moved (set_) to an address that is not 16-byte aligned since "
+                         "seer planned this matrix's kernel for an aligned one; call seer.clear_cache() first")
+    return at
+
+
 def _row_mapped_call(csr: CsrMatrix, launch_cache: LaunchCache, shape: tuple, num_warps: int,
                      fixed: tuple = (), columns: torch.Tensor | None = None) -> Callable:
     """The call of a row-mapped kernel on ``csr``: ``(indptr, indices, values, *fixed, x, x_stride,
@@ -589,14 +603,15 @@ def _row_mapped_call(csr: CsrMatrix, launch_cache: LaunchCache, shape: tuple, nu
     grid = cdiv(rows, shape[0])
     launches = InputLaunches(launch_cache, (csr.device, specialisation(indptr, indices, values, *fixed, rows), *shape),
                              {"num_warps": num_warps})
+    values_aligned = _aligned(values)
 
     def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         check(x)
         y = x.new_empty(rows) if out is None else out_check(out, x)
         vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
         launches.launch(vectors, grid, (indptr, indices, values, *fixed, x, x_stride, y, y_stride, rows, *shape),
-                        (indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), *fixed_at, x_at, x_stride,
-                         y_at, y_stride, rows, *shape))
+                        (indptr.data_ptr(), indices.data_ptr(), _values_at(values, values_aligned), *fixed_at, x_at,
+                         x_stride, y_at, y_stride, rows, *shape))
         return y
 
     return call
@@ -871,6 +886,7 @@ def _diagonal_major_variant(rows_per_program: int, diagonals_per_step: int, num_
                                  (csr.device, specialisation(*fixed_arguments()[0], indptr, indices, values, rows),
                                   *shape, *rest_shape), {"num_warps": num_warps})
         tail, grid = (rows, *shape, *rest_shape), rest_programs + row_blocks * splits
+        values_aligned = _aligned(values)
 
         def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
             check(x)
@@ -879,8 +895,8 @@ def _diagonal_major_variant(rows_per_program: int, diagonals_per_step: int, num_
             fixed, fixed_at = fixed_arguments()
             vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
             launches.launch(vectors, grid, (*fixed, indptr, indices, values, x, x_stride, y, y_stride, *tail),
-                            (*fixed_at, indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), x_at, x_stride,
-                             y_at, y_stride, *tail))
+                            (*fixed_at, indptr.data_ptr(), indices.data_ptr(), _values_at(values, values_aligned), x_at,
+                             x_stride, y_at, y_stride, *tail))
             return y
 
         return call
@@ -955,7 +971,7 @@ def _merge_variant(chunk: int, sub: int, num_warps: int, hot: int = 0) -> tuple[
             hot_columns, indices = csr.cached(("hot columns", hot_count), lambda m: _hot_columns(m, hot_count))
         prepare = _accumulator_zeroing(csr, hot_columns)
         sub_rows = csr.cached(brackets_key, lambda m: _bracket_rows(m, sub))
-        sub_rows_at, grid = sub_rows.data_ptr(), cdiv(nnz, chunk)
+        sub_rows_at, grid, values_aligned = sub_rows.data_ptr(), cdiv(nnz, chunk), _aligned(values)
         launches = InputLaunches(_merge_launch, (csr.device, specialisation(indptr, indices, values, sub_rows, nnz),
                                                  chunk, sub, hot_count), {"num_warps": num_warps})
 
@@ -967,7 +983,7 @@ def _merge_variant(chunk: int, sub: int, num_warps: int, hot: int = 0) -> tuple[
             hot_x = prepare(x, acc, vectors, x_at, x_stride, acc_at, acc_stride)
             launches.launch(vectors, grid, (indptr, indices, values, x, x_stride, hot_x, acc, acc_stride, sub_rows,
                                             nnz, chunk, sub, hot_count),
-                            (indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), x_at, x_stride,
+                            (indptr.data_ptr(), indices.data_ptr(), _values_at(values, values_aligned), x_at, x_stride,
                              hot_x.data_ptr(), acc_at, acc_stride, sub_rows_at, nnz, chunk, sub, hot_count))
             if acc is not y:
                 y.copy_(acc)
@@ -1039,6 +1055,7 @@ def _adaptive_variant(p: dict) -> tuple[Callable, Callable]:
                                                                               n_pieces, *bins["bases"][:3]), key),
                                  {"num_warps": p["num_warps"]})
         no_partials = torch.empty(1, dtype=torch.float32, device=csr.device)
+        values_aligned = _aligned(values)
         combine = InputLaunches(_combine_launch, (csr.device, specialisation(piece_ptr, long_rows)), {"num_warps": 4})
 
         def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -1049,8 +1066,8 @@ def _adaptive_variant(p: dict) -> tuple[Callable, Callable]:
             partials_at = partials.data_ptr()
             launches.launch((*vectors, partials_at % 16 == 0), grid,
                             (indptr, indices, values, x, x_stride, y, y_stride, *bin_args, partials, *tail),
-                            (indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), x_at, x_stride, y_at, y_stride,
-                             *bin_at, partials_at, *tail))
+                            (indptr.data_ptr(), indices.data_ptr(), _values_at(values, values_aligned), x_at, x_stride,
+                             y_at, y_stride, *bin_at, partials_at, *tail))
             if n_pieces:  # the long rows' sums from their pieces' partial sums
                 vectors, partials_at, _, y_at, y_stride = vector_operands(partials, y)
                 combine.launch(vectors, counts[3], (partials, piece_ptr, long_rows, y, y_stride, 128),

@@ -229,3 +229,20 @@ def test_a_shape_of_booleans_or_tensors():
     for _ in range(3):
         _check(seer.dispatch("spmv", ((indptr, indices, values, shape), x)), m, x)
     assert seer.cache_info()["hits"] == 2
+
+
+@pytest.mark.parametrize("variant", ["scalar_r128", "offsets_i16", "merge_c512_hot64k", "adaptive", "diagonal_major_r512"])
+def test_values_moved_off_their_alignment_are_refused(variant):
+    """Values written in place keep the decision, whose kernel was compiled for values 16 bytes
+    aligned; moved by set_ to an address that is not, the launch would fault on a GPU."""
+    m = _matrix()
+    parts, x = _parts(m), torch.randn(m.shape[1])
+    for _ in range(2):  # the plan, then its bound call
+        _check(seer.dispatch("spmv", (parts, x), variant=variant), m, x)
+    moved = torch.empty(parts[2].numel() + 1)
+    moved[1:] = parts[2]
+    parts[2].set_(moved.untyped_storage(), 1, parts[2].shape)  # 4 bytes past an aligned start
+    with pytest.raises(InputError, match="not 16-byte aligned"):
+        seer.dispatch("spmv", (parts, x), variant=variant)
+    seer.clear_cache()
+    _check(seer.dispatch("spmv", (parts, x), variant=variant), m, x)
