@@ -53,7 +53,6 @@ the default process group. Each op has a registry entry, ``seer.kernels.overlap:
 from __future__ import annotations
 
 import functools
-import weakref
 import types
 from dataclasses import dataclass
 
@@ -1156,11 +1155,6 @@ def _default_params(prefix: str, pattern: str) -> dict:
     return {}
 
 
-# Per heap (weakly: a new heap at a freed one's address must be checked afresh), the (op, shapes,
-# dtype) every rank of it was seen to call with.
-_agreed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _after_ranks_agree(run):
     """``run`` once the ranks are known to call with the same shapes and dtype: the patterns address
     their peers' memory by offsets worked out from their own shapes, so a rank that disagrees would
@@ -1171,10 +1165,10 @@ def _after_ranks_agree(run):
 
     @functools.wraps(run)
     def agreed(p, a, b, **params):
-        key, seen = (p.op, p.a_shape, p.b_shape, p.dtype), _agreed.setdefault(p.heap, set())
-        if key not in seen:
+        key = (p.op, p.a_shape, p.b_shape, p.dtype)
+        if key not in p.heap.agreed_calls:
             _check_ranks_agree(p)
-            seen.add(key)
+            p.heap.agreed_calls.add(key)
         return run(p, a, b, **params)
 
     return agreed

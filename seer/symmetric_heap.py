@@ -76,6 +76,9 @@ class Heap:
         # scratch buffers: scratch_version moves whenever a scratch buffer is made, so they know when.
         self.graphs: OrderedDict = OrderedDict()
         self.scratch_version = 0
+        # The (op, shapes, dtype) every rank was seen to call with (kernels.overlap._after_ranks_agree):
+        # kept here, it goes with the heap, and a new heap is checked afresh.
+        self.agreed_calls: set = set()
 
     @property
     def device(self) -> torch.device:

@@ -210,7 +210,7 @@ def _torch_pattern_with_silent_peer(heap, op, pattern):
 def _as_if_agreed(problem) -> None:
     """The silent-peer scenarios are a later call of a shape the ranks agreed on: a peer silent on
     the first call would leave the agreement's all-gather waiting (the collective's own timeout)."""
-    overlap._agreed.setdefault(problem.heap, set()).add((problem.op, problem.a_shape, problem.b_shape, problem.dtype))
+    problem.heap.agreed_calls.add((problem.op, problem.a_shape, problem.b_shape, problem.dtype))
 
 
 def _reduce_scatter_with_silent_peer(heap):
