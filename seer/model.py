@@ -418,12 +418,17 @@ def _check_provenance(model: SelectorModel) -> None:
     name, capability = model.device.get("name"), model.device.get("capability")
     if name is not None and not isinstance(name, str):
         raise ModelError(f"device name must be a string or null, got {name!r}")
-    if capability is not None and not (isinstance(capability, (list, tuple)) and len(capability) == 2
-                                       and all(_is_count(v, least=0) for v in capability)):
+    if capability is not None and not is_capability(capability):
         raise ModelError(f"device capability must be [major, minor] or null, got {capability!r}")
     sizes = model.training.get("world_sizes")
     if sizes is not None and not (isinstance(sizes, (list, tuple)) and all(_is_count(v, least=1) for v in sizes)):
         raise ModelError(f"training world_sizes must be a list of world sizes (whole numbers >= 1), got {sizes!r}")
+
+
+def is_capability(value: Any) -> bool:
+    """A CUDA compute capability as the provenance stores it: ``[major, minor]``, whole numbers >= 0
+    (a model's and a profile table's metadata alike)."""
+    return isinstance(value, (list, tuple)) and len(value) == 2 and all(_is_count(v, least=0) for v in value)
 
 
 def _is_count(value: Any, least: int) -> bool:

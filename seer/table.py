@@ -69,7 +69,7 @@ import numpy as np
 import pandas as pd
 
 from seer.errors import ProfileTableError, warn
-from seer.model import GATHER, op_feature_module
+from seer.model import GATHER, is_capability, op_feature_module
 
 TIME = "time_ms:"
 BASELINE = "baseline_ms:"
@@ -414,8 +414,7 @@ def device_of(meta: Mapping) -> dict:
     name, capability = device.get("name"), device.get("capability")
     if name is not None and not isinstance(name, str):
         raise ProfileTableError(f"the device's \"name\" must be a string, got {name!r}")
-    if capability is not None and not (isinstance(capability, (list, tuple)) and len(capability) == 2
-                                       and all(isinstance(v, int) and not isinstance(v, bool) for v in capability)):
+    if capability is not None and not is_capability(capability):
         raise ProfileTableError(f"the device's \"capability\" must be [major, minor], got {capability!r}")
     return {"name": name, "capability": None if capability is None else list(capability)}
 
