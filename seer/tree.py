@@ -76,7 +76,12 @@ def node_choices(estimator: Any, X: np.ndarray, costs: np.ndarray) -> tuple[np.n
     ``costs[i, l]`` is what choosing label ``l`` costs sample ``i``; regret is a ratio
     (0.07 = 7 % slower than the best label). Nodes that no sample of ``X`` reaches get label 0.
     """
-    summed_log, summed_ratio, n_samples = _node_sums(estimator.decision_path(X), costs)
+    return _choices(estimator.decision_path(X), costs)
+
+
+def _choices(reached, costs: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`node_choices` from the samples' decision paths (``reached``: [samples, nodes])."""
+    summed_log, summed_ratio, n_samples = _node_sums(reached, costs)
     best = summed_log.argmin(axis=1)
     return best, n_samples, _mean_regret(summed_ratio, n_samples, best)
 
@@ -137,9 +142,9 @@ class Tree:
         it decides each node's label and its mean regret.
         """
         raw = estimator.tree_
-        best, n_samples, mean_regret = node_choices(estimator, X, costs)
+        reached = estimator.decision_path(X).tocsc()  # read once: the labels, then each node's values
+        best, n_samples, mean_regret = _choices(reached, costs)
         uniform = _uniform_labels(raw.children_left, raw.children_right, best)
-        reached = estimator.decision_path(X).tocsc()
         nodes: list[tuple] = []
 
         def add(node: int) -> int:
