@@ -277,6 +277,10 @@ def _output(problem: GemmProblem, out: torch.Tensor | None, a: torch.Tensor, b: 
     """C: a new tensor, or ``out`` checked (shape, dtype, device, contiguous, apart from a and b)."""
     if out is None:
         return torch.empty((problem.M, problem.N), dtype=problem.dtype, device=problem.device)
+    if not isinstance(out, torch.Tensor):
+        raise InputError(f"out must be a torch.Tensor, got {type(out).__name__}")
+    if out.layout != torch.strided:
+        raise InputError(f"out must be a dense tensor, got layout {out.layout}")
     if out.shape != (problem.M, problem.N) or out.dtype != problem.dtype or out.device != problem.device:
         raise InputError(f"out must be a {problem.M}x{problem.N} {problem.dtype} tensor on {problem.device}, "
                          f"got {tuple(out.shape)} {out.dtype} on {out.device}")
@@ -509,14 +513,19 @@ def split(inputs):
     return tuple(inputs), tuple(inputs)
 
 
+# A cached decision need not hold the operands it was made for: its key names none of them by id.
+KEYS_BY_VALUE = True
+
+
 def cache_key(source):
-    """Shapes, strides, dtypes and devices: everything :func:`problem` reads. None for non-tensors."""
+    """Shapes, strides, dtypes and devices: everything :func:`problem` reads, as the identity of a
+    problem with no further state. None for non-tensors."""
     a, b = source
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         return None
     if a.layout != torch.strided or b.layout != torch.strided:
         return None  # no strides to key on: problem() refuses them
-    return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device)
+    return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device), ()
 
 
 def problem(source) -> GemmProblem:

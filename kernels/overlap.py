@@ -420,7 +420,7 @@ def _check_group(op: str, group, heap: Heap | None) -> None:
 
 def cache_key(spec: OverlapSpec):
     where = id(spec.heap) if spec.heap is not None else ("group", getattr(spec.group, "group_name", None))
-    return (spec.op, spec.a_shape, spec.b_shape, spec.dtype, str(spec.device), where)
+    return (spec.op, spec.a_shape, spec.b_shape, spec.dtype, str(spec.device), where), ()
 
 
 def problem(spec: OverlapSpec) -> OverlapProblem:
@@ -1091,10 +1091,13 @@ def _graph_key(pattern: str, a: torch.Tensor, b: torch.Tensor) -> tuple:
 class _RsGraphPlan:
     """pipelined_graph's call shape: the graphed part and the partials that the sum after it reads.
 
-    No barrier: a rank announces at the start of each replay that it has finished reading the last call's
-    partials (``ready``), and a peer waits for that only before pushing into them, on the side stream, while
-    its GEMM of the next peer's rows runs. Every other pattern starts with a barrier, so whatever ran before
-    is covered too.
+    No barrier per call: a rank announces at the start of each replay that it has finished reading the last
+    call's partials (``ready``), and a peer waits for that only before pushing into them, on the side stream,
+    while its GEMM of the next peer's rows runs. Every other pattern starts with a barrier, so whatever ran
+    before is covered too. One barrier when the plan is made (every rank makes it in the same call): a rank's
+    flags are zeroed, and its epochs restart, only then, so without it a fast peer could read the flags
+    before they are zeroed, still holding an earlier plan's epochs (after ``free_all``, the same offsets),
+    and sum partials of the call before.
     """
 
     def __init__(self, p, a_part, b_part):
@@ -1117,6 +1120,7 @@ class _RsGraphPlan:
             _pipeline(p.device, steps, produce_on_side=False)
             _rs_await_partials(p, flags, 0, epoch)
 
+        heap.barrier()  # after this rank's flags and epoch are zeroed: see the class doc
         self.parts = parts
         self.send = _GraphedCall(send, a_part)
 
@@ -1155,41 +1159,49 @@ def _default_params(prefix: str, pattern: str) -> dict:
     return {}
 
 
-def _after_ranks_agree(run):
-    """``run`` once the ranks are known to call with the same shapes and dtype: the patterns address
-    their peers' memory by offsets worked out from their own shapes, so a rank that disagrees would
-    read and write the wrong places without an error. Checked by one all-gather the first time a
-    rank runs a call shape of an op on a heap, which every rank does in the same call (a decision cache
-    evicted differently on each rank, or ``explain``, must not start a collective on some ranks). A
-    peer silent on that first call leaves it to the collective's own timeout, not the bounded waits."""
+def _after_ranks_agree(run, pattern: str):
+    """``run`` once the ranks are known to call with the same shapes, dtype and pattern: the patterns
+    address their peers' memory by offsets worked out from their own shapes, and lay their buffers
+    and flags out each its own way, so a rank that disagrees would read and write the wrong places
+    without an error (a ``variant=``, ``calls=`` or model given on one rank only picks another
+    pattern there). Checked by one all-gather the first time a rank runs a call shape of an op with
+    a pattern on a heap, which every rank does in the same call (a decision cache evicted differently
+    on each rank, or ``explain``, must not start a collective on some ranks). A peer silent on that
+    first call leaves it to the collective's own timeout, not the bounded waits. Ranks that each ran
+    two call shapes (or patterns) before and now mix them are not caught: that would take a
+    collective on every call."""
 
     @functools.wraps(run)
     def agreed(p, a, b, **params):
-        key = (p.op, p.a_shape, p.b_shape, p.dtype)
+        key = (p.op, p.a_shape, p.b_shape, p.dtype, pattern, tuple(sorted(params.items())))
         if key not in p.heap.agreed_calls:
-            _check_ranks_agree(p)
+            _check_ranks_agree(p, pattern, params)
             p.heap.agreed_calls.add(key)
         return run(p, a, b, **params)
 
     return agreed
 
 
-def _check_ranks_agree(p) -> None:
+def _check_ranks_agree(p, pattern: str, params: dict) -> None:
     if p.world_size == 1 or p.heap.group is None:  # a heap without a group has no collective to ask with
         return
-    mine = torch.tensor([*p.a_shape, *p.b_shape, DTYPES.index(p.dtype)], dtype=torch.int64, device=p.device)
+    named = sorted(_PATTERN_DOCS)
+    mine = torch.tensor([*p.a_shape, *p.b_shape, DTYPES.index(p.dtype), named.index(pattern),
+                         params.get("chunks", 0), params.get("comm_programs", 0)], dtype=torch.int64, device=p.device)
     every = _all_gather(mine, p.heap.group).tolist()
     if any(row != every[0] for row in every):
-        calls = "; ".join(f"rank {rank}: {INPUTS[p.op][0]} {row[:2]}, {INPUTS[p.op][1]} {row[2:4]}, {DTYPES[row[4]]}"
-                          for rank, row in enumerate(every))
-        raise InputError(f"{p.op}: the ranks called with different shapes or dtypes ({calls}); every rank must pass "
-                         f"its share of the same GEMM")
+        calls = "; ".join(f"rank {rank}: {INPUTS[p.op][0]} {row[:2]}, {INPUTS[p.op][1]} {row[2:4]}, {DTYPES[row[4]]}, "
+                          f"{named[row[5]]}" + (f" {row[6]} chunks" if row[6] else "")
+                          + (f" {row[7]} communication programs" if row[7] else "") for rank, row in enumerate(every))
+        raise InputError(f"{p.op}: the ranks called with different shapes, dtypes or patterns ({calls}); every rank "
+                         f"must pass its share of the same GEMM and run the same pattern (the same variant=, calls= "
+                         f"and model on every rank)")
 
 
 def _variants(prefix: str, patterns) -> dict[str, Variant]:
     variants = {}
     for pattern in patterns:
-        run = _after_ranks_agree(globals()[f"_{prefix}_{pattern}"])
+        run = _after_ranks_agree(globals()[f"_{prefix}_{pattern}"], pattern)
         params = _default_params(prefix, pattern)
         variants[pattern] = Variant(pattern, functools.partial(run, **params) if params else run, params,
                                     _PATTERN_DOCS[pattern])

@@ -1303,10 +1303,10 @@ def split(inputs):
 
 
 def cache_key(matrix):
-    """Identity and in-place version of the arrays the decision was made from, and whether the
-    values need a gradient now (a cached call checks no more: a matrix whose values came to
-    require grad, or one first called under ``torch.no_grad()``, is examined again, and refused
-    while autograd is on)."""
+    """``(identity, state)``: the arrays the decision was made from, and their in-place versions
+    and whether the values need a gradient now (a cached call checks no more: a matrix whose
+    values came to require grad, or one first called under ``torch.no_grad()``, is examined again,
+    and refused while autograd is on)."""
     try:
         try:
             return _key(matrix, tracked=True)
@@ -1324,11 +1324,11 @@ def _key(matrix, tracked: bool):
     if isinstance(matrix, torch.Tensor) and matrix.layout == torch.sparse_csr:
         # Its member tensors share the tensor's version counter (tests/test_dispatch.py checks):
         # one read instead of two member aliases made per call.
-        return (id(matrix), matrix._version if tracked else None, matrix.requires_grad and torch.is_grad_enabled())
+        return (id(matrix),), (matrix._version if tracked else None, matrix.requires_grad and torch.is_grad_enabled())
     if isinstance(matrix, CsrMatrix):
         indptr, indices, values = matrix.indptr, matrix.indices, matrix.values
-        return (id(matrix), indptr._version if tracked else None, indices._version if tracked else None,
-                values.shape, values.requires_grad and torch.is_grad_enabled())
+        return (id(matrix),), (indptr._version if tracked else None, indices._version if tracked else None,
+                               values.shape, values.requires_grad and torch.is_grad_enabled())
     if isinstance(matrix, (tuple, list)) and len(matrix) == 4 and all(_dense_tensor(t) for t in matrix[:3]):
         indptr, indices, values, shape = matrix
         if isinstance(values, torch.Tensor) and not values.is_contiguous():
@@ -1337,10 +1337,14 @@ def _key(matrix, tracked: bool):
             warn("the CSR values are not contiguous: seer multiplies a contiguous copy, so it examines the "
                  "matrix afresh on every call instead of caching its decision; pass values.contiguous()")
             return None
+        if not (type(shape) is tuple and len(shape) == 2 and type(shape[0]) is int and type(shape[1]) is int):
+            shape = sparse.csr_shape(shape)  # by value: a tensor's hash is its id, a list has none
         # Values written in place are served at a hit; their length is keyed (``resize_``).
-        return (id(indptr), indptr._version if tracked else None, id(indices), indices._version if tracked else None,
-                id(values), values.shape, shape if type(shape) is tuple else sparse.csr_shape(shape),
-                values.requires_grad and torch.is_grad_enabled())
+        return ((id(indptr), id(indices), id(values), shape),
+                (indptr._version if tracked else None, indices._version if tracked else None, values.shape,
+                 values.requires_grad and torch.is_grad_enabled()))
+    if sparse.is_scipy_sparse(matrix):
+        _warn_of_scipy_input()
     return None  # uncacheable (scipy input, or members that are no dense tensors): examined on every call
 
 
@@ -1349,6 +1353,16 @@ def _dense_tensor(t) -> bool:
 
 
 _warned_inference: list = []
+
+
+def _warn_of_scipy_input() -> None:
+    if not _warned_scipy:
+        _warned_scipy.append(True)
+        warn("a scipy sparse matrix is copied to a torch CSR matrix on every seer.dispatch call, so its decision "
+             "is not cached either: convert it once (to a torch CSR tensor on the GPU, or with seer.as_csr(A)) and pass that")
+
+
+_warned_scipy: list = []
 
 
 def _warn_of_inference_tensors() -> None:

@@ -13,7 +13,7 @@ VARIANTS = ('bulk_torch', 'bulk_triton', 'fused_sequential', 'producer_consumer'
 
 
 def choose_stage1_calls_1(f: dict) -> str:
-    if f['rank_gflop'] <= 85.36247634887695:  # GEMM work per rank <= 85.4 GFLOP
+    if f['rank_gflop'] <= 85.36247634887695:  # GEMM work per rank <= 85.362 GFLOP
         return 'pipelined_graph'  # 39 training inputs, mean regret 5.7%
     else:
         if f['m'] <= 1792.0:  # M (rows of C) <= 1,792

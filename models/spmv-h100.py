@@ -14,7 +14,7 @@ VARIANTS = ('scalar_r128', 'vector_g4', 'vector_g8', 'vector_g16', 'vector_g32',
 
 def choose_stage1_calls_1(f: dict) -> str:
     if f['nnz'] <= 106260.0:  # nnz <= 106,260
-        if f['mean_row'] <= 8.651537418365479:  # mean row length <= 8.65 nnz/row
+        if f['mean_row'] <= 8.651537418365479:  # mean row length <= 8.6515 nnz/row
             return 'vector_g64'  # 154 training inputs, mean regret 5.4%
         else:
             return 'vector_g256'  # 37 training inputs, mean regret 1.1%
@@ -25,7 +25,7 @@ def choose_stage1_calls_1(f: dict) -> str:
 def choose_stage1_calls_10(f: dict) -> str:
     if f['nnz'] <= 788176.5:  # nnz <= 788,176
         if f['nnz'] <= 2507.0:  # nnz <= 2,507
-            if f['mean_row'] <= 5.755373001098633:  # mean row length <= 5.76 nnz/row
+            if f['mean_row'] <= 5.755373001098633:  # mean row length <= 5.75537 nnz/row
                 return 'scalar_r128'  # 92 training inputs, mean regret 2.4%
             else:
                 if f['cols'] <= 121.5:  # columns <= 121
@@ -41,9 +41,9 @@ def choose_stage1_calls_10(f: dict) -> str:
                 else:
                     return 'vector_g16'  # 12 training inputs, mean regret 8.1%
     else:
-        if f['mean_row'] <= 31.918139457702637:  # mean row length <= 31.9 nnz/row
+        if f['mean_row'] <= 31.918139457702637:  # mean row length <= 31.918 nnz/row
             if f['nnz'] <= 6013540.0:  # nnz <= 6,013,540
-                if f['mean_row'] <= 15.48422622680664:  # mean row length <= 15.5 nnz/row
+                if f['mean_row'] <= 15.48422622680664:  # mean row length <= 15.4842 nnz/row
                     return 'cusparse_slices_16k'  # 71 training inputs, mean regret 15.1%
                 else:
                     return 'cusparse_prepared'  # 20 training inputs, mean regret 15.8%
@@ -65,9 +65,9 @@ def choose_stage1_calls_10(f: dict) -> str:
 def choose_stage1_calls_100(f: dict) -> str:
     if f['cols'] <= 479.0:  # columns <= 479
         if f['nnz'] <= 788176.5:  # nnz <= 788,176
-            if f['mean_row'] <= 8.651537418365479:  # mean row length <= 8.65 nnz/row
+            if f['mean_row'] <= 8.651537418365479:  # mean row length <= 8.6515 nnz/row
                 if f['nnz'] <= 3262.5:  # nnz <= 3,262
-                    if f['mean_row'] <= 3.365201473236084:  # mean row length <= 3.37 nnz/row
+                    if f['mean_row'] <= 3.365201473236084:  # mean row length <= 3.3652 nnz/row
                         return 'scalar_r128'  # 48 training inputs, mean regret 1.8%
                     else:
                         return 'vector_g64'  # 53 training inputs, mean regret 2.2%
@@ -85,7 +85,7 @@ def choose_stage1_calls_100(f: dict) -> str:
                 if f['cols'] <= 5410008.0:  # columns <= 5,410,008
                     return 'gather'  # no training input below the gate reaches it; its choice is the ungated tree's
                 else:
-                    if f['mean_row'] <= 5.128255367279053:  # mean row length <= 5.13 nnz/row
+                    if f['mean_row'] <= 5.128255367279053:  # mean row length <= 5.12825 nnz/row
                         return 'offsets_i16'  # no training input below the gate reaches it; its choice is the ungated tree's
                     else:
                         return 'gather'  # no training input below the gate reaches it; its choice is the ungated tree's
@@ -95,9 +95,9 @@ def choose_stage1_calls_100(f: dict) -> str:
 
 def choose_stage1_calls_1000(f: dict) -> str:
     if f['nnz'] <= 135827.0:  # nnz <= 135,827
-        if f['mean_row'] <= 8.651537418365479:  # mean row length <= 8.65 nnz/row
+        if f['mean_row'] <= 8.651537418365479:  # mean row length <= 8.6515 nnz/row
             if f['nnz'] <= 3262.5:  # nnz <= 3,262
-                if f['mean_row'] <= 5.561676025390625:  # mean row length <= 5.56 nnz/row
+                if f['mean_row'] <= 5.561676025390625:  # mean row length <= 5.56167 nnz/row
                     return 'gather'  # 92 training inputs, mean regret 2.0%
                 else:
                     return 'vector_g64'  # 22 training inputs, mean regret 1.6%
@@ -106,7 +106,7 @@ def choose_stage1_calls_1000(f: dict) -> str:
         else:
             return 'vector_g256'  # 37 training inputs, mean regret 1.7%
     else:
-        if f['mean_row'] <= 47.010986328125:  # mean row length <= 47 nnz/row
+        if f['mean_row'] <= 47.010986328125:  # mean row length <= 47.0109 nnz/row
             return 'gather'  # 215 training inputs, mean regret 4.8%
         else:
             if f['nnz'] <= 5391126.5:  # nnz <= 5,391,126
@@ -125,7 +125,7 @@ def choose_stage2_calls_1(f: dict) -> str:
     if f['nnz'] <= 106260.0:  # nnz <= 106,260
         if f['row_max'] <= 16.5:  # longest row <= 16 nnz
             if f['row_max'] <= 8.5:  # longest row <= 8 nnz
-                if f['mean_row'] <= 2.0277777910232544:  # mean row length <= 2.03 nnz/row
+                if f['mean_row'] <= 2.0277777910232544:  # mean row length <= 2.02777 nnz/row
                     if f['nnz'] <= 33.0:  # nnz <= 33
                         return 'vector_g16'  # 5 training inputs, mean regret 1.3%
                     else:
@@ -149,7 +149,7 @@ def choose_stage2_calls_1(f: dict) -> str:
                             return 'vector_g64'  # 10 training inputs, mean regret 0.8%
                 else:
                     if f['rows'] <= 1673.5:  # rows <= 1,673
-                        if f['mean_row'] <= 7.012780666351318:  # mean row length <= 7.01 nnz/row
+                        if f['mean_row'] <= 7.012780666351318:  # mean row length <= 7.01278 nnz/row
                             return 'vector_g64'  # 10 training inputs, mean regret 0.5%
                         else:
                             return 'vector_g16'  # 5 training inputs, mean regret 1.6%
@@ -157,13 +157,13 @@ def choose_stage2_calls_1(f: dict) -> str:
                         return 'vector_g16'  # 4 training inputs, mean regret 0.8%
         else:
             if f['row_max'] <= 53.5:  # longest row <= 53 nnz
-                if f['row_std'] <= 4.8587212562561035:  # row-length std <= 4.86 nnz
+                if f['row_std'] <= 4.8587212562561035:  # row-length std <= 4.8587 nnz
                     if f['rows'] <= 1110.5:  # rows <= 1,110
                         return 'vector_g64'  # 11 training inputs, mean regret 0.8%
                     else:
                         return 'vector_g16'  # 4 training inputs, mean regret 1.0%
                 else:
-                    if f['row_cv'] <= 0.9024187326431274:  # row-length CV <= 0.902
+                    if f['row_cv'] <= 0.9024187326431274:  # row-length CV <= 0.90241
                         return 'vector_g64'  # 16 training inputs, mean regret 0.5%
                     else:
                         return 'vector_g32'  # 4 training inputs, mean regret 2.9%
@@ -171,8 +171,8 @@ def choose_stage2_calls_1(f: dict) -> str:
                 return 'vector_g256'  # 28 training inputs, mean regret 0.3%
     else:
         if f['row_max'] <= 35.5:  # longest row <= 35 nnz
-            if f['mean_row'] <= 15.573708534240723:  # mean row length <= 15.6 nnz/row
-                if f['shifted_row_frac'] <= 0.0001508022687630728:  # share of sampled rows shifting the previous row by one column <= 0.000151
+            if f['mean_row'] <= 15.573708534240723:  # mean row length <= 15.5737 nnz/row
+                if f['shifted_row_frac'] <= 0.0001508022687630728:  # share of sampled rows shifting the previous row by one column <= 0.000150802
                     if f['cols'] <= 5270328.0:  # columns <= 5,270,328
                         return 'scalar_r128'  # 5 training inputs, mean regret 3.0%
                     else:
@@ -186,9 +186,9 @@ def choose_stage2_calls_1(f: dict) -> str:
                     return 'vector_g16'  # 13 training inputs, mean regret 0.4%
         else:
             if f['cols'] <= 226760.5:  # columns <= 226,760
-                if f['row_cv'] <= 0.9627659022808075:  # row-length CV <= 0.963
+                if f['row_cv'] <= 0.9627659022808075:  # row-length CV <= 0.96276
                     if f['row_max'] <= 109.0:  # longest row <= 109 nnz
-                        if f['mean_row'] <= 32.998064041137695:  # mean row length <= 33 nnz/row
+                        if f['mean_row'] <= 32.998064041137695:  # mean row length <= 32.998 nnz/row
                             return 'vector_g16'  # 6 training inputs, mean regret 0.0%
                         else:
                             return 'vector_g32'  # 20 training inputs, mean regret 1.9%
@@ -199,7 +199,7 @@ def choose_stage2_calls_1(f: dict) -> str:
                             return 'vector_g256'  # 8 training inputs, mean regret 0.4%
                 else:
                     if f['nnz'] <= 2336758.5:  # nnz <= 2,336,758
-                        if f['mean_row'] <= 18.740489959716797:  # mean row length <= 18.7 nnz/row
+                        if f['mean_row'] <= 18.740489959716797:  # mean row length <= 18.7404 nnz/row
                             return 'cusparse_slices_16k'  # 9 training inputs, mean regret 0.2%
                         else:
                             return 'cusparse_prepared'  # 7 training inputs, mean regret 0.0%
@@ -212,7 +212,7 @@ def choose_stage2_calls_1(f: dict) -> str:
                     if f['rows'] <= 448194.0:  # rows <= 448,194
                         return 'cusparse_prepared'  # 13 training inputs, mean regret 0.6%
                     else:
-                        if f['skew'] <= 8.754059314727783:  # max/mean row length <= 8.75
+                        if f['skew'] <= 8.754059314727783:  # max/mean row length <= 8.754
                             return 'cusparse_prepared'  # 23 training inputs, mean regret 0.7%
                         else:
                             return 'cusparse_slices_16k'  # 44 training inputs, mean regret 0.5%
@@ -240,7 +240,7 @@ def choose_stage2_calls_10(f: dict) -> str:
             else:
                 return 'vector_g256'  # 24 training inputs, mean regret 0.5%
     else:
-        if f['skew'] <= 4.251545429229736:  # max/mean row length <= 4.25
+        if f['skew'] <= 4.251545429229736:  # max/mean row length <= 4.25154
             if f['row_max'] <= 38.0:  # longest row <= 38 nnz
                 if f['row_max'] <= 10.5:  # longest row <= 10 nnz
                     return 'scalar_r128'  # 42 training inputs, mean regret 2.5%
@@ -258,7 +258,7 @@ def choose_stage2_calls_10(f: dict) -> str:
                 else:
                     return 'cusparse_prepared'  # 21 training inputs, mean regret 1.5%
         else:
-            if f['long_nnz_frac'] <= 0.00014920033572707325:  # nnz fraction in rows > 256 <= 0.000149
+            if f['long_nnz_frac'] <= 0.00014920033572707325:  # nnz fraction in rows > 256 <= 0.0001492
                 if f['nnz'] <= 6369404.0:  # nnz <= 6,369,404
                     if f['rows'] <= 566015.5:  # rows <= 566,015
                         return 'cusparse_slices_16k'  # 6 training inputs, mean regret 1.1%
@@ -297,7 +297,7 @@ def choose_stage2_calls_100(f: dict) -> str:
                     return 'vector_g16'  # 5 training inputs, mean regret 0.6%
             else:
                 if f['row_max'] <= 971.0:  # longest row <= 971 nnz
-                    if f['row_cv'] <= 1.665678322315216:  # row-length CV <= 1.67
+                    if f['row_cv'] <= 1.665678322315216:  # row-length CV <= 1.66567
                         if f['row_max'] <= 126.0:  # longest row <= 126 nnz
                             return 'vector_g256'  # 7 training inputs, mean regret 0.0%
                         else:
@@ -307,16 +307,16 @@ def choose_stage2_calls_100(f: dict) -> str:
                 else:
                     return 'merge_c256'  # 2 training inputs, mean regret 0.0%
     else:
-        if f['skew'] <= 2.3702914714813232:  # max/mean row length <= 2.37
-            if f['shifted_row_frac'] <= 0.9345395267009735:  # share of sampled rows shifting the previous row by one column <= 0.935
+        if f['skew'] <= 2.3702914714813232:  # max/mean row length <= 2.37029
+            if f['shifted_row_frac'] <= 0.9345395267009735:  # share of sampled rows shifting the previous row by one column <= 0.934539
                 if f['row_max'] <= 34.0:  # longest row <= 34 nnz
                     if f['cols'] <= 240124.5:  # columns <= 240,124
-                        if f['row_std'] <= 3.7904586791992188:  # row-length std <= 3.79 nnz
+                        if f['row_std'] <= 3.7904586791992188:  # row-length std <= 3.79045 nnz
                             return 'vector_g8'  # 4 training inputs, mean regret 2.7%
                         else:
                             return 'offsets_i16'  # 5 training inputs, mean regret 0.7%
                     else:
-                        if f['shifted_row_frac'] <= 0.06975342147052288:  # share of sampled rows shifting the previous row by one column <= 0.0698
+                        if f['shifted_row_frac'] <= 0.06975342147052288:  # share of sampled rows shifting the previous row by one column <= 0.069753
                             return 'scalar_r128'  # 7 training inputs, mean regret 2.6%
                         else:
                             return 'offsets_i16'  # 8 training inputs, mean regret 0.2%
@@ -338,7 +338,7 @@ def choose_stage2_calls_100(f: dict) -> str:
                         else:
                             return 'diagonal_r128'  # 2 training inputs, mean regret 0.0%
                 else:
-                    if f['mean_row'] <= 26.170802116394043:  # mean row length <= 26.2 nnz/row
+                    if f['mean_row'] <= 26.170802116394043:  # mean row length <= 26.1708 nnz/row
                         if f['rows'] <= 483795.5:  # rows <= 483,795
                             return 'diagonal_r128'  # 6 training inputs, mean regret 1.0%
                         else:
@@ -351,12 +351,12 @@ def choose_stage2_calls_100(f: dict) -> str:
                     if f['row_max'] <= 40.0:  # longest row <= 40 nnz
                         return 'scalar_r128'  # 10 training inputs, mean regret 1.4%
                     else:
-                        if f['mean_row'] <= 4.894923686981201:  # mean row length <= 4.89 nnz/row
+                        if f['mean_row'] <= 4.894923686981201:  # mean row length <= 4.8949 nnz/row
                             return 'cusparse_prepared'  # 2 training inputs, mean regret 0.0%
                         else:
                             return 'cusparse_slices_16k'  # 2 training inputs, mean regret 0.0%
                 else:
-                    if f['mean_row'] <= 5.863012790679932:  # mean row length <= 5.86 nnz/row
+                    if f['mean_row'] <= 5.863012790679932:  # mean row length <= 5.863 nnz/row
                         if f['nnz'] <= 26371503.0:  # nnz <= 26,371,503
                             return 'scalar_r128'  # 5 training inputs, mean regret 1.2%
                         else:
@@ -367,9 +367,9 @@ def choose_stage2_calls_100(f: dict) -> str:
                         else:
                             return 'cusparse_slices_16k'  # 3 training inputs, mean regret 0.0%
             else:
-                if f['mean_row'] <= 82.8144416809082:  # mean row length <= 82.8 nnz/row
-                    if f['row_cv'] <= 0.6608188152313232:  # row-length CV <= 0.661
-                        if f['mean_row'] <= 27.15767765045166:  # mean row length <= 27.2 nnz/row
+                if f['mean_row'] <= 82.8144416809082:  # mean row length <= 82.814 nnz/row
+                    if f['row_cv'] <= 0.6608188152313232:  # row-length CV <= 0.660818
+                        if f['mean_row'] <= 27.15767765045166:  # mean row length <= 27.1576 nnz/row
                             return 'cusparse_slices_16k'  # 13 training inputs, mean regret 0.5%
                         else:
                             return 'cusparse_prepared'  # 8 training inputs, mean regret 3.6%
@@ -380,7 +380,7 @@ def choose_stage2_calls_100(f: dict) -> str:
                             return 'cusparse_slices_16k'  # 56 training inputs, mean regret 2.5%
                 else:
                     if f['nnz'] <= 1183241.5:  # nnz <= 1,183,241
-                        if f['long_nnz_frac'] <= 0.5004798173904419:  # nnz fraction in rows > 256 <= 0.5
+                        if f['long_nnz_frac'] <= 0.5004798173904419:  # nnz fraction in rows > 256 <= 0.500479
                             return 'cusparse_prepared'  # 2 training inputs, mean regret 0.8%
                         else:
                             return 'cusparse_slices_16k'  # 2 training inputs, mean regret 0.0%
@@ -397,13 +397,13 @@ def choose_stage2_calls_1000(f: dict) -> str:
                 return 'vector_g16'  # 45 training inputs, mean regret 1.2%
         else:
             if f['row_max'] <= 43.0:  # longest row <= 43 nnz
-                if f['row_std'] <= 4.5135955810546875:  # row-length std <= 4.51 nnz
+                if f['row_std'] <= 4.5135955810546875:  # row-length std <= 4.51359 nnz
                     if f['rows'] <= 1927.5:  # rows <= 1,927
                         return 'vector_g64'  # 16 training inputs, mean regret 1.1%
                     else:
                         return 'vector_g16'  # 4 training inputs, mean regret 6.0%
                 else:
-                    if f['row_cv'] <= 0.7724364101886749:  # row-length CV <= 0.772
+                    if f['row_cv'] <= 0.7724364101886749:  # row-length CV <= 0.77243
                         return 'vector_g64'  # 15 training inputs, mean regret 0.7%
                     else:
                         return 'vector_g32'  # 4 training inputs, mean regret 2.2%
@@ -416,15 +416,15 @@ def choose_stage2_calls_1000(f: dict) -> str:
                 else:
                     return 'vector_g16'  # 4 training inputs, mean regret 0.0%
     else:
-        if f['row_cv'] <= 0.2826380878686905:  # row-length CV <= 0.283
-            if f['shifted_row_frac'] <= 0.9345395267009735:  # share of sampled rows shifting the previous row by one column <= 0.935
-                if f['mean_row'] <= 66.36872863769531:  # mean row length <= 66.4 nnz/row
+        if f['row_cv'] <= 0.2826380878686905:  # row-length CV <= 0.282638
+            if f['shifted_row_frac'] <= 0.9345395267009735:  # share of sampled rows shifting the previous row by one column <= 0.934539
+                if f['mean_row'] <= 66.36872863769531:  # mean row length <= 66.3687 nnz/row
                     if f['nnz'] <= 4419064.0:  # nnz <= 4,419,064
                         return 'offsets_i16'  # 22 training inputs, mean regret 0.1%
                     else:
                         return 'cusparse_slices_16k'  # 9 training inputs, mean regret 6.9%
                 else:
-                    if f['skew'] <= 1.0946655869483948:  # max/mean row length <= 1.09
+                    if f['skew'] <= 1.0946655869483948:  # max/mean row length <= 1.09466
                         return 'diagonal_major_r512'  # 13 training inputs, mean regret 14.6%
                     else:
                         return 'cusparse_prepared'  # 5 training inputs, mean regret 1.1%
@@ -437,9 +437,9 @@ def choose_stage2_calls_1000(f: dict) -> str:
                 else:
                     return 'diagonal_major_r512'  # 56 training inputs, mean regret 0.0%
         else:
-            if f['long_nnz_frac'] <= 0.5253067910671234:  # nnz fraction in rows > 256 <= 0.525
+            if f['long_nnz_frac'] <= 0.5253067910671234:  # nnz fraction in rows > 256 <= 0.525306
                 if f['cols'] <= 437925.0:  # columns <= 437,925
-                    if f['mean_row'] <= 61.28929901123047:  # mean row length <= 61.3 nnz/row
+                    if f['mean_row'] <= 61.28929901123047:  # mean row length <= 61.289 nnz/row
                         return 'cusparse_prepared'  # 37 training inputs, mean regret 6.0%
                     else:
                         return 'cusparse_slices_16k'  # 13 training inputs, mean regret 1.5%
@@ -449,7 +449,7 @@ def choose_stage2_calls_1000(f: dict) -> str:
                     else:
                         return 'cusparse_slices_16k'  # 70 training inputs, mean regret 0.9%
             else:
-                if f['row_cv'] <= 6.674574851989746:  # row-length CV <= 6.67
+                if f['row_cv'] <= 6.674574851989746:  # row-length CV <= 6.67457
                     return 'cusparse_slices_16k'  # 11 training inputs, mean regret 0.0%
                 else:
                     return 'merge_c512_hot64k'  # 20 training inputs, mean regret 0.1%

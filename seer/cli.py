@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
                        description="Rows measured in several campaigns get the mean of each measured column "
                                    "(times, baselines, host calls, preparations, gather_ms); features must agree.")
     p.add_argument("tables", type=Path, nargs="+", help="the campaigns' profile tables (CSV, .meta.json beside)")
-    p.add_argument("--out", type=Path, required=True, help="merged table to write (a new file)")
+    p.add_argument("--out", type=Path, required=True, help="merged table to write (a new file, or an earlier merge to replace)")
     p.set_defaults(run=_merge)
 
     p = sub.add_parser("train", help="train a two-stage selector on a profile table; print rules and held-out scores",
@@ -138,10 +138,12 @@ def _train(args, command: str) -> int:
     from seer import rules
     from seer.train import check_model_path, train_table
 
+    if args.table.is_dir():
+        raise SeerError(f"{args.table} is a folder; give the profile table (a CSV with its .meta.json beside)")
     out = args.out or Path("models") / f"{args.table.stem}.json"
     exports = {".txt": rules.to_text, ".md": rules.to_markdown, ".py": rules.to_python}
     check_model_path(args.table, out, beside=tuple(exports))  # before training: it takes minutes
-    out.parent.mkdir(parents=True, exist_ok=True)
+    _make_folder(out.parent, "--out's folder")
     model, report = train_table(_relative(args.table), op=args.op, out=out, command=command)
     for suffix, export in exports.items():
         out.with_suffix(suffix).write_text(export(model))
@@ -165,6 +167,7 @@ def _report(args, command: str) -> int:
     given = SelectorModel.load(args.model, op=table.op) if args.model else None
     if given is not None:
         _check_model_of(given, args.model, table)
+    _make_folder(args.out, "--out")  # before the scoring: it takes minutes
     selector = TwoStageSelector()
     training = selector.evaluate(table)
     model = given or selector.fit(table).to_model(table, command=command)
@@ -204,6 +207,13 @@ def _explain(args, command: str) -> int:
             print(f"== {Path(path).name}")
         print(seer.explain("spmv", (matrix, x), calls=args.calls, model=path))
     return 0
+
+
+def _make_folder(path: Path, what: str) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise SeerError(f"cannot make {what} {path}: {error.strerror or error}") from None
 
 
 def _relative(path: Path) -> Path:

@@ -31,6 +31,7 @@ _ONE, _ZERO = ctypes.c_float(1.0), ctypes.c_float(0.0)
 _void, _int64, _size = ctypes.c_void_p, ctypes.c_int64, ctypes.c_size_t
 _SIGNATURES = {
     "cusparseCreate": [_void],
+    "cusparseDestroy": [_void],
     "cusparseSetStream": [_void, _void],
     "cusparseCreateCsr": [_void, _int64, _int64, _int64, _void, _void, _void, ctypes.c_int, ctypes.c_int,
                           ctypes.c_int, ctypes.c_int],
@@ -49,6 +50,21 @@ _library = None  # the loaded library's functions, found on first use; False whe
 # A handle per thread and device (a handle must not be used by two threads at once), with the
 # stream last bound to it: binding it again on every call cost a ctypes call each.
 _handles = threading.local()
+
+
+class _Handle:
+    """One thread's cuSPARSE handle on one device. Destroyed with the thread's local storage when
+    the thread ends: a server that starts threads would otherwise leak a handle (and the device
+    memory it holds) with each."""
+
+    __slots__ = ("address", "stream")
+
+    def __init__(self, address: int):
+        self.address, self.stream = address, None
+
+    def __del__(self):
+        if _library:
+            _library.cusparseDestroy(self.address)
 
 
 def available() -> bool:
@@ -81,17 +97,17 @@ def _check(status: int, what: str) -> None:
 def _handle(device_index: int) -> int:
     """This thread's handle on the device, bound to torch's current stream there."""
     handles = _handles.__dict__.setdefault("by_device", {})
-    entry = handles.get(device_index)
-    if entry is None:
+    handle = handles.get(device_index)
+    if handle is None:
         with torch.cuda.device(device_index):
             created = ctypes.c_void_p()
             _check(_library.cusparseCreate(ctypes.byref(created)), "cusparseCreate")
-        entry = handles[device_index] = [created.value, None]
+        handle = handles[device_index] = _Handle(created.value)
     stream = torch._C._cuda_getCurrentRawStream(device_index)
-    if entry[1] != stream:
-        _library.cusparseSetStream(entry[0], stream)
-        entry[1] = stream
-    return entry[0]
+    if handle.stream != stream:
+        _library.cusparseSetStream(handle.address, stream)
+        handle.stream = stream
+    return handle.address
 
 
 class SpmvPlan:

@@ -69,48 +69,72 @@ class Decision:
 class DecisionCache:
     """A thread-safe LRU map from input keys to decisions.
 
-    It holds references to the cached inputs (so their ids stay unique while cached); its size
+    A key is ``(op, (identity, state), model, variant)``, the middle pair the op's ``cache_key``:
+    an input cached again in a new state (its arrays written in place) replaces its entry, which
+    no call could reach any more and which would keep the input's old plans alive meanwhile. The
+    cache holds references to the cached inputs (so their ids stay unique while cached); its size
     bounds how many inputs it keeps alive. ``seer.clear_cache()`` releases them all.
     """
 
     def __init__(self, maxsize: int = DEFAULT_CACHE_SIZE):
         self.maxsize = maxsize
         self._entries: OrderedDict = OrderedDict()
+        self._current: dict = {}  # an input's identity -> the key of its cached state
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
     def get(self, key):
-        # acquire/release, not `with`: this runs on every cached call, and nothing inside can raise.
+        # acquire/try/finally, not `with`, on the path every cached call takes; hashing the key
+        # may raise (an unhashable value a caller passed), which must not leave the lock held.
         self._lock.acquire()
-        decision = self._entries.get(key)
-        if decision is None:
-            self.misses += 1
-        else:
-            self._entries.move_to_end(key)
-            self.hits += 1
-        self._lock.release()
+        try:
+            decision = self._entries.get(key)
+            if decision is None:
+                self.misses += 1
+            else:
+                self._entries.move_to_end(key)
+                self.hits += 1
+        finally:
+            self._lock.release()
         return decision
 
     def put(self, key, decision: Decision) -> None:
+        identity = _identity(key)
         with self._lock:
+            replaced = self._current.get(identity)
+            if replaced is not None and replaced != key:
+                self._entries.pop(replaced, None)
+            self._current[identity] = key
             self._entries[key] = decision
             self._entries.move_to_end(key)
-            while len(self._entries) > self.maxsize:
-                self._entries.popitem(last=False)
+            self._trim()
 
     def resize(self, maxsize: int) -> None:
         with self._lock:
             self.maxsize = maxsize
-            while len(self._entries) > maxsize:
-                self._entries.popitem(last=False)
+            self._trim()
+
+    def _trim(self) -> None:
+        while len(self._entries) > self.maxsize:
+            key, _ = self._entries.popitem(last=False)
+            identity = _identity(key)
+            if self._current.get(identity) == key:
+                del self._current[identity]
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._current.clear()
             self.hits = self.misses = 0
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _identity(key) -> tuple:
+    """A cache key less the input's state: ``(op, identity, model, variant)``."""
+    op, (identity, _), model, variant = key
+    return op, identity, model, variant
 
 
 _cache = DecisionCache()
@@ -150,6 +174,8 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
     entry = get_op(op)
     if calls is not None:
         _check_calls(calls)
+    if variant is not None and not isinstance(variant, str):
+        raise InputError(f"variant must be a variant's name (a str) or None, got {type(variant).__name__}")
     if op_kwargs:
         _check_op_keywords(entry, op_kwargs, "seer.dispatch", ("out", "calls", "model", "variant"))
     source, operands = entry.kernels.split(inputs, **op_kwargs)
@@ -173,6 +199,8 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
         if result is None:
             result = decision.call(*operands) if out is None else decision.call(*operands, out=out)
     if key is not None:
+        if getattr(entry.kernels, "KEYS_BY_VALUE", False):
+            decision.source = None  # no id in its key to keep unique: the caller's tensors are not held
         _cache.put(key, decision)
     return result
 
@@ -240,7 +268,8 @@ def _counted(entry: Op, key, decision: Decision, operands, model) -> Decision:
     larger count agree on another variant, a new decision bound to it (its preparation paid once)
     and cached; either way the next recheck scheduled."""
     decision.served += 1  # unlocked: a count lost to a race delays the recheck by a call
-    if decision.served < decision.recheck_at or _capturing():
+    recheck_at = decision.recheck_at  # read once: another thread may clear it meanwhile
+    if recheck_at is None or decision.served < recheck_at or _capturing():
         return decision
     with _recheck_lock:
         if decision.recheck_at is None:  # another thread replaced it meanwhile
@@ -255,7 +284,13 @@ def _counted(entry: Op, key, decision: Decision, operands, model) -> Decision:
                 decision.recheck_at = later
                 return decision
             fresh.stage += f", decided again at call {decision.served:,}"
-            _bound(entry, fresh)  # the new variant's preparation, paid once
+            try:
+                _bound(entry, fresh)  # the new variant's preparation, paid once
+            except Exception as error:  # e.g. out of device memory: the bound variant still serves
+                _warn_once(f"{entry.name}: deciding again at call {decision.served:,} chose {fresh.variant}, whose "
+                           f"preparation failed ({type(error).__name__}: {error}); keeping {decision.variant}")
+                decision.recheck_at = later
+                return decision
         fresh.served, fresh.recheck_at, decision.recheck_at = decision.served, later, None
         _cache.put(key, fresh)
     return fresh
@@ -413,7 +448,11 @@ def _serialised(run: Callable) -> Callable:
 
 
 # ------------------------------------------------------------------------------ models
-_models: dict = {}
+# Resolved models, least recently used first: bounded, since a caller passing a new model object
+# per call would otherwise keep every one alive.
+_models: OrderedDict = OrderedDict()
+_MODELS_HELD = 32
+_models_lock = threading.Lock()
 _warned: set = set()
 
 
@@ -428,10 +467,16 @@ def resolve_model(entry: Op, device: torch.device, model=None, world_size: int |
     or no model for this GPU, falls back to the op's hand rule with a warning.
     """
     token = (entry.name, device, _model_token(model), world_size)
-    if token in _models:
-        return _models[token]
+    with _models_lock:
+        resolved = _models.get(token)
+        if resolved is not None:
+            _models.move_to_end(token)
+            return resolved
     resolved = _resolve(entry, device, model, world_size)
-    _models[token] = resolved
+    with _models_lock:
+        _models[token] = resolved
+        while len(_models) > _MODELS_HELD:
+            _models.popitem(last=False)
     return resolved
 
 
@@ -487,8 +532,8 @@ def _resolve(entry: Op, device, model, world_size):
 
 def _described(model) -> str:
     """A path as given; a model object in a few words (its repr runs to thousands of characters)."""
-    if isinstance(model, (str, Path)):
-        return str(model)
+    if isinstance(model, (str, os.PathLike)):
+        return os.fspath(model)
     return f"<{model.op} model measured on {model.device.get('name')!r}>"
 
 
@@ -520,9 +565,34 @@ def device_identity(device: torch.device) -> tuple[str, tuple | None]:
 
 
 def _model_token(model):
-    if model is None or isinstance(model, (str, Path)):
-        return model if model is None else str(model)
-    return id(model)
+    """``model`` as part of a cache key: None, a path as text, or a loaded model held by identity."""
+    from seer.model import SelectorModel
+
+    if model is None or isinstance(model, str):
+        return model
+    if isinstance(model, os.PathLike) and isinstance(os.fspath(model), str):
+        return os.fspath(model)
+    if isinstance(model, SelectorModel):
+        return _HeldModel(model)
+    raise InputError(f"model must be a path (str or pathlib.Path) or a seer.model.SelectorModel, got "
+                     f"{type(model).__name__} (load a file with seer.model.SelectorModel.load)")
+
+
+class _HeldModel:
+    """A loaded model in a key, compared by identity and held, so that its id cannot be reused by
+    another model while a key names it (an id alone would let a new model inherit the decisions,
+    or the hand rule, resolved for a freed one)."""
+
+    __slots__ = ("model",)
+
+    def __init__(self, model):
+        self.model = model
+
+    def __hash__(self) -> int:
+        return id(self.model)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _HeldModel) and other.model is self.model
 
 
 def _warn_once(message: str) -> None:

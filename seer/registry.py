@@ -8,7 +8,12 @@ Kernel module contract
     ``VARIANTS``: ``dict[str, Variant]``, every launchable choice with its fixed parameters.
     ``split(inputs) -> (source, operands)``: ``source`` is what the choice depends on
         (the sparse matrix, the GEMM shapes), ``operands`` what changes from call to call.
-    ``cache_key(source) -> hashable``: cheap, changes whenever ``source`` changes.
+    ``cache_key(source) -> (identity, state) or None``: cheap and hashable; together they change
+        whenever ``source`` does. ``identity`` names the input (ids of its objects, or its shapes),
+        ``state`` what may change in place (versions): a new state replaces the input's cached
+        decision. None: not cached.
+    ``KEYS_BY_VALUE`` (optional, default False): True where no key names an object by id, so a
+        cached decision need not hold its source alive to keep such ids unique.
     ``problem(source) -> object``: validate ``source`` once (may be costly); the result is
         cached with the decision and handed to every variant.
     ``check_operands(problem, operands)``: cheap per-call validation.

@@ -178,7 +178,7 @@ def _unpack(matrix):
         if matrix.dim() != 2:
             raise InputError(f"expected a 2-D CSR matrix, got {matrix.dim()} dimensions (batched CSR is not supported)")
         return (matrix.crow_indices(), matrix.col_indices(), matrix.values(), tuple(matrix.shape))
-    if _is_scipy_sparse(matrix):
+    if is_scipy_sparse(matrix):
         m = matrix.tocsr()
         return (torch.from_numpy(m.indptr), torch.from_numpy(m.indices), torch.from_numpy(m.data), m.shape)
     if isinstance(matrix, (tuple, list)) and len(matrix) == 4:
@@ -206,7 +206,7 @@ def csr_shape(shape) -> tuple[int, int]:
     raise InputError(f"CSR shape must be a pair of integers (rows, cols), got {shape!r}")
 
 
-def _is_scipy_sparse(obj) -> bool:
+def is_scipy_sparse(obj) -> bool:
     try:
         import scipy.sparse as sp
     except ImportError:  # pragma: no cover - scipy is a dependency

@@ -76,7 +76,7 @@ class Heap:
         # scratch buffers: scratch_version moves whenever a scratch buffer is made, so they know when.
         self.graphs: OrderedDict = OrderedDict()
         self.scratch_version = 0
-        # The (op, shapes, dtype) every rank was seen to call with (kernels.overlap._after_ranks_agree):
+        # The (op, shapes, dtype, pattern) every rank was seen to call with (kernels.overlap._after_ranks_agree):
         # kept here, it goes with the heap, and a new heap is checked afresh.
         self.agreed_calls: set = set()
 
@@ -95,6 +95,8 @@ class Heap:
     def empty(self, shape, dtype: torch.dtype) -> torch.Tensor:
         """A new tensor in this rank's heap (its twins on the peers sit at the same offset)."""
         shape = tuple(int(s) for s in shape)
+        if any(s < 0 for s in shape):  # a negative size would move the bump pointer back over live tensors
+            raise InputError(f"a heap tensor's sizes must be non-negative, got {list(shape)}")
         nbytes = math.prod(shape) * dtype.itemsize
         start = _align(self._used)
         if start + nbytes > self.size_bytes:
@@ -113,17 +115,31 @@ class Heap:
 
         ``zero_new`` zeroes it when it is newly allocated (flags: stale memory must not look signalled).
         """
+        if any(s < 0 for s in shape):
+            raise InputError(f"a heap tensor's sizes must be non-negative, got {list(shape)}")
         nbytes = math.prod(shape) * dtype.itemsize
         region = self._scratch.get(name)
         fresh = region is None or region.numel() < nbytes
         if fresh:
-            region = self.empty((max(nbytes, 1),), torch.uint8)
-            self._scratch[name] = region
+            region = self._scratch[name] = self._grown(region, max(nbytes, 1))
             self.scratch_version += 1
         tensor = region[:nbytes].view(dtype).view(tuple(shape))
         if fresh and zero_new:
             tensor.zero_()
         return tensor
+
+    def _grown(self, region: torch.Tensor | None, nbytes: int) -> torch.Tensor:
+        """A scratch region of at least ``nbytes`` in place of ``region``: extended where it is the
+        heap's last allocation, else made anew at twice its size or more, so that calls of growing
+        shapes use a small multiple of their largest need, not the sum of every size they passed
+        through. The same on every rank, as every allocation must be."""
+        if region is not None:
+            start = region.data_ptr() - self._local.data_ptr()
+            if start + region.numel() == self._used and start + nbytes <= self.size_bytes:
+                self._used = start + nbytes
+                return self._local[start:start + nbytes]
+            nbytes = max(nbytes, 2 * region.numel())
+        return self.empty((nbytes,), torch.uint8)
 
     def free_all(self) -> None:
         """Forget every allocation (collective: all ranks together). Earlier heap tensors become invalid."""
@@ -235,11 +251,18 @@ def heap_for_group(group=None, size_bytes: int | None = None) -> SymmetricHeap:
     """
     import torch.distributed as dist
 
+    if not dist.is_available() or not dist.is_initialized():
+        raise InputError("seer's multi-GPU ops need torch.distributed: start with torchrun and call "
+                         "torch.distributed.init_process_group('nccl') first (or pass heap=)")
     group = group if group is not None else dist.group.WORLD
     heap = _heaps.get(group.group_name)
     if heap is None:
         heap = SymmetricHeap(size_bytes or default_heap_bytes(), group)
         _heaps[group.group_name] = heap
+    elif size_bytes is not None and size_bytes != heap.size_bytes:
+        raise InputError(f"the symmetric heap of this group exists already, of {heap.size_bytes:,} bytes a rank; "
+                         f"asked for {size_bytes:,}: pass size_bytes on the first use only (or make a "
+                         f"SymmetricHeap yourself and pass heap=)")
     return heap
 
 
@@ -249,7 +272,7 @@ def default_heap_bytes() -> int:
         return DEFAULT_HEAP_BYTES
     try:
         size = int(float(text))
-    except ValueError:
+    except (ValueError, OverflowError):
         raise InputError(f"SEER_HEAP_BYTES must be a number of bytes, got {text!r}") from None
     if size <= 0:
         raise InputError(f"SEER_HEAP_BYTES must be positive, got {text!r}")

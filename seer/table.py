@@ -68,7 +68,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from seer.errors import ProfileTableError, warn
+from seer.errors import ProfileTableError, SeerError, warn
 from seer.model import GATHER, is_capability, op_feature_module
 
 TIME = "time_ms:"
@@ -225,6 +225,20 @@ def write_table(frame: pd.DataFrame, path: str | Path, meta: Mapping) -> Path:
     return path
 
 
+def _check_replaceable(out: Path) -> None:
+    """A merge may replace an earlier merge (re-merged as a campaign grows), never a file that is not
+    one: a campaign's measurements, or anything else, would be lost."""
+    if not out.exists():
+        return
+    try:
+        merged_before = CAMPAIGNS in json.loads(meta_path(out).read_text())
+    except (OSError, ValueError, TypeError):
+        merged_before = False
+    if not merged_before:
+        raise ProfileTableError(f"{out} exists and is no merged table (its metadata lists no campaigns): write the "
+                                "merged table to a new file, or remove this one first")
+
+
 def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | None = None) -> Path:
     """Write to ``out`` one table of the campaigns ``paths`` (see the module doc, Campaigns).
 
@@ -236,6 +250,10 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
         raise ProfileTableError(f"merging needs at least two campaigns, got {len(paths)}")
     if any(out.resolve() == p.resolve() for p in paths):
         raise ProfileTableError(f"{out} is one of the campaigns: write the merged table to a new file")
+    if any(meta_path(out).resolve() == meta_path(p).resolve() for p in paths):
+        raise ProfileTableError(f"{out}'s metadata file would be {meta_path(out)}, a campaign's: name the merged "
+                                "table apart from the campaigns")
+    _check_replaceable(out)
     tables = [read_table(p) for p in paths]
     for path, table in zip(paths, tables):
         if CAMPAIGNS in table.frame.columns:
@@ -299,10 +317,7 @@ def retire_variants(path: str | Path, variants: Sequence[str], command: str) -> 
     (with a warning). Returns the columns removed; raises ProfileTableError, leaving the file
     alone, if a variant is not in it."""
     path, variants = Path(path), list(dict.fromkeys(variants))
-    table = read_table(path)
-    missing = [v for v in variants if v not in table.variants]
-    if missing:
-        raise ProfileTableError(f"{path} has no variant(s) {missing}; its variants: {list(table.variants)}")
+    table = _retirable(path, variants)
     frame = read_cells(path)
     columns = [c for v in variants for c in (TIME + v, CALL + v, PREPARE + v) if c in frame.columns]
     kept = frame.drop(columns=columns)
@@ -310,6 +325,15 @@ def retire_variants(path: str | Path, variants: Sequence[str], command: str) -> 
     retired = [*table.meta.get("retired_variants", []), {"variants": variants, "by": command}]
     write_table(kept, path, {**table.meta, "retired_variants": retired})
     return columns
+
+
+def _retirable(path: Path, variants: Sequence[str]) -> ProfileTable:
+    """The table ``path``, read, once it is known to have every one of ``variants``."""
+    table = read_table(path)
+    missing = [v for v in variants if v not in table.variants]
+    if missing:
+        raise ProfileTableError(f"{path} has no variant(s) {missing}; its variants: {list(table.variants)}")
+    return table
 
 
 def _check_distinct_campaigns(paths: Sequence[Path], digests: Sequence[str]) -> None:
@@ -584,8 +608,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--variant", action="append", required=True, help="a variant to remove (repeatable)")
     args = parser.parse_args(argv)
     command = " ".join(["python -m seer.table", *(sys.argv[1:] if argv is None else argv)])
-    for table in args.tables:
-        print(f"{table}: removed {', '.join(retire_variants(table, args.variant, command))}")
+    try:
+        for table in args.tables:  # every table checked before any is rewritten
+            _retirable(table, args.variant)
+        for table in args.tables:
+            print(f"{table}: removed {', '.join(retire_variants(table, args.variant, command))}")
+    except SeerError as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
 
 
 if __name__ == "__main__":

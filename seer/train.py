@@ -576,7 +576,8 @@ class TrainingReport:
         sources = ", ".join(f"{name or 'unlabelled'} {count}" for name, count in self.sources.items())
         lines = [
             f"op {self.op}: {self.rows} rows in {self.groups} groups" + (f" ({sources})" if sources else ""),
-            f"held-out scores, {self.folds}-fold grouped nested CV; best single variant: {self.best_single}",
+            f"held-out scores, {self.folds}-fold grouped nested CV; best single variant in steady state: "
+            f"{self.best_single}",
         ]
         for subset, per_calls in self.scores.items():
             lines.append("")

@@ -42,9 +42,7 @@ class Step(NamedTuple):
 
 
 def format_threshold(feature: Feature, threshold: float) -> str:
-    # For whole-number features, x <= 10240.5 and x <= 10240 say the same thing, and floor()
-    # keeps both "<=" and ">" exact (rounding 10241.5 to 10,242 would not).
-    return feature.format(math.floor(threshold) if feature.integer else threshold)
+    return feature.format_bound(threshold)
 
 
 def condition_text(feature: Feature, threshold: float, goes_left: bool, ascii_only: bool = True) -> str:

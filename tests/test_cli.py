@@ -119,3 +119,30 @@ def test_profile_limit_must_be_positive(limit, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["profile", "spmv", "--synthetic", "small", "--out", "x.csv", "--limit", limit])
     assert exit_.value.code == 2 and "--limit: must be a whole number of 1 or more" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("toy_op")
+@pytest.mark.parametrize("command", ["report", "train"])
+def test_an_out_that_cannot_be_made_is_refused_before_the_work(tmp_path, capsys, command):
+    """Under a file: the report made its folder after minutes of scoring, and both raised a raw OSError."""
+    table = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    out = tmp_path / "t.csv" / ("report" if command == "report" else "m.json")
+    assert main([command, str(table), "--out", str(out)]) == 2
+    assert "cannot make --out" in capsys.readouterr().err
+
+
+def test_train_refuses_a_folder_as_its_table(tmp_path, capsys):
+    assert main(["train", str(tmp_path)]) == 2
+    assert "is a folder; give the profile table" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("toy_op")
+def test_retiring_from_several_tables_checks_them_all_before_rewriting_any(tmp_path, capsys):
+    from seer.table import main as table_main
+
+    table = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    before = table.read_bytes()
+    with pytest.raises(SystemExit) as exit_:
+        table_main(["retire", str(table), str(tmp_path / "none.csv"), "--variant", "a"])
+    assert exit_.value.code == 2 and "none.csv does not exist" in capsys.readouterr().err
+    assert table.read_bytes() == before

@@ -57,3 +57,21 @@ def test_a_call_binds_a_stream_and_points_a_vector_only_when_they_changed(monkey
     assert [args[1] for args in library.named("cusparseDnVecSetValues")] == [x.data_ptr(), y.data_ptr(),
                                                                             other_y.data_ptr()]
     assert len(library.named("cusparseSpMV")) == 4
+
+
+def test_a_threads_handle_is_destroyed_when_the_thread_ends(monkeypatch):
+    """Each thread has its own handle: one that ends must not leak it (and its device memory)."""
+    import gc
+    import threading
+
+    library = _RecordingLibrary()
+    monkeypatch.setattr(cusparse, "_library", library)
+    monkeypatch.setattr(cusparse, "_handles", type(cusparse._handles)())
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 11, raising=False)
+    monkeypatch.setattr(torch.cuda, "device", lambda index: contextlib.nullcontext())
+    worker = threading.Thread(target=lambda: [cusparse._handle(0), cusparse._handle(0)])
+    worker.start()
+    worker.join()
+    gc.collect()
+    assert len(library.named("cusparseCreate")) == 1
+    assert len(library.named("cusparseDestroy")) == 1

@@ -731,3 +731,154 @@ def test_a_plan_is_made_under_the_interpreter_lock(monkeypatch):
     x = torch.randn(m.shape[1])
     _check(seer.dispatch("spmv", (_parts(m), x), variant="diagonal_r128"), m, x)
     assert held == [True]
+
+
+def test_an_unhashable_argument_is_refused_and_leaves_dispatch_working():
+    """A list where a variant's name goes, or in a tuple input's shape, raised inside the cache's
+    lock and left it held: every later call, in any thread, hung."""
+    m = _matrix(30, 20, 0.2, 7)
+    x = torch.randn(20)
+    indptr, indices, values, shape = _parts(m)
+    with pytest.raises(InputError, match="variant must be a variant's name"):
+        seer.dispatch("spmv", ((indptr, indices, values, shape), x), variant=["scalar_r128"])
+    with pytest.raises(InputError, match="CSR shape must be a pair of integers"):
+        seer.dispatch("spmv", ((indptr, indices, values, (shape[0], [shape[1]])), x))
+    done = []
+    worker = threading.Thread(target=lambda: done.append(seer.dispatch("spmv", ((indptr, indices, values, shape), x))),
+                              daemon=True)
+    worker.start()
+    worker.join(60)
+    assert done, "dispatch hung after a refused argument"
+    _check(done[0], m, x)
+
+
+def test_a_shape_of_tensors_is_keyed_by_value():
+    """``(rows, indices.max() + 1)``: a new 0-d tensor each call, whose hash is its id, made every
+    call a miss and a new entry."""
+    m = _matrix(30, 20, 0.2, 8)
+    x = torch.randn(20)
+    indptr, indices, values, shape = _parts(m)
+    for _ in range(4):
+        _check(seer.dispatch("spmv", ((indptr, indices, values, (shape[0], torch.tensor(shape[1]))), x)), m, x)
+    assert (seer.cache_info()["size"], seer.cache_info()["hits"]) == (1, 3)
+
+
+@pytest.mark.parametrize("write", ["values", "indices"])
+def test_an_input_written_in_place_replaces_its_cached_entry(write):
+    """Each write makes a new key; the entry under the old one, which no call can reach any more,
+    is dropped rather than kept (with its plans) until the LRU pushes out live inputs."""
+    seer.set_cache_size(3)
+    try:
+        m, other = _matrix(30, 20, 0.2, 9), _matrix(25, 20, 0.2, 10)
+        x = torch.randn(20)
+        a, b = torch.sparse_csr_tensor(*_parts(m)[:3], m.shape), torch.sparse_csr_tensor(*_parts(other)[:3], other.shape)
+        seer.dispatch("spmv", (b, x))
+        for step in range(5):
+            if write == "values":
+                a.values().mul_(1.5)
+                m.data *= 1.5
+            else:
+                a.col_indices().copy_(a.col_indices())  # the same columns: a new version
+            _check(seer.dispatch("spmv", (a, x)), m, x)
+        assert seer.cache_info()["size"] == 2
+        hits = seer.cache_info()["hits"]
+        _check(seer.dispatch("spmv", (b, x)), other, x)  # still cached
+        assert seer.cache_info()["hits"] == hits + 1
+    finally:
+        seer.set_cache_size(sys.modules["seer.dispatch"].DEFAULT_CACHE_SIZE)
+
+
+def test_a_gemm_decision_holds_none_of_its_operands():
+    """GEMM is keyed by shapes and strides: a cached decision kept the first call's a and b alive
+    (activations of every token count, weights of an unloaded model) until clear_cache."""
+    import gc
+    import weakref
+
+    weight = torch.randn(64, 32, dtype=torch.float16)
+    freed = []
+    for rows in (1, 2, 3):
+        activation = torch.randn(rows, 64, dtype=torch.float16)
+        freed.append(weakref.ref(activation))
+        expected = activation.double() @ weight.double()
+        result = seer.dispatch("gemm", (activation, weight))
+        assert torch.allclose(result.double(), expected, rtol=1e-2, atol=1e-2)
+        del activation
+    gc.collect()
+    assert [ref() for ref in freed] == [None, None, None]
+    assert seer.cache_info()["size"] == 3
+
+
+def test_a_model_object_is_held_while_a_decision_names_it(spmv_model):
+    """Keyed by id alone, a freed model's id could be reused by a new model object, which then
+    inherited the freed one's decisions or its fallback to the hand rule (an unusable model, here,
+    was not held at all)."""
+    import gc
+    import weakref
+
+    m = _matrix(30, 20, 0.2, 11)
+    x = torch.randn(20)
+    model = dataclasses.replace(spmv_model, variants=spmv_model.variants + ("from_a_later_seer",))
+    held = weakref.ref(model)
+    with pytest.warns(SeerWarning, match="names variants this install lacks"):
+        _check(seer.dispatch("spmv", (_parts(m), x), model=model), m, x)
+    del model
+    gc.collect()
+    assert held() is not None
+    seer.clear_cache()
+    gc.collect()
+    assert held() is None
+
+
+@pytest.mark.parametrize("model", [{"op": "spmv"}, b"models/spmv-h100.json", 3])
+def test_a_model_that_is_no_path_or_model_is_refused(model):
+    m = _matrix(30, 20, 0.2, 12)
+    with pytest.raises(InputError, match="model must be a path .* or a seer.model.SelectorModel"):
+        seer.dispatch("spmv", (_parts(m), torch.randn(20)), model=model)
+
+
+def test_a_failed_preparation_when_deciding_again_keeps_the_bound_variant(monkeypatch, binds):
+    """The 2-call tree picks BIG, whose preparation fails (out of device memory, say): the bound
+    SMALL keeps serving, with a warning, instead of every later call raising."""
+    found, calls = binds
+    model = _model_by_calls({1: _leaf(_KNOWN, (SMALL, BIG), SMALL), 2: _leaf(_KNOWN, (SMALL, BIG), BIG)})
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
+
+    def no_memory(csr):
+        raise torch.OutOfMemoryError("out of memory (made up by the test)")
+
+    monkeypatch.setitem(spmv_kernels.VARIANTS, BIG, dataclasses.replace(spmv_kernels.VARIANTS[BIG], bind=no_memory))
+    m = _matrix(40, 30, 0.1, 13)
+    x = torch.randn(30)
+    parts = _parts(m)
+    _check(seer.dispatch("spmv", (parts, x), model=model), m, x)
+    with pytest.warns(SeerWarning, match=f"chose {BIG}, whose preparation failed .*OutOfMemoryError.*keeping {SMALL}"):
+        _check(seer.dispatch("spmv", (parts, x), model=model), m, x)
+    for _ in range(3):
+        _check(seer.dispatch("spmv", (parts, x), model=model), m, x)
+    assert found == [(SMALL, 0)]
+
+
+def test_a_recheck_cleared_by_another_thread_is_not_compared():
+    """Dispatch reads ``recheck_at`` before counting; another thread may clear it in between (its
+    last count reached, or the decision replaced): the count then compared an int with None."""
+    from seer.registry import get_op
+
+    counted = sys.modules["seer.dispatch"]._counted
+    m = _matrix(30, 20, 0.2, 14)
+    x = torch.randn(20)
+    parts = _parts(m)
+    seer.dispatch("spmv", (parts, x))
+    (decision,) = sys.modules["seer.dispatch"]._cache._entries.values()
+    decision.recheck_at = None
+    assert counted(get_op("spmv"), None, decision, (x,), None) is decision
+
+
+def test_scipy_input_warns_that_it_is_not_cached():
+    m = _matrix(30, 20, 0.2, 15)
+    x = torch.randn(20)
+    sys.modules["seer.kernels.spmv"]._warned_scipy.clear()
+    with pytest.warns(SeerWarning, match="scipy sparse matrix is copied .* on every seer.dispatch call"):
+        _check(seer.dispatch("spmv", (m, x)), m, x)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*scipy sparse matrix.*")
+        _check(seer.dispatch("spmv", (m, x)), m, x)

@@ -32,6 +32,12 @@ def operands(m, n, k, dtype, seed=0, b_column_major=False):
     return a, b
 
 
+# A few times the rounding of the 16-bit output alone (2.1e-4 for float16, 3.4e-3 for bfloat16 on
+# these shapes): a kernel that rounds its float32 sums to 16 bits along the way, or accumulates
+# in 16 bits, passes the error of bfloat16 but not this.
+TOLERANCE = {torch.float16: 1e-3, torch.bfloat16: 8e-3}
+
+
 def relative_error(c, a, b):
     ref = a.double() @ b.double()
     return ((c.double() - ref).norm() / ref.norm()).item()
@@ -87,7 +93,7 @@ def test_matmul_tile_against_float64(m, n, k, dtype):
     c = torch.full((m, n), float("nan"), dtype=dtype)
     grid = (triton.cdiv(m, 16) * triton.cdiv(n, 16),)
     _one_tile_per_program[grid](a, b, c, m, n, k, 0, k, BLOCK_M=16, BLOCK_N=16, BLOCK_K=32, GROUP_M=3)
-    assert relative_error(c, a, b) < 1e-2
+    assert relative_error(c, a, b) < TOLERANCE[a.dtype]
 
 
 def test_matmul_tile_k_range_and_zero_edges():
@@ -109,13 +115,13 @@ def test_shipped_variant_against_float64(name, m, n, k, dtype):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SeerWarning)  # TMA falls back on unaligned shapes
         c = run_poisoned(gemm.VARIANTS[name], a, b)
-    assert relative_error(c, a, b) < 1e-2
+    assert relative_error(c, a, b) < TOLERANCE[a.dtype]
 
 
 def test_every_candidate_against_float64():
     a, b = operands(19, 136, 200, torch.bfloat16)
     for variant in gemm.CANDIDATES.values():
-        assert relative_error(run_poisoned(variant, a, b), a, b) < 1e-2, variant.name
+        assert relative_error(run_poisoned(variant, a, b), a, b) < TOLERANCE[a.dtype], variant.name
 
 
 @pytest.mark.parametrize("name", ["tile_64x64x64_w4s4g8", "splitk4_16x64x128_w4s4g1", "splitk4fix_16x64x128_w4s4g1",
@@ -123,7 +129,7 @@ def test_every_candidate_against_float64():
 def test_column_major_b(name):
     a, b = operands(9, 40, 130, torch.float16, b_column_major=True)
     assert b.stride() == (1, 130)
-    assert relative_error(run_poisoned(gemm.CANDIDATES[name], a, b), a, b) < 1e-2
+    assert relative_error(run_poisoned(gemm.CANDIDATES[name], a, b), a, b) < TOLERANCE[a.dtype]
 
 
 def test_splitk_uses_fewer_slices_when_k_is_short():
@@ -141,7 +147,7 @@ def test_splitk_without_room_for_partials_runs_unsplit(monkeypatch):
     variant = gemm.CANDIDATES["splitk8_16x64x128_w4s4g1"]
     assert variant.params["split_k"] == 8
     assert gemm.GemmConfig(**variant.params).splits(gemm.problem((a, b)))[0] == 1
-    assert relative_error(run_poisoned(variant, a, b), a, b) < 1e-2
+    assert relative_error(run_poisoned(variant, a, b), a, b) < TOLERANCE[a.dtype]
 
 
 @pytest.mark.parametrize("m,n,k", [(1, 72, 300), (37, 50, 700)], ids=str)
@@ -150,7 +156,7 @@ def test_one_launch_splitk_sums_partials_and_rearms_its_counters(m, n, k):
     a, b = operands(m, n, k, torch.bfloat16)
     first = run_poisoned(gemm.as_variant(config), a, b)
     assert config.splits(gemm.problem((a, b)))[0] > 1
-    assert relative_error(first, a, b) < 1e-2
+    assert relative_error(first, a, b) < TOLERANCE[a.dtype]
     assert not gemm._arrival_counters(torch.device("cpu"), 1).any()  # zeroed for the next launch
     assert torch.equal(run_poisoned(gemm.as_variant(config), a, b), first)
 
@@ -160,7 +166,7 @@ def test_persistent_programs_loop_over_tiles():
     config = gemm.GemmConfig("tiles", 16, 32, 32, 4, 2, 4, persistent=True)
     p = gemm.problem((a, b))
     assert config.grid_size(p) == gemm.INTERPRETER_SMS < 7 * 10
-    assert relative_error(run_poisoned(gemm.as_variant(config), a, b), a, b) < 1e-2
+    assert relative_error(run_poisoned(gemm.as_variant(config), a, b), a, b) < TOLERANCE[a.dtype]
 
 
 def test_tma_runs_on_aligned_operands_and_falls_back_otherwise(monkeypatch):
@@ -168,14 +174,14 @@ def test_tma_runs_on_aligned_operands_and_falls_back_otherwise(monkeypatch):
     a, b = operands(33, 72, 40, torch.bfloat16)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert relative_error(run_poisoned(variant, a, b), a, b) < 1e-2
+        assert relative_error(run_poisoned(variant, a, b), a, b) < TOLERANCE[a.dtype]
     a, b = operands(33, 70, 40, torch.bfloat16)  # a row of B is 140 bytes: not 16-byte aligned
     monkeypatch.setattr(gemm, "_tma_fallbacks_told", set())
     with pytest.warns(SeerWarning, match="pointer loads"):
-        assert relative_error(run_poisoned(variant, a, b), a, b) < 1e-2
+        assert relative_error(run_poisoned(variant, a, b), a, b) < TOLERANCE[a.dtype]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # said once
-        assert relative_error(run_poisoned(variant, a, b), a, b) < 1e-2
+        assert relative_error(run_poisoned(variant, a, b), a, b) < TOLERANCE[a.dtype]
 
 
 @pytest.mark.parametrize("misalign", ["base", "row"])
@@ -201,7 +207,7 @@ def test_tma_falls_back_for_an_out_its_descriptor_cannot_store_to(monkeypatch, m
     monkeypatch.setattr(gemm, "_tma_fallbacks_told", set())
     with pytest.warns(SeerWarning, match="pointer loads"):
         result = variant.run(gemm.problem((a, b)), a, b, out=out)
-    assert launched and result is out and relative_error(out, a, b) < 1e-2
+    assert launched and result is out and relative_error(out, a, b) < TOLERANCE[a.dtype]
 
 
 @pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
@@ -234,7 +240,7 @@ def test_out_that_requires_grad_is_refused_while_autograd_is_on():
             variant.run(p, a, b, out=out)
         with torch.no_grad():
             variant.run(p, a, b, out=out)
-        assert relative_error(out.detach(), a, b) < 1e-2, variant.name
+        assert relative_error(out.detach(), a, b) < TOLERANCE[a.dtype], variant.name
 
 
 def test_out_must_match():
@@ -405,3 +411,11 @@ def test_greedy_cover_treats_nan_as_unmeasured():
     assert gemm.greedy_cover(times, 1) == [1]
     with pytest.raises(InputError, match="finite"):
         gemm.greedy_cover(np.array([[np.nan, np.nan]]), 1)
+
+
+@pytest.mark.parametrize("out, message", [([0.0] * 128, "out must be a torch.Tensor, got list"),
+                                          (torch.zeros(8, 16).to_sparse_csr(), "out must be a dense tensor")])
+def test_an_out_that_is_no_dense_tensor_is_refused(out, message):
+    a, b = operands(8, 16, 32, torch.float16)
+    with pytest.raises(InputError, match=message):
+        seer.dispatch("gemm", (a, b), out=out)

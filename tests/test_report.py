@@ -64,3 +64,17 @@ def test_the_drawn_stage2_tree_is_the_one_for_the_fewest_calls():
         "toy: stage 2 (after gathering), 1 call", trained)
     assert _tree_to_draw(replace(model, stage2={10: single_leaf, 100: trained})) == (
         "toy: stage 2 (after gathering), 10 calls", single_leaf)
+
+
+def test_wins_per_call_count_charge_each_variants_preparation(tmp_path):
+    """Variant ``a`` made fastest everywhere in steady state but given a preparation of 100 times its
+    call: it wins every input in steady state and none at one call, where seer's picks are scored.
+    The wins table had put only the steady-state count beside the picks at each call count."""
+    frame = planted_frame(groups=9, per_group=3)
+    times = frame[[c for c in frame.columns if c.startswith("time_ms:")]]
+    frame["time_ms:a"] = times.min(axis=1) / 2
+    frame["prepare_ms:a"] = 100 * frame["time_ms:a"]
+    model, report = train(frame)
+    markdown = write_report(model, report, tmp_path)[0].read_text()
+    assert "| variant | fastest, steady state | fastest, 1 call | seer picks, 1 call | fastest, 100 calls |" in markdown
+    assert f"| a | {len(frame)} | 0 |" in markdown

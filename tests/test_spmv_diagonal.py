@@ -55,14 +55,18 @@ def test_full_bands_follow_the_pattern_away_from_the_edges():
 
 
 def nearly_banded(rows: int, bandwidth: int, seed: int) -> sp.csr_matrix:
-    """A full band in which some rows of the full length have one column moved off the pattern
-    (still sorted, in range) and some have two columns swapped: same length, other columns."""
+    """A full band in which some rows of the full length have their first or their last column
+    moved off the pattern (still sorted, in range) and some have two columns swapped: same length,
+    other columns. The last column sits past the kernels' first step of 16 on the wider band, so
+    a check that compared one step alone would be seen."""
     band = generators.banded(rows, bandwidth, seed=seed)
     rng = np.random.default_rng(seed)
     indices = band.indices.copy()
     chosen = rng.choice(np.arange(bandwidth + 1, rows - bandwidth - 1), size=18, replace=False)
-    for r in chosen[:12]:
+    for r in chosen[:6]:
         indices[band.indptr[r]] -= 1  # the first column one further left: a different diagonal
+    for r in chosen[6:12]:
+        indices[band.indptr[r + 1] - 1] += 1  # the last column one further right
     for r in chosen[12:]:
         first = band.indptr[r]
         indices[first], indices[first + 1] = indices[first + 1], indices[first]

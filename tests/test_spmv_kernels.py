@@ -175,11 +175,15 @@ def test_hot_columns_read_packed_and_plain_x(hot, dtype, index_dtype):
     """Merge on hot columns with fewer of them than the matrix has columns (the shipped variant's
     64k cover every column of a test-sized matrix), so both sides of the pointer select run:
     columns read by Zipf counts, a strided x and out, the out's gaps and y poisoned. The hot
-    columns are the most read, and the renumbered indices map back to the matrix's."""
+    columns are the most read, and the renumbered indices map back to the matrix's. Column 0 is
+    read, but too rarely to be hot for 1 or 7 hot columns: renumbered, it is the select's first
+    plain column, ``HOT`` itself (a Zipf count from column 0 made it always hot, and a select
+    sending ``HOT`` to the packed side went unseen)."""
     rng = np.random.default_rng(hot)
     rows, cols = 300, 400
     matrix = random_csr(rng, rows, cols, skewed_lengths(rng, rows, cols, 12))
-    matrix.indices = np.minimum(rng.zipf(1.5, matrix.nnz) - 1, cols - 1)
+    matrix.indices = np.minimum(rng.zipf(1.5, matrix.nnz), cols - 1)
+    matrix.indices[::199] = 0
     csr, exact = to_seer(matrix, dtype, index_dtype)
     run, _ = spmv._merge_variant(512, 32, 4, hot)
     x = random_vector(rng, 2 * cols, dtype)[::2]
@@ -194,6 +198,7 @@ def test_hot_columns_read_packed_and_plain_x(hot, dtype, index_dtype):
     packed = renumbered < hot
     back = torch.where(packed, hot_columns[renumbered.clamp(max=hot - 1)], renumbered - hot)
     assert torch.equal(back, csr.indices) and 0 < packed.sum() < csr.nnz
+    assert bool((renumbered == hot).any()) == (hot < 64)
 
 
 def test_hot_columns_are_not_renumbered_past_the_index_dtype():

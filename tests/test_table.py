@@ -359,6 +359,26 @@ def test_merge_never_overwrites_a_campaign_and_needs_two(tmp_path):
         merge_tables([a], tmp_path / "merged.csv")
 
 
+def test_merge_replaces_an_earlier_merge_but_no_other_file(tmp_path):
+    """device_run.sh merges its campaigns into the device's table again as they grow; any other file
+    at --out (another campaign, a table of one's own) was overwritten without a word, and an --out of
+    another suffix wrote its metadata over a campaign's (a.tsv beside a.csv: a.meta.json)."""
+    frame = planted_frame(groups=4, per_group=2)
+    a, b = (write_table(frame.assign(**{"time_ms:a": frame["time_ms:a"] * (1 + k / 10)}), tmp_path / f"{name}.csv",
+                        planted_meta()) for k, name in enumerate("ab"))
+    merged = merge_tables([a, b], tmp_path / "merged.csv")
+    assert merge_tables([a, b], merged) == merged  # an earlier merge: replaced
+    other = write_planted(tmp_path / "other.csv", groups=4, per_group=2, seed=2)
+    before = other.read_bytes(), meta_path(other).read_bytes()
+    with pytest.raises(ProfileTableError, match="exists and is no merged table"):
+        merge_tables([a, b], other)
+    assert (other.read_bytes(), meta_path(other).read_bytes()) == before
+    meta_before = meta_path(a).read_bytes()
+    with pytest.raises(ProfileTableError, match="would be .*a.meta.json, a campaign's"):
+        merge_tables([a, b], tmp_path / "a.tsv")
+    assert meta_path(a).read_bytes() == meta_before and not (tmp_path / "a.tsv").exists()
+
+
 def test_merge_command_line(tmp_path, capsys):
     from seer.cli import main
 

@@ -103,10 +103,24 @@ def test_thresholds_print_in_natural_units():
     cv = Feature("row_cv", "row-length CV")
     assert condition_text(nnz, 10240.5, True) == "nnz <= 10,240"
     assert condition_text(nnz, 10241.5, False) == "nnz > 10,241"  # floor, not round-half-even
-    assert condition_text(cv, 1.2537, False) == "row-length CV > 1.25"
-    assert condition_text(cv, 1.2537, True, ascii_only=False) == "row-length CV ≤ 1.25"
-    assert format_threshold(Feature("t", "time", unit="ms"), 1234.56) == "1,234.6 ms"
+    assert condition_text(cv, 1.2537, False) == "row-length CV > 1.2537"  # short enough: exact
+    assert condition_text(cv, 1.2537, True, ascii_only=False) == "row-length CV ≤ 1.2537"
+    assert format_threshold(Feature("t", "time", unit="ms"), 1234.56) == "1,234.56 ms"
     assert Step("nnz", 10240.5, False, 12000.0).describe(nnz) == "nnz = 12,000 > 10,240"
+
+
+def test_a_long_threshold_prints_rounded_down_close_enough_to_read_its_neighbours_right():
+    """A midpoint between float32 values (the shipped H200 model's 24.99744415283203) printed as
+    "<= 25" sent a mean row of 25, which the tree sends right, left in the reader's eyes; rounded
+    down within 1e-5 it prints as 24.9974, so 25 and the training input at 24.99675 read as the
+    tree sends them."""
+    mean_row = Feature("mean_row", "mean row length", unit="nnz/row")
+    threshold = 24.99744415283203
+    assert format_threshold(mean_row, threshold) == "24.9974 nnz/row"
+    assert 25.0 > 24.9974 and 24.99675 <= 24.9974
+    assert Step("mean_row", threshold, False, 25.0).describe(mean_row) == \
+        "mean row length = 25 nnz/row > 24.9974 nnz/row"
+    assert format_threshold(Feature("shift", "shifted rows"), 0.9735795855522156) == "0.97357"
 
 
 def test_predict_takes_microseconds():
