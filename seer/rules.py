@@ -35,7 +35,7 @@ def header_lines(model: SelectorModel, source: str | Path | None = None) -> list
         f"trained: {training.get('date') or 'unknown date'}",
         f"command: {training.get('command') or 'not recorded'}",
     ]
-    lines.extend(_score_lines(training.get("scores")))
+    lines.extend(_score_lines(training.get("scores"), gathers=model.stage2 is not None))
     lines.append(f"regenerate: {REGENERATE}")
     return lines
 
@@ -214,15 +214,24 @@ def _capability(capability) -> str:
     return str(capability)
 
 
-def _score_lines(scores: dict | None) -> list[str]:
-    """One line of held-out fractions of oracle, when the model carries its training report."""
+def _score_lines(scores: dict | None, gathers: bool) -> list[str]:
+    """One line of held-out fractions of oracle, when the model carries its training report; for a
+    model that may gather (``gathers``), said to be the unchecked inputs' path."""
     if not scores:
         return []
-    per_calls = scores.get("scores", {}).get("all", {})
-    parts = [
-        f"{metrics['fraction_of_oracle_with_gather']:.3f} at {int(calls):,} call{'s' if int(calls) != 1 else ''}"
-        for calls, metrics in per_calls.items() if "fraction_of_oracle_with_gather" in metrics
-    ]
+    try:
+        per_calls = scores.get("scores", {}).get("all", {})
+        parts = [
+            f"{metrics['fraction_of_oracle_with_gather']:.3f} at {int(calls):,} call{'s' if int(calls) != 1 else ''}"
+            for calls, metrics in per_calls.items() if "fraction_of_oracle_with_gather" in metrics
+        ]
+    except (AttributeError, TypeError, ValueError, KeyError):  # a hand-edited file: the rules still print
+        return ["held-out scores: unreadable in this model file (its training.scores is malformed)"]
     if not parts:
         return []
-    return [f"held-out fraction of oracle (gathering included, {scores.get('folds', '?')}-fold grouped CV): {', '.join(parts)}"]
+    scored = f"held-out fraction of oracle ({scores.get('folds', '?')}-fold grouped CV)"
+    if not gathers:
+        return [f"{scored}: {', '.join(parts)}"]
+    return [f"{scored} of inputs passed unchecked, stage 1 deciding whether gathering pays, its cost included: "
+            f"{', '.join(parts)} (validated inputs, dispatch's default, go straight to stage 2: scored by "
+            f"benchmarks/selection.py --validation)"]

@@ -201,7 +201,8 @@ def read_table(path: str | Path, op: str | None = None) -> ProfileTable:
     if op is None:
         op = meta.get("op")
         if not op:
-            raise ProfileTableError(f"no op for {path}: pass op= or put \"op\" in {meta_path(path)}")
+            raise ProfileTableError(f"no op for {path}: name it (op=, or --op on the command line) or put \"op\" in "
+                                    f"{meta_path(path)}")
     elif meta.get("op", op) != op:
         raise ProfileTableError(f"{path} was profiled for op {meta['op']!r}, not {op!r}")
     try:

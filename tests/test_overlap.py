@@ -458,7 +458,7 @@ def _graphed_sums_across_free_all(heap):
     """pipelined_graph twice, ``free_all`` between, rank 0 slow after it: the second plan's flags sit
     where the first's did, still holding its epochs, and its epochs restart. Each call's error."""
     op = "gemm_reduce_scatter"
-    a, b, expected = _inputs(op, heap.rank, heap.world_size, torch.float32)
+    a, b, expected = _inputs(op, heap.rank, heap.world_size, torch.float32, heap.device)
     run, errors = get_op(op).variants["pipelined_graph"].run, []
     for call in (1, 2):
         if call == 2:
@@ -480,7 +480,7 @@ def test_a_graphed_plan_made_again_after_free_all_waits_for_every_ranks_new_flag
 
 def _forced_patterns_differing_by_rank(heap):
     op = "gemm_reduce_scatter"
-    a, b, _ = _inputs(op, heap.rank, heap.world_size, torch.float32)
+    a, b, _ = _inputs(op, heap.rank, heap.world_size, torch.float32, heap.device)
     try:
         seer.dispatch(op, (a, b), heap=heap, variant="bulk_triton" if heap.rank == 0 else "fused_sequential")
     except InputError as error:

@@ -140,6 +140,17 @@ def test_ranks_that_call_with_different_shapes_are_refused(heap, op):
             assert message is not None and "the ranks called with different shapes" in message, pattern
 
 
+def test_a_graphed_plan_made_again_after_free_all_waits_for_every_ranks_new_flags(heap):
+    fresh = SymmetricHeap(64 << 20)  # free_all would invalidate the shared heap's tensors
+    for errors in _results(_on_every_rank(fresh, overlap_checks._graphed_sums_across_free_all)):
+        assert max(errors) <= TOLERANCE["float32"], errors
+
+
+def test_ranks_that_run_different_patterns_are_refused(heap):
+    for message in _results(_on_every_rank(heap, overlap_checks._forced_patterns_differing_by_rank)):
+        assert message is not None and "different shapes, dtypes or patterns" in message
+
+
 def test_a_group_must_be_a_process_group_and_not_given_with_a_heap(heap):
     for messages in _results(_on_every_rank(heap, overlap_checks._group_refusals, "all_gather_gemm")):
         assert ["must be a torch.distributed process group" in m for m in messages[:2]] == [True, True]

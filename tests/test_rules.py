@@ -164,3 +164,16 @@ def test_rules_of_a_model_without_stage2():
     exec(rules.to_python(model), namespace)
     assert "STAGE2" not in namespace and not any(name.startswith("choose_stage2") for name in namespace)
     assert "training table: in memory" in text
+
+
+@pytest.mark.parametrize("scores", [{"scores": {"all": {"1": 3}}}, {"scores": ["a list"]},
+                                    {"scores": {"all": {"one": {"fraction_of_oracle_with_gather": 0.9}}}}])
+def test_malformed_scores_in_a_model_still_print_its_rules(trained, scores):
+    """A checksummed but hand-edited model's training.scores crashed the export (AttributeError,
+    TypeError, ValueError) after seer report's minutes of scoring."""
+    from dataclasses import replace
+
+    _, model = trained
+    edited = replace(model, training={**model.training, "scores": scores})
+    text = rules.to_text(edited)
+    assert "held-out scores: unreadable in this model file" in text and "Stage 1" in text

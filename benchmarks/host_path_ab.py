@@ -1,0 +1,82 @@
+"""The cached call's host path before and after a change, alternated on one host (a host's drift
+between two runs is larger than what a small change costs: NOTES, Dispatch host cost).
+
+On this machine, the tree before the change into a git-ignored folder that travels to the GPU:
+    rm -rf .carry/before && mkdir -p .carry/before && git archive <commit> seer kernels features models \\
+        datasets/__init__.py datasets/cases.py datasets/generators.py datasets/suitesparse.py pyproject.toml \\
+        README.md | tar -x -C .carry/before
+On the GPU machine (carry .carry), installing each tree in turn, ``--rounds`` rounds of each:
+    python3 benchmarks/host_path_ab.py --run --rounds 3 --out $OUT/ab
+Then here, from the rounds' files:
+    python3 benchmarks/host_path_ab.py --summarise benchmarks/results/<folder>
+which writes <folder>/README.md: per round, each layer's µs, and the medians of the dispatch layer's
+own cost (``dispatch_out`` less ``bound_call_out``; ``dispatch`` less ``bound_call``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+SIDES = {"before": ".carry/before", "after": "."}
+
+
+def run(rounds: int, out: Path) -> None:
+    for round_ in range(1, rounds + 1):
+        for side, tree in SIDES.items():
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                            "--no-index", "-e", tree], check=True, capture_output=True)
+            folder = out / f"{side}{round_}"
+            # A fresh interpreter: this one imported nothing of seer, the benchmark imports the tree just installed.
+            subprocess.run([sys.executable, "benchmarks/host_path.py", "--matrices", ".carry/suitesparse",
+                            "--out", str(folder)], check=True, capture_output=True)
+            print(side, round_, json.loads(next(folder.glob("*.json")).read_text())["host_us"])
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                    "-e", "."], check=True, capture_output=True)
+
+
+def summarise(folder: Path) -> str:
+    rounds = {path.parent.name: json.loads(path.read_text()) for path in sorted(folder.glob("*/host-path-*.json"))}
+    first = next(iter(rounds.values()))
+    layers = list(first["host_us"])
+    lines = [f"# The cached call's host path before and after, {first['environment']['device']['name']}", "",
+             f"{first['environment']['date']}; torch {first['environment']['versions']['torch']}, triton "
+             f"{first['environment']['versions']['triton']}; `python benchmarks/host_path_ab.py --run` (each round "
+             f"`{first['command']}` into its folder), summarised by `python benchmarks/host_path_ab.py --summarise "
+             f"{folder}`. Matrix {first['matrix']}, variant {first['variant']}; µs per call, least of "
+             f"{first['rounds']} alternated loops of {first['calls']}.", "",
+             "| round | " + " | ".join(layers) + " |", "|---|" + "---|" * len(layers)]
+    lines += [f"| {name} | " + " | ".join(f"{data['host_us'][layer]:.2f}" for layer in layers) + " |"
+              for name, data in rounds.items()]
+    lines += ["", "The dispatch layer's own cost, median over the rounds (µs):", "",
+              "| side | dispatch_out - bound_call_out | dispatch - bound_call |", "|---|---|---|"]
+    for side in SIDES:
+        mine = [data["host_us"] for name, data in rounds.items() if name.startswith(side)]
+        with_out = statistics.median(r["dispatch_out"] - r["bound_call_out"] for r in mine)
+        without = statistics.median(r["dispatch"] - r["bound_call"] for r in mine)
+        lines.append(f"| {side} | {with_out:.2f} | {without:.2f} |")
+    text = "\n".join(lines) + "\n"
+    (folder / "README.md").write_text(text)
+    return text
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--run", action="store_true")
+    action.add_argument("--summarise", type=Path)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=Path("out/ab"))
+    args = parser.parse_args()
+    if args.run:
+        run(args.rounds, args.out)
+    else:
+        print(summarise(args.summarise))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,26 @@
+"""benchmarks/host_path_ab.py's summary: the dispatch layer's own cost per side, median over rounds."""
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import host_path_ab  # noqa: E402
+
+
+def _round(folder: Path, dispatch_out: float, bound_call_out: float) -> None:
+    folder.mkdir(parents=True)
+    host_us = {"dispatch": dispatch_out + 1, "dispatch_out": dispatch_out, "bound_call": bound_call_out + 0.5,
+               "bound_call_out": bound_call_out}
+    data = {"environment": {"device": {"name": "Test GPU"}, "date": "2026-11-29", "versions": {"torch": "t",
+            "triton": "3.6"}}, "command": "python benchmarks/host_path.py", "matrix": "HB/can_838",
+            "variant": "vector_g16", "rounds": 5, "calls": 2000, "host_us": host_us}
+    (folder / "host-path-test.json").write_text(json.dumps(data))
+
+
+def test_the_summary_takes_each_sides_median_of_the_layer(tmp_path):
+    for name, out, bound in (("before1", 11.0, 9.0), ("before2", 10.5, 9.0), ("before3", 12.0, 9.0),
+                             ("after1", 11.0, 8.0), ("after2", 13.0, 8.0), ("after3", 12.0, 8.0)):
+        _round(tmp_path / name, out, bound)
+    text = host_path_ab.summarise(tmp_path)
+    assert "| before | 2.00 | 2.50 |" in text and "| after | 4.00 | 4.50 |" in text
+    assert (tmp_path / "README.md").read_text() == text
