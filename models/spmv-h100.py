@@ -2,7 +2,7 @@
 # device: NVIDIA H100 80GB HBM3, compute capability 9.0
 # variants: scalar_r128, vector_g4, vector_g8, vector_g16, vector_g32, vector_g64, vector_g256, diagonal_r128, diagonal_major_r512, merge_c256, merge_c512, merge_c512_hot64k, adaptive, torch_csr, cusparse_prepared, offsets_i16, cusparse_slices_16k
 # training table: datasets/profiles/spmv-h100.csv (sha256 626af1ccf5f6f05bbca81c34423d6585d4d8089138daa15025b413c3463cfcb8), 477 rows in 56 groups
-# trained: 2026-11-29T10:40:59+00:00
+# trained: 2026-11-29T16:59:52+00:00
 # command: seer train datasets/profiles/spmv-h100.csv
 # held-out fraction of oracle (5-fold grouped CV) of inputs passed unchecked, stage 1 deciding whether gathering pays, its cost included: 0.848 at 1 call, 0.931 at 100 calls (validated inputs, dispatch's default, go straight to stage 2: scored by benchmarks/selection.py --validation)
 # regenerate: rerun the command above on the table with this sha256 to retrain; seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model
@@ -72,23 +72,11 @@ def choose_stage1_calls_100(f: dict) -> str:
                     else:
                         return 'vector_g64'  # 53 training inputs, mean regret 2.2%
                 else:
-                    if f['cols'] <= 852.0:  # columns <= 852
-                        return 'vector_g256'  # 1 training input, mean regret 3.5%
-                    else:
-                        return 'gather'  # no training input below the gate reaches it; its choice is the ungated tree's
+                    return 'vector_g256'  # 1 training input, mean regret 3.5%
             else:
                 return 'vector_g256'  # 18 training inputs, mean regret 1.1%
         else:
-            if f['rows'] <= 644711.5:  # rows <= 644,711
-                return 'gather'  # no training input below the gate reaches it; its choice is the ungated tree's
-            else:
-                if f['cols'] <= 5410008.0:  # columns <= 5,410,008
-                    return 'gather'  # no training input below the gate reaches it; its choice is the ungated tree's
-                else:
-                    if f['mean_row'] <= 5.128255367279053:  # mean row length <= 5.12825 nnz/row
-                        return 'offsets_i16'  # no training input below the gate reaches it; its choice is the ungated tree's
-                    else:
-                        return 'gather'  # no training input below the gate reaches it; its choice is the ungated tree's
+            return 'gather'  # no training input below the gate reaches it; its choice is the ungated tree's
     else:
         return 'gather'  # 357 training inputs, mean regret 6.5%
 

@@ -164,20 +164,48 @@ class Tree:
         return cls(features, labels, *zip(*nodes))
 
     def gated(self, feature: str, threshold: float, label: str, X: np.ndarray, costs: np.ndarray) -> Tree:
-        """A new root: ``label`` where ``feature > threshold``, this tree below it. Every node's
-        statistics are recounted on the rows of ``X`` (columns = ``features``) that reach it."""
-        shift = [child + 1 if child >= 0 else -1 for child in (*self.left, *self.right)]
-        n = len(self.left)
+        """A new root: ``label`` where ``feature > threshold``, this tree below it, less the branches
+        the gate leaves no input (rules would print them). Every node's statistics are recounted on
+        the rows of ``X`` (columns = ``features``) that reach it."""
+        below = self._at_most(self.features.index(feature), threshold)
+        shift = [child + 1 if child >= 0 else -1 for child in (*below.left, *below.right)]
+        n = len(below.left)
         tree = Tree(
             self.features, self.labels,
-            [self.features.index(feature), *self.feature, -1],
-            [threshold, *self.threshold, None],
+            [self.features.index(feature), *below.feature, -1],
+            [threshold, *below.threshold, None],
             [1, *shift[:n], -1],
             [n + 1, *shift[n:], -1],
-            [-1, *self.label, self.labels.index(label)],
+            [-1, *below.label, self.labels.index(label)],
             [0] * (n + 2), [0.0] * (n + 2),
         )
         return tree._recounted(X, costs)
+
+    def _at_most(self, feature: int, bound: float) -> Tree:
+        """This tree for inputs whose ``feature`` is at most ``bound``: a split on it at ``bound`` or
+        above sends them all left, so its left subtree takes its place, and a split left with one
+        label on both sides becomes a leaf of it. Statistics are left for the caller to recount."""
+        nodes: list[tuple] = []
+
+        def add(node: int) -> int:
+            while self.left[node] >= 0 and self.feature[node] == feature and self.threshold[node] >= bound:
+                node = self.left[node]
+            index = len(nodes)
+            nodes.append(())
+            if self.left[node] < 0:
+                nodes[index] = (-1, None, -1, -1, self.label[node], 0, 0.0)
+                return index
+            left, right = add(self.left[node]), add(self.right[node])
+            label = nodes[left][4]
+            if nodes[left][0] == nodes[right][0] == -1 and label == nodes[right][4]:
+                del nodes[index + 1:]  # the two leaves just added
+                nodes[index] = (-1, None, -1, -1, label, 0, 0.0)
+            else:
+                nodes[index] = (self.feature[node], self.threshold[node], left, right, -1, 0, 0.0)
+            return index
+
+        add(0)
+        return Tree(self.features, self.labels, *zip(*nodes))
 
     def _recounted(self, X: np.ndarray, costs: np.ndarray) -> Tree:
         """This tree with ``n_samples`` and ``mean_regret`` counted on ``X`` as in :func:`node_choices`:

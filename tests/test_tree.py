@@ -201,6 +201,22 @@ def test_a_gate_above_a_threshold_keeps_the_tree_below_it_and_recounts():
     assert Tree.from_dict(gated.to_dict()) == gated
 
 
+def test_a_gate_prunes_the_branches_below_it_that_no_input_can_reach():
+    """Under "b <= 100" a split "b <= 200" sends every input left: its right side was printed in the
+    shipped rules all the same (a "columns > 5,410,008" branch under "columns <= 479"). Pruned, and
+    the split above it, left with one label on both sides, becomes a leaf."""
+    X = np.array([[1.0, 5.0], [2.0, 50.0], [3.0, 500.0], [4.0, 5000.0]])
+    costs = np.array([[1.0, 2.0, 9.0], [1.0, 3.0, 9.0], [1.0, 3.0, 1.1], [3.0, 1.0, 1.2]])
+    below = Tree(["a", "b"], ["x", "y", "g"], [0, -1, 1, -1, -1], [2.5, None, 200.0, None, None],
+                 [1, -1, 3, -1, -1], [2, -1, 4, -1, -1], [-1, 0, -1, 0, 1], [4, 2, 2, 1, 1], [0.0] * 5)
+    gated = below.gated("b", 100.0, "g", X, costs)
+    assert (gated.feature, gated.threshold[0], gated.left, gated.right) == ((1, -1, -1), 100.0, (1, -1, -1),
+                                                                           (2, -1, -1))
+    assert [gated.labels[label] for label in gated.label[1:]] == ["x", "g"]
+    for row in ([1.0, 5.0], [3.0, 50.0], [3.0, 150.0], [3.0, 500.0]):
+        assert gated.predict(row) == ("g" if row[1] > 100 else below.predict(row))
+
+
 def test_regrets_do_not_depend_on_the_last_bits_of_the_times():
     """numpy's log differs in its last bits between builds and CPUs; those bits used to flip
     near-tied splits, so the same table trained to other trees on the GPU host (NOTES SpMV 35)."""
