@@ -243,3 +243,37 @@ def test_cusparse_plan_follows_moved_vectors_and_new_streams():
     outs[0].fill_(float("nan"))
     run(csr, xs_gpu[0], outs[0])
     assert_spmv_close(outs[0].cpu(), exact, -xs[0], torch.float32)
+
+
+@pytest.mark.parametrize("name", ["cusparse_prepared", "cusparse_slices_16k"])
+def test_one_cusparse_plan_on_two_streams_at_once(name):
+    """A plan keeps one workspace, and cuSPARSE does not say whether its SpMV writes there after the
+    preprocessing: two streams run the same plan's products at once (each queued behind its own
+    sleep so that they overlap), every product on its own x into its own out, checked against
+    float64. A workspace written during the product would mix them."""
+    rng = np.random.default_rng(9)
+    matrix = random_csr(rng, 200_000, 200_000, rng.integers(1, 60, 200_000), sort_columns=True)  # 6M nonzeros
+    csr, exact = to_seer(matrix)
+    csr = on_gpu(csr)
+    run = spmv.VARIANTS[name].run
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    xs = [[random_vector(rng, csr.cols, torch.float32) for _ in range(8)] for _ in streams]
+    outs = [[torch.full((csr.rows,), float("nan"), device="cuda") for _ in range(8)] for _ in streams]
+    run(csr, xs[0][0].cuda(), outs[0][0])  # the plan made before the streams start
+    xs_gpu = [[x.cuda() for x in mine] for mine in xs]
+    torch.cuda.synchronize()
+    for outs_of_stream in outs:
+        for out in outs_of_stream:
+            out.fill_(float("nan"))
+    torch.cuda.synchronize()
+    for s, stream in enumerate(streams):
+        with torch.cuda.stream(stream):
+            torch.cuda._sleep(2_000_000)  # both streams' products start together
+    for k in range(8):
+        for s, stream in enumerate(streams):
+            with torch.cuda.stream(stream):
+                run(csr, xs_gpu[s][k], outs[s][k])
+    torch.cuda.synchronize()
+    for s in range(2):
+        for k in range(8):
+            assert_spmv_close(outs[s][k].cpu(), exact, xs[s][k], torch.float32)
