@@ -1,9 +1,11 @@
 """A model's trees as rules a person can read: text, Markdown, or a Python module.
 
 Thresholds print in the features' own words and units (``nnz <= 10,240``,
-``row-length CV > 1.3``) and are rounded for reading (3 significant digits for real-valued
-features; whole-number features are exact). The generated Python module keeps the exact
-thresholds and agrees with :meth:`seer.tree.Tree.predict` everywhere.
+``mean row length > 24.9974 nnz/row``): whole-number features exactly, others exactly where the
+number is short and else rounded down to within 1e-5 of it
+(:meth:`seer.features_base.Feature.format_bound`), so that the shipped tables' inputs all read the
+way the trees send them (``tests/test_shipped_models.py``). The generated Python module keeps the
+exact thresholds and agrees with :meth:`seer.tree.Tree.predict` everywhere.
 """
 from __future__ import annotations
 
