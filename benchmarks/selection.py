@@ -124,19 +124,26 @@ def columns(report) -> dict:
     return result
 
 
-def single_variants(table) -> dict:
+def single_variants(table, calls: tuple[int, ...] = ()) -> dict:
     """Per subset, each variant run on every input: geometric-mean oracle time / its time, the
-    inputs where it is the fastest (what a variant adds to the oracle; no model involved), and the
-    median of its one-time preparation (the table's ``prepare_ms``, 0 where absent)."""
+    inputs where it is the fastest (what a variant adds to the oracle; no model involved), the
+    median of its one-time preparation (the table's ``prepare_ms``, 0 where absent), and per call
+    count of ``calls`` the same fraction with every variant's preparation charged over the calls
+    (``fraction_of_oracle_at``: the oracle seer's scores at that count are taken against)."""
     times, prepare = table.times, table.prepare_ms
     best = times.min(axis=1, keepdims=True)
     fastest = times.argmin(axis=1)
     result = {}
     for subset, mask in subset_masks(table).items():
         fraction = np.exp(np.log(best[mask] / times[mask]).mean(axis=0))
+        at = {}
+        for c in calls:
+            cost = times[mask] + prepare[mask] / c
+            at[c] = np.exp(np.log(cost.min(axis=1, keepdims=True) / cost).mean(axis=0))
         median_prepare = np.median(prepare[mask], axis=0)
         result[subset] = {v: {"fraction_of_oracle": float(fraction[i]), "fastest_on": int((fastest[mask] == i).sum()),
-                              "median_prepare_ms": float(median_prepare[i])}
+                              "median_prepare_ms": float(median_prepare[i]),
+                              "fraction_of_oracle_at": {str(c): float(at[c][i]) for c in calls}}
                           for i, v in enumerate(table.variants)}
     return result
 
@@ -187,15 +194,18 @@ def markdown(result: dict) -> str:
                  f"{per[variant]['median_prepare_ms'] * 1e3:.1f}"
                  for per in result["single_variants"].values()]
         lines.append(f"| {variant} | " + " | ".join(cells) + " |")
-    lines += ["", "Over each subset's best variant alone (picked in-sample, on every input of the subset): "
-              "seer's held-out fraction of oracle (gathering included) over that variant's.", "",
-              "| subset | best variant alone | " + " | ".join(map(column_title, names)) + " |",
-              "|---|---|" + "---|" * len(names)]
+    lines += ["", "Over each subset's best variant alone (picked in-sample, on every input of the subset, at each "
+              "call count with its preparation charged over the calls): seer's held-out fraction of oracle "
+              "(gathering included) over that variant's, both against the oracle of that call count.", "",
+              "| subset | " + " | ".join(map(column_title, names)) + " |", "|---|" + "---|" * len(names)]
     for subset, per in result["single_variants"].items():
-        best = max(per, key=lambda v: per[v]["fraction_of_oracle"])
-        cells = [result["columns"][c][subset]["fraction_of_oracle_with_gather"] / per[best]["fraction_of_oracle"]
-                 for c in names]
-        lines.append(f"| {SUBSET_NAMES.get(subset, subset)} | {best} | " + " | ".join(f"{v:.3f}x" for v in cells) + " |")
+        cells = []
+        for c in names:
+            calls = c.split()[0]
+            best = max(per, key=lambda v: per[v]["fraction_of_oracle_at"][calls])
+            ratio = result["columns"][c][subset]["fraction_of_oracle_with_gather"] / per[best]["fraction_of_oracle_at"][calls]
+            cells.append(f"{ratio:.3f}x ({best})")
+        lines.append(f"| {SUBSET_NAMES.get(subset, subset)} | " + " | ".join(cells) + " |")
     lines.append("")
     spread = result["fold_spread"]
     if spread["assignments"] > 1:
@@ -243,7 +253,7 @@ def main() -> int:
         "device": meta["device"], "versions": meta.get("versions", {}), "measured": meta.get("date"),
         "table": str(args.table), "command": " ".join(["python", *sys.argv]),
         **report.to_dict(),
-        "single_variants": single_variants(table),
+        "single_variants": single_variants(table, calls),
         "validation": None if args.validation is None else str(args.validation),
         "columns": columns(report),
         "fold_spread": fold_spread([columns(report), *repeats]),

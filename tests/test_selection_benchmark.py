@@ -96,6 +96,21 @@ def test_each_variant_alone_reports_its_median_preparation(selection):
     assert all(alone[v]["median_prepare_ms"] == 0 for v in variants[1:])
 
 
+def test_a_variant_alone_is_scored_against_the_oracle_of_each_call_count(selection):
+    """Seer's fraction at c calls is taken against the oracle with every preparation charged over c;
+    the variant alone it is divided by must be too (its steady-state fraction, against an oracle
+    charged nothing, made seer's 1-call lead over it look larger than it is)."""
+    frame = planted_frame(seed=3)
+    variants = [c.split(":", 1)[1] for c in frame.columns if c.startswith("time_ms:")]
+    frame[f"time_ms:{variants[0]}"] = frame[[f"time_ms:{v}" for v in variants]].min(axis=1) / 2
+    frame[f"prepare_ms:{variants[0]}"] = 10 * frame[f"time_ms:{variants[0]}"]  # fastest, but dear to prepare
+    table = ProfileTable.from_frame(frame, "toy", planted_meta())
+    alone = selection.single_variants(table, (1, 1000))["all"]
+    assert alone[variants[0]]["fraction_of_oracle"] == pytest.approx(1.0)
+    assert alone[variants[0]]["fraction_of_oracle_at"]["1"] < 0.5
+    assert alone[variants[0]]["fraction_of_oracle_at"]["1000"] == pytest.approx(1.0)
+
+
 def test_column_titles_for_any_call_count(selection):
     assert [selection.column_title(c) for c in ("1", "100", "1 validated", "1000 validated")] == [
         "1 call", "100 calls", "1 call, validated matrix", "1000 calls, validated matrix"]
