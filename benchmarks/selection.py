@@ -131,15 +131,15 @@ def single_variants(table, calls: tuple[int, ...] = ()) -> dict:
     count of ``calls`` the same fraction with every variant's preparation charged over the calls
     (``fraction_of_oracle_at``: the oracle seer's scores at that count are taken against)."""
     times, prepare = table.times, table.prepare_ms
-    best = times.min(axis=1, keepdims=True)
     fastest = times.argmin(axis=1)
+
+    def fraction_of_oracle(cost: np.ndarray) -> np.ndarray:
+        return np.exp(np.log(cost.min(axis=1, keepdims=True) / cost).mean(axis=0))
+
     result = {}
     for subset, mask in subset_masks(table).items():
-        fraction = np.exp(np.log(best[mask] / times[mask]).mean(axis=0))
-        at = {}
-        for c in calls:
-            cost = times[mask] + prepare[mask] / c
-            at[c] = np.exp(np.log(cost.min(axis=1, keepdims=True) / cost).mean(axis=0))
+        fraction = fraction_of_oracle(times[mask])
+        at = {c: fraction_of_oracle(times[mask] + prepare[mask] / c) for c in calls}
         median_prepare = np.median(prepare[mask], axis=0)
         result[subset] = {v: {"fraction_of_oracle": float(fraction[i]), "fastest_on": int((fastest[mask] == i).sum()),
                               "median_prepare_ms": float(median_prepare[i]),

@@ -26,9 +26,9 @@ def minimum_bytes(rows, cols, nnz):
     return 8 * nnz + 4 * (rows + 1) + 4 * cols + 4 * rows
 
 
-def share_of_copy(row: dict, ms: float, copy_gbps: float) -> float:
+def share_of_copy(row, ms, copy_gbps: float):
     """A kernel time on the matrix ``row`` describes (its rows, cols, nnz) as a share of the copy
-    ceiling under the byte model."""
+    ceiling under the byte model; ``row`` may be a frame, ``ms`` its column of times."""
     return minimum_bytes(row["rows"], row["cols"], row["nnz"]) / (ms * 1e-3) / 1e9 / copy_gbps
 
 
@@ -76,13 +76,11 @@ def main() -> int:
     if args.measure_copy:
         args.copy_gbps = measure_copy_gbps(table.meta["device"]["name"])
     f = table.frame.copy()
-    f["bytes"] = minimum_bytes(f.rows, f.cols, f.nnz)
-    best = table.times.min(axis=1)
     f["best_variant"] = np.asarray(table.variants)[table.times.argmin(axis=1)]
-    f["fraction_of_copy"] = f.bytes / (best * 1e-3) / 1e9 / args.copy_gbps
-    f["cusparse_fraction"] = f.bytes / (f["baseline_ms:cusparse"] * 1e-3) / 1e9 / args.copy_gbps
+    f["fraction_of_copy"] = share_of_copy(f, table.times.min(axis=1), args.copy_gbps)
+    f["cusparse_fraction"] = share_of_copy(f, f["baseline_ms:cusparse"], args.copy_gbps)
     csr_reading = [i for i, v in enumerate(table.variants) if v not in FEWER_BYTES]
-    f["csr_fraction"] = f.bytes / (table.times[:, csr_reading].min(axis=1) * 1e-3) / 1e9 / args.copy_gbps
+    f["csr_fraction"] = share_of_copy(f, table.times[:, csr_reading].min(axis=1), args.copy_gbps)
     f["family"] = np.where(f.source == "synthetic", f.group.str.split("/").str[1], f.source)
     lines = [f"# SpMV achieved bandwidth, {table.meta['device']['name']}", "",
              f"Copy ceiling {args.copy_gbps:.0f} GB/s (1 GiB device-to-device copy, do_bench median); "

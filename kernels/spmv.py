@@ -1311,7 +1311,9 @@ def cache_key(matrix):
         try:
             return _key(matrix, tracked=True)
         except RuntimeError:  # an inference tensor among the arrays: it keeps no version counter
-            _warn_of_inference_tensors()
+            _warn_once("inference tensors", "the CSR arrays are inference tensors, which keep no version counter: seer "
+                       "cannot see their index arrays written in place (possible inside torch.inference_mode()); call "
+                       "seer.clear_cache() after such a write")
             return _key(matrix, tracked=False)
     except TypeError:  # a shape that is no sequence: examined, and refused with what is wrong
         return None
@@ -1344,7 +1346,9 @@ def _key(matrix, tracked: bool):
                 (indptr._version if tracked else None, indices._version if tracked else None, values.shape,
                  values.requires_grad and torch.is_grad_enabled()))
     if sparse.is_scipy_sparse(matrix):
-        _warn_of_scipy_input()
+        _warn_once("scipy", "a scipy sparse matrix is copied to a torch CSR matrix on every seer.dispatch call, so "
+                   "its decision is not cached either: convert it once (to a torch CSR tensor on the GPU, or with "
+                   "seer.as_csr(A)) and pass that")
     return None  # uncacheable (scipy input, or members that are no dense tensors): examined on every call
 
 
@@ -1352,25 +1356,15 @@ def _dense_tensor(t) -> bool:
     return isinstance(t, torch.Tensor) and t.layout is STRIDED
 
 
-_warned_inference: list = []
+# The kinds of uncacheable input warned of: once a process each, since a serving loop would pay
+# the warnings machinery on every call.
+_warned: set = set()
 
 
-def _warn_of_scipy_input() -> None:
-    if not _warned_scipy:
-        _warned_scipy.append(True)
-        warn("a scipy sparse matrix is copied to a torch CSR matrix on every seer.dispatch call, so its decision "
-             "is not cached either: convert it once (to a torch CSR tensor on the GPU, or with seer.as_csr(A)) and pass that")
-
-
-_warned_scipy: list = []
-
-
-def _warn_of_inference_tensors() -> None:
-    if not _warned_inference:  # once a process: a serving loop would pay the warnings machinery per call
-        _warned_inference.append(True)
-        warn("the CSR arrays are inference tensors, which keep no version counter: seer cannot see their index "
-             "arrays written in place (possible inside torch.inference_mode()); call seer.clear_cache() after "
-             "such a write")
+def _warn_once(kind: str, message: str) -> None:
+    if kind not in _warned:
+        _warned.add(kind)
+        warn(message)
 
 
 def problem(matrix) -> CsrMatrix:

@@ -566,12 +566,12 @@ def device_identity(device: torch.device) -> tuple[str, tuple | None]:
 
 def _model_token(model):
     """``model`` as part of a cache key: None, a path as text, or a loaded model held by identity."""
-    from seer.model import SelectorModel
-
     if model is None or isinstance(model, str):
         return model
     if isinstance(model, os.PathLike) and isinstance(os.fspath(model), str):
         return os.fspath(model)
+    from seer.model import SelectorModel  # here, not above: a path given on every cached call skips it
+
     if isinstance(model, SelectorModel):
         return _HeldModel(model)
     raise InputError(f"model must be a path (str or pathlib.Path) or a seer.model.SelectorModel, got "

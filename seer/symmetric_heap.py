@@ -94,9 +94,7 @@ class Heap:
 
     def empty(self, shape, dtype: torch.dtype) -> torch.Tensor:
         """A new tensor in this rank's heap (its twins on the peers sit at the same offset)."""
-        shape = tuple(int(s) for s in shape)
-        if any(s < 0 for s in shape):  # a negative size would move the bump pointer back over live tensors
-            raise InputError(f"a heap tensor's sizes must be non-negative, got {list(shape)}")
+        shape = _sizes(shape)
         nbytes = math.prod(shape) * dtype.itemsize
         start = _align(self._used)
         if start + nbytes > self.size_bytes:
@@ -115,15 +113,14 @@ class Heap:
 
         ``zero_new`` zeroes it when it is newly allocated (flags: stale memory must not look signalled).
         """
-        if any(s < 0 for s in shape):
-            raise InputError(f"a heap tensor's sizes must be non-negative, got {list(shape)}")
+        shape = _sizes(shape)
         nbytes = math.prod(shape) * dtype.itemsize
         region = self._scratch.get(name)
         fresh = region is None or region.numel() < nbytes
         if fresh:
             region = self._scratch[name] = self._grown(region, max(nbytes, 1))
             self.scratch_version += 1
-        tensor = region[:nbytes].view(dtype).view(tuple(shape))
+        tensor = region[:nbytes].view(dtype).view(shape)
         if fresh and zero_new:
             tensor.zero_()
         return tensor
@@ -277,6 +274,15 @@ def default_heap_bytes() -> int:
     if size <= 0:
         raise InputError(f"SEER_HEAP_BYTES must be positive, got {text!r}")
     return size
+
+
+def _sizes(shape) -> tuple[int, ...]:
+    """``shape`` as whole numbers, none negative: a negative size would move the bump pointer back
+    over live tensors (and two of them multiply to a positive byte count)."""
+    sizes = tuple(int(s) for s in shape)
+    if any(s < 0 for s in sizes):
+        raise InputError(f"a heap tensor's sizes must be non-negative, got {list(sizes)}")
+    return sizes
 
 
 def _align(offset: int) -> int:

@@ -232,8 +232,8 @@ def _check_replaceable(out: Path) -> None:
     if not out.exists():
         return
     try:
-        merged_before = CAMPAIGNS in json.loads(meta_path(out).read_text())
-    except (OSError, ValueError, TypeError):
+        merged_before = CAMPAIGNS in _read_meta(meta_path(out))
+    except ProfileTableError:  # metadata that is no table's: not a merge either
         merged_before = False
     if not merged_before:
         raise ProfileTableError(f"{out} exists and is no merged table (its metadata lists no campaigns): write the "

@@ -38,16 +38,12 @@ class Step(NamedTuple):
 
     def describe(self, feature: Feature) -> str:
         """``"nnz = 12,000 > 10,240"`` in the feature's own words and units."""
-        return f"{feature.label} = {feature.format(self.value)} {_op(self.goes_left)} {format_threshold(feature, self.threshold)}"
-
-
-def format_threshold(feature: Feature, threshold: float) -> str:
-    return feature.format_bound(threshold)
+        return f"{feature.label} = {feature.format(self.value)} {_op(self.goes_left)} {feature.format_bound(self.threshold)}"
 
 
 def condition_text(feature: Feature, threshold: float, goes_left: bool, ascii_only: bool = True) -> str:
     """``"nnz <= 10,240"`` (left branch) or ``"nnz > 10,240"`` (right branch)."""
-    return f"{feature.label} {_op(goes_left, ascii_only)} {format_threshold(feature, threshold)}"
+    return f"{feature.label} {_op(goes_left, ascii_only)} {feature.format_bound(threshold)}"
 
 
 def _op(goes_left: bool, ascii_only: bool = True) -> str:

@@ -9,7 +9,7 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from seer.errors import ModelError
 from seer.features_base import Feature
-from seer.tree import Step, Tree, condition_text, format_threshold, log_regret
+from seer.tree import Step, Tree, condition_text, log_regret
 
 FEATURES = ("x0", "x1", "x2")
 
@@ -105,7 +105,7 @@ def test_thresholds_print_in_natural_units():
     assert condition_text(nnz, 10241.5, False) == "nnz > 10,241"  # floor, not round-half-even
     assert condition_text(cv, 1.2537, False) == "row-length CV > 1.2537"  # short enough: exact
     assert condition_text(cv, 1.2537, True, ascii_only=False) == "row-length CV ≤ 1.2537"
-    assert format_threshold(Feature("t", "time", unit="ms"), 1234.56) == "1,234.56 ms"
+    assert Feature("t", "time", unit="ms").format_bound(1234.56) == "1,234.56 ms"
     assert Step("nnz", 10240.5, False, 12000.0).describe(nnz) == "nnz = 12,000 > 10,240"
 
 
@@ -116,11 +116,11 @@ def test_a_long_threshold_prints_rounded_down_close_enough_to_read_its_neighbour
     tree sends them."""
     mean_row = Feature("mean_row", "mean row length", unit="nnz/row")
     threshold = 24.99744415283203
-    assert format_threshold(mean_row, threshold) == "24.9974 nnz/row"
+    assert mean_row.format_bound(threshold) == "24.9974 nnz/row"
     assert 25.0 > 24.9974 and 24.99675 <= 24.9974
     assert Step("mean_row", threshold, False, 25.0).describe(mean_row) == \
         "mean row length = 25 nnz/row > 24.9974 nnz/row"
-    assert format_threshold(Feature("shift", "shifted rows"), 0.9735795855522156) == "0.97357"
+    assert Feature("shift", "shifted rows").format_bound(0.9735795855522156) == "0.97357"
 
 
 def test_predict_takes_microseconds():
