@@ -1165,6 +1165,11 @@ def _default_params(prefix: str, pattern: str) -> dict:
     return {}
 
 
+# Every parameter any pattern takes, in the order the ranks' agreement sends them.
+_PARAM_NAMES = tuple(sorted({name for prefix in DEFAULT_CHUNKS for pattern in PATTERNS
+                             for name in _default_params(prefix, pattern)}))
+
+
 def _after_ranks_agree(run, pattern: str):
     """``run`` once the ranks are known to call with the same shapes, dtype and pattern: the patterns
     address their peers' memory by offsets worked out from their own shapes, and lay their buffers
@@ -1191,14 +1196,19 @@ def _after_ranks_agree(run, pattern: str):
 def _check_ranks_agree(p, pattern: str, params: dict) -> None:
     if p.world_size == 1 or p.heap.group is None:  # a heap without a group has no collective to ask with
         return
+    unknown = sorted(set(params) - set(_PARAM_NAMES))
+    if unknown:  # a parameter the row below cannot carry would go unchecked
+        raise InputError(f"{p.op}: pattern {pattern!r} got parameters {unknown}, which no pattern declares in "
+                         f"_default_params ({list(_PARAM_NAMES)}); declare them there so that the ranks can agree on them")
     named = sorted(_PATTERN_DOCS)
     mine = torch.tensor([*p.a_shape, *p.b_shape, DTYPES.index(p.dtype), named.index(pattern),
-                         params.get("chunks", 0), params.get("comm_programs", 0)], dtype=torch.int64, device=p.device)
+                         *(int(params.get(name, 0)) for name in _PARAM_NAMES)], dtype=torch.int64, device=p.device)
     every = _all_gather(mine, p.heap.group).tolist()
     if any(row != every[0] for row in every):
         calls = "; ".join(f"rank {rank}: {INPUTS[p.op][0]} {row[:2]}, {INPUTS[p.op][1]} {row[2:4]}, {DTYPES[row[4]]}, "
-                          f"{named[row[5]]}" + (f" {row[6]} chunks" if row[6] else "")
-                          + (f" {row[7]} communication programs" if row[7] else "") for rank, row in enumerate(every))
+                          f"{named[row[5]]}" + "".join(f" {name}={value}" for name, value in zip(_PARAM_NAMES, row[6:])
+                                                      if value)
+                          for rank, row in enumerate(every))
         raise InputError(f"{p.op}: the ranks called with different shapes, dtypes or patterns ({calls}); every rank "
                          f"must pass its share of the same GEMM and run the same pattern (the same variant=, calls= "
                          f"and model on every rank)")

@@ -26,6 +26,22 @@ def _suitesparse() -> Path:
 SUITESPARSE = _suitesparse()
 
 
+# Set by device runs (benchmarks/device_run.sh): there a GPU test that skips (no GPU seen, not under
+# torchrun, a capability or tool missing) fails instead, so that a misconfigured run cannot pass by
+# running nothing.
+REQUIRE_GPU = os.environ.get("SEER_REQUIRE_GPU") == "1"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if REQUIRE_GPU and report.skipped and ("gpu" in item.keywords or "multigpu" in item.keywords):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"SEER_REQUIRE_GPU=1, but this GPU test skipped: {reason}"
+
+
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
     skip_multi = pytest.mark.skip(reason="needs several CUDA GPUs")

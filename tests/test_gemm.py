@@ -124,6 +124,33 @@ def test_every_candidate_against_float64():
         assert relative_error(run_poisoned(variant, a, b), a, b) < TOLERANCE[a.dtype], variant.name
 
 
+def sums_16_bits_would_lose(m, n, k, dtype, device="cpu"):
+    """(a, b) whose products add up to a large first term plus many small ones, every BLOCK_K
+    slice's share under half a 16-bit step at that size: a kernel that keeps its running sums in
+    16 bits loses them all (0.4% of the result in float16, 3% in bfloat16, past TOLERANCE), one
+    that keeps float32 sums and rounds once at the end does not. a is in [0.5, 1.5), never zero."""
+    gen = torch.Generator().manual_seed(k)
+    big = 2048.0 if dtype == torch.float16 else 256.0  # where the 16-bit step becomes 2
+    a = (0.5 + torch.rand(m, k, generator=gen)).to(dtype)
+    b = torch.rand(k, n, generator=gen) / 512  # a slice of 256 adds under 0.75: rounded away at `big`
+    b[0] = big
+    return a.to(device), b.to(dtype).to(device)
+
+
+def seers_candidates():
+    return [variant for name, variant in gemm.CANDIDATES.items() if name != "torch_matmul"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_candidate_keeps_its_running_sums_in_float32(dtype):
+    """The tolerances alone let a kernel accumulating in 16 bits pass on short K."""
+    a, b = sums_16_bits_would_lose(16, 64, 8192, dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeerWarning)  # TMA falls back here
+        for variant in seers_candidates():
+            assert relative_error(run_poisoned(variant, a, b), a, b) < TOLERANCE[dtype], variant.name
+
+
 @pytest.mark.parametrize("name", ["tile_64x64x64_w4s4g8", "splitk4_16x64x128_w4s4g1", "splitk4fix_16x64x128_w4s4g1",
                                   "torch_matmul"])
 def test_column_major_b(name):

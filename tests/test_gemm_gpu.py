@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from seer.kernels import gemm
-from test_gemm import TOLERANCE
+from test_gemm import TOLERANCE, seers_candidates, sums_16_bits_would_lose
 
 pytestmark = pytest.mark.gpu
 
@@ -42,6 +42,14 @@ def check_variant(variant, a, b):
 def test_shipped_variants_on_llm_suite(group, m, n, k, dtype):
     a, b = operands(m, n, k, dtype)
     for variant in gemm.VARIANTS.values():
+        check_variant(variant, a, b)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_every_candidate_keeps_its_running_sums_in_float32(dtype):
+    """On the GPU the TMA kernels run too (on the CPU they fall back to pointer loads)."""
+    a, b = sums_16_bits_would_lose(256, 256, 8192, dtype, device="cuda")
+    for variant in seers_candidates():
         check_variant(variant, a, b)
 
 

@@ -496,6 +496,33 @@ def test_ranks_that_run_different_patterns_are_refused():
         assert "bulk_triton" in message and "fused_sequential" in message
 
 
+def _one_pattern_with_parameters_differing_by_rank(heap, params_of_rank):
+    op = "gemm_reduce_scatter"
+    a, b, _ = _inputs(op, heap.rank, heap.world_size, torch.float32, heap.device)
+    problem, operands = _problem(heap, op, a, b)
+    agreed = get_op(op).variants["pipelined_torch"].run.func  # the pattern with its defaults unbound
+    try:
+        agreed(problem, *operands, **params_of_rank[heap.rank])
+    except InputError as error:
+        return str(error)
+    return None
+
+
+def test_ranks_that_run_one_pattern_with_different_parameters_are_refused():
+    """Chunk counts that differ between ranks split the rows differently: each rank would wait on
+    and sum chunks its peers never wrote."""
+    for message in run_world(2, _one_pattern_with_parameters_differing_by_rank, [{"chunks": 2}, {"chunks": 4}]):
+        assert message is not None and "different shapes, dtypes or patterns" in message
+        assert "chunks=2" in message and "chunks=4" in message
+
+
+def test_a_parameter_no_pattern_declares_is_refused_before_the_ranks_compare():
+    """The agreement sends the declared parameters only; an undeclared one would pass unchecked."""
+    for message in run_world(2, _one_pattern_with_parameters_differing_by_rank,
+                             [{"chunks": 2, "lanes": 1}, {"chunks": 2, "lanes": 2}]):
+        assert message is not None and "'lanes'" in message and "_default_params" in message
+
+
 def _scratch_in_growing_calls(heap):
     """Two scratch buffers grown in turns, as a serving loop of growing M grows an op's C and
     staging buffers: (bytes the heap used, the two largest sizes' sum)."""

@@ -151,6 +151,13 @@ def test_ranks_that_run_different_patterns_are_refused(heap):
         assert message is not None and "different shapes, dtypes or patterns" in message
 
 
+def test_ranks_that_run_one_pattern_with_different_parameters_are_refused(heap):
+    outcomes = _on_every_rank(heap, overlap_checks._one_pattern_with_parameters_differing_by_rank,
+                              [{"chunks": 2}, {"chunks": 4}])
+    for message in _results(outcomes):
+        assert message is not None and "chunks=2" in message and "chunks=4" in message
+
+
 def test_a_group_must_be_a_process_group_and_not_given_with_a_heap(heap):
     for messages in _results(_on_every_rank(heap, overlap_checks._group_refusals, "all_gather_gemm")):
         assert ["must be a torch.distributed process group" in m for m in messages[:2]] == [True, True]
