@@ -46,22 +46,41 @@ def scores(table, free_gather_ms) -> list[dict]:
     return rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def study_arguments(doc: str):
+    """``(args, table, statistics_ms, result)`` of a study of a table's held-out scores: its command
+    line (a table, ``--validation``, ``--out``), the table, what the validated path charges each
+    row (``selection.validation_costs``) and the result's header fields."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table", type=Path)
     parser.add_argument("--validation", type=Path, required=True)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args()
     table = read_table(args.table)
-    free, _ = validation_costs(table, args.validation)
-    groupings = {"shipped (generator and parameters)": table, "by generator": by_generator(table)}
-    result = {"table": str(args.table), "meta": {k: table.meta.get(k) for k in ("device", "versions", "date")},
-              "command": "python " + " ".join(sys.argv),
-              "groupings": {name: {"groups": int(t.frame.group.nunique()), "scores": scores(t, free)}
-                            for name, t in groupings.items()}}
+    statistics_ms, _ = validation_costs(table, args.validation)
+    header = {"table": str(args.table), "meta": {k: table.meta.get(k) for k in ("device", "versions", "date")},
+              "command": "python " + " ".join(sys.argv)}
+    return args, table, statistics_ms, header
+
+
+def fold_label(seed) -> str:
+    return "scikit-learn's" if seed is None else f"random, seed {seed}"
+
+
+def write_study(args, stem: str, result: dict, lines: list[str]) -> None:
+    """``<stem>-<device>.json`` (``result``) and ``.md`` (``lines``) under ``--out``; the lines printed."""
     device = args.table.stem.removeprefix("spmv-")
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"selection-by-generator-{device}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (args.out / f"{stem}-{device}.json").write_text(json.dumps(result, indent=1) + "\n")
+    (args.out / f"{stem}-{device}.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def main() -> int:
+    args, table, free, header = study_arguments(__doc__)
+    groupings = {"shipped (generator and parameters)": table, "by generator": by_generator(table)}
+    result = {**header,
+              "groupings": {name: {"groups": int(t.frame.group.nunique()), "scores": scores(t, free)}
+                            for name, t in groupings.items()}}
     lines = [f"# Held-out SpMV scores by family grouping, {table.meta['device']['name']}", "",
              f"Table `{args.table}` (measured {table.meta.get('date')}; {table.meta.get('versions')}); validated "
              f"path; command: `{result['command']}`. Fraction of the oracle, 1 / 100 calls, and the speed-up over "
@@ -73,10 +92,8 @@ def main() -> int:
                      for subset, metric in (("other", "fraction_of_oracle_with_gather"),
                                             ("real", "fraction_of_oracle_with_gather"),
                                             ("other", "speedup_vs_cusparse"))]
-            seed = "scikit-learn's" if row["fold_seed"] is None else f"random, seed {row['fold_seed']}"
-            lines.append(f"| {name} | {grouping['groups']} | {seed} | " + " | ".join(cells) + " |")
-    (args.out / f"selection-by-generator-{device}.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+            lines.append(f"| {name} | {grouping['groups']} | {fold_label(row['fold_seed'])} | " + " | ".join(cells) + " |")
+    write_study(args, "selection-by-generator", result, lines)
     return 0
 
 

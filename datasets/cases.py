@@ -4,11 +4,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from seer.errors import InputError
 from seer.profiling import Case
 
 
@@ -37,7 +39,16 @@ def spmv_cases(folders: list[Path], *, synthetic: str = "none", max_nnz: int | N
             group = originals[spec.kwargs["matrix"]] if derived else structure_family(spec.id)
             cases.append(_case(spec.id, group, "derived" if derived else "synthetic", spec.expected_nnz,
                                lambda s=spec: build(s, real_folder=real_folder), dtype, seed, device))
+    _check_unique(cases)
     return cases
+
+
+def _check_unique(cases: list[Case]) -> None:
+    """A matrix listed twice would be profiled twice and its table refused only when read."""
+    twice = sorted(i for i, count in Counter(case.id for case in cases).items() if count > 1)
+    if twice:
+        raise InputError(f"{len(twice)} input(s) listed more than once, e.g. {twice[:3]}: a matrix in two files of a "
+                         "folder (.mtx beside .mtx.gz), a folder given twice, or folders that overlap; list each once")
 
 
 def spmv_families(folders: list[Path]) -> dict[str, str]:
@@ -94,7 +105,6 @@ def structure_features(paths: list[Path], folders: list[Path]) -> dict[str, dict
 def _cases_of(ids, tables: str, folders: list[Path], **options) -> dict:
     """Input id -> its case (:func:`spmv_cases` of ``folders`` with the large suite, ``options``
     passed on) for each of ``ids``, the inputs of ``tables``; InputError if one is not among them."""
-    from seer.errors import InputError
 
     cases = {case.id: case for case in spmv_cases(folders, synthetic="large", **options)}
     unknown = [i for i in ids if i not in cases]
@@ -111,7 +121,6 @@ def recount_shifted_rows(paths: list[Path], structure: dict[str, dict], command:
     run). Every table is checked before any is written: an InputError names a table without the
     column, or an input whose other gathered features differ from the table's (then it is not the
     input the row measured). Returns how many values changed in each table."""
-    from seer.errors import InputError
     from seer.sparse import SHIFT_SAMPLE_DEFINITION
     from seer.table import read_cells, read_table, write_table
 

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln, ndtr
 
-from seer.datasets.suitesparse import list_matrices, read_header, read_matrix
+from seer.datasets.suitesparse import list_matrices, read_header, read_matrix, readable
 from seer.errors import InputError
 
 # R-MAT draws edges in chunks so that its dozens of passes over random words stay in cache.
@@ -126,6 +126,14 @@ def _expected_distinct(draws: np.ndarray, bins: float) -> np.ndarray:
 # R-MAT
 
 
+def _rng(seed) -> np.random.Generator:
+    """The generator of ``seed``, a whole number >= 0: None (fresh entropy on every call) would break
+    the promise that the same arguments give the same matrix."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise InputError(f"seed must be a whole number >= 0 (the same seed gives the same matrix); got {seed!r}")
+    return np.random.default_rng(seed)
+
+
 def rmat(
     scale: int, edge_factor: float, a: float = 0.57, b: float = 0.19, c: float = 0.19,
     seed=0, *, scramble: bool = True, dtype=np.float32,
@@ -143,7 +151,7 @@ def rmat(
     _fits(edge_factor * 2.0**scale, "this R-MAT graph")
     d = 1.0 - a - b - c
     _require(min(a, b, c, d) > 0, f"R-MAT needs a, b, c > 0 with a + b + c < 1, got a={a}, b={b}, c={c}")
-    rng = np.random.default_rng(seed)
+    rng = _rng(seed)
     n = 1 << scale
     relabel = rng.permutation(n).astype(np.uint32) if scramble else None
     keys = _rmat_keys(rng, scale, round(edge_factor * n), _rmat_bit_probabilities(a, b, c), relabel)
@@ -270,7 +278,7 @@ def _grid_stencil(n: int, offsets: np.ndarray, seed, dtype) -> sp.csr_matrix:
     for k, offset in enumerate(offsets):
         inside[:, k] = _inside_grid(n, offset).ravel()
         columns[:, k] = points + int(offset @ strides)
-    return _csr_from_candidates(inside, columns, (size, size), np.random.default_rng(seed), dtype)
+    return _csr_from_candidates(inside, columns, (size, size), _rng(seed), dtype)
 
 
 def _inside_grid(n: int, offset: np.ndarray) -> np.ndarray:
@@ -300,7 +308,7 @@ def banded(n: int, bandwidth: int, fill: float = 1.0, seed=0, *, dtype=np.float3
     _require(n >= 1 and bandwidth >= 0, f"banded needs n >= 1 and bandwidth >= 0, got n={n}, bandwidth={bandwidth}")
     _require(0 < fill <= 1, f"banded fill must lie in (0, 1], got {fill}")
     _fits(float(n) * (2 * bandwidth + 1), f"a band of half-width {bandwidth} on {n} rows")  # candidates, before fill
-    rng = np.random.default_rng(seed)
+    rng = _rng(seed)
     index_dtype = _index_dtype(n + bandwidth)
     columns = np.arange(n, dtype=index_dtype)[:, None] + np.arange(-bandwidth, bandwidth + 1, dtype=index_dtype)
     inside = columns >= 0
@@ -333,7 +341,7 @@ def lognormal_rows(rows: int, cols: int, mean_row: float, sigma: float, seed=0, 
     _require(rows >= 1 and cols >= 1, f"lognormal_rows needs rows, cols >= 1, got {rows} x {cols}")
     _require(mean_row > 0 and sigma >= 0, f"lognormal_rows needs mean_row > 0 and sigma >= 0, got {mean_row}, {sigma}")
     _fits(float(rows) * mean_row, f"{rows:,} rows of {mean_row:g} nonzeros on average")
-    rng = np.random.default_rng(seed)
+    rng = _rng(seed)
     mu = math.log(mean_row) - sigma**2 / 2  # so that E[length] = mean_row
     lengths = np.clip(np.rint(rng.lognormal(mu, sigma, rows)), 0, cols).astype(np.int64)
     keys = np.repeat(np.arange(rows, dtype=np.int64) * cols, lengths)
@@ -374,7 +382,7 @@ def block_replicate(
     block = sp.coo_matrix(A)
     block.sum_duplicates()
     _fits(float(copies + coupling) * block.nnz, f"{copies + coupling} copies of a matrix of {block.nnz:,} nonzeros")
-    rng = np.random.default_rng(seed)
+    rng = _rng(seed)
     block_row, block_col = _block_positions(rng, copies, coupling)
     m, n = block.shape
     rows = (block.row[None, :] + (block_row * m)[:, None]).ravel()
@@ -456,6 +464,7 @@ def synthetic_suite(kind: str = "large", seed: int = 0, real_folder=None) -> lis
     ``"large"``: 1M to 50M expected nnz, every synthetic family, plus block-replicated real matrices
     (10k+ nnz) when ``real_folder`` is given. ``"small"``: about 20 specs of 10k to 200k nnz for tests.
     """
+    _rng(seed)  # checked here: the suite's seed is written into every id
     suites = {"large": (_large_synthetic, _large_derived, 1_000_000, 50_000_000),
               "small": (_small_synthetic, _small_derived, 10_000, 200_000)}
     _require(kind in suites, f"suite kind must be one of {sorted(suites)}, got {kind!r}")
@@ -571,7 +580,8 @@ def _small_derived(bases: list, seed: int) -> list[SyntheticSpec]:
 
 def _replicable(real_folder) -> list:
     """Real matrices a replica can start from: those stored with real, integer or pattern values."""
-    return [info for info in list_matrices(real_folder) if read_header(info.path).field != "complex"]
+    fields = readable(list_matrices(real_folder), lambda info: (info, read_header(info.path).field))
+    return [info for info, field in fields if field != "complex"]
 
 
 def _real_path(real_folder, matrix_id: str) -> Path:

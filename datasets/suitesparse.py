@@ -10,7 +10,7 @@ import tarfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
-from typing import Iterator, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -29,8 +29,9 @@ SSSTATS_COLUMNS = (
 )
 _MANIFEST_COLUMNS = ("group", "name", "rows", "cols", "nnz_file", "kind", "file")
 # What scipy, gzip and tarfile raise on a damaged file; all become an InputError naming it.
-# (OverflowError: scipy's reader on an integer entry beyond int64.)
-_PARSE_ERRORS = (ValueError, OverflowError, OSError, EOFError, tarfile.TarError)
+# (OverflowError: scipy's reader on an integer entry beyond int64; MemoryError: a size line of
+# impossible sizes, whose arrays cannot be allocated.)
+_PARSE_ERRORS = (ValueError, OverflowError, OSError, EOFError, MemoryError, tarfile.TarError)
 
 
 class MatrixHeader(NamedTuple):
@@ -98,7 +99,11 @@ def read_matrix(path) -> sp.csr_matrix:
     matrix = _parse(path, scipy.io.mmread)
     if np.iscomplexobj(matrix):
         raise InputError(f"{path} holds a complex matrix; seer reads real matrices only")
-    csr = sp.csr_matrix(matrix, dtype=np.float64)
+    try:
+        csr = sp.csr_matrix(matrix, dtype=np.float64)
+    except MemoryError as err:  # the row pointers of a size line's rows do not fit in memory
+        raise InputError(f"cannot read Matrix Market file {path}: its {matrix.shape[0]:,} rows do not fit in "
+                         f"memory ({err})") from err
     csr.sum_duplicates()
     non_finite = int(np.count_nonzero(~np.isfinite(csr.data)))
     if non_finite:  # legal in the format, but every product with them is NaN or infinite
@@ -250,7 +255,19 @@ def _manifest_row(manifest: Path, number: int, row: dict) -> MatrixInfo:
 def _from_headers(folder: Path) -> list[MatrixInfo]:
     suffixes = MATRIX_SUFFIXES + ARCHIVE_SUFFIXES
     files = sorted(path for path in folder.rglob("*") if path.name.endswith(suffixes) and path.is_file())
-    return [_info_from_header(path) for path in files]
+    return readable(files, _info_from_header)
+
+
+def readable(items, read: Callable) -> list:
+    """``read(item)`` of each item; one that raises InputError (a damaged file) is left out with a
+    SeerWarning naming it, so that one bad file does not hide the folder's others."""
+    results = []
+    for item in items:
+        try:
+            results.append(read(item))
+        except InputError as error:
+            warn(f"left out: {error}")
+    return results
 
 
 def _info_from_header(path: Path) -> MatrixInfo:

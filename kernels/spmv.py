@@ -1329,8 +1329,9 @@ def _key(matrix, tracked: bool):
         return (id(matrix),), (matrix._version if tracked else None, matrix.requires_grad and torch.is_grad_enabled())
     if isinstance(matrix, CsrMatrix):
         indptr, indices, values = matrix.indptr, matrix.indices, matrix.values
+        # Contiguity too: values moved by set_ onto strided memory must reach _rechecked's refusal.
         return (id(matrix),), (indptr._version if tracked else None, indices._version if tracked else None,
-                               values.shape, values.requires_grad and torch.is_grad_enabled())
+                               values.shape, values.is_contiguous(), values.requires_grad and torch.is_grad_enabled())
     if isinstance(matrix, (tuple, list)) and len(matrix) == 4 and all(_dense_tensor(t) for t in matrix[:3]):
         indptr, indices, values, shape = matrix
         if isinstance(values, torch.Tensor) and not values.is_contiguous():
@@ -1347,8 +1348,8 @@ def _key(matrix, tracked: bool):
                  values.requires_grad and torch.is_grad_enabled()))
     if sparse.is_scipy_sparse(matrix):
         _warn_once("scipy", "a scipy sparse matrix is copied to a torch CSR matrix on every seer.dispatch call, so "
-                   "its decision is not cached either: convert it once (to a torch CSR tensor on the GPU, or with "
-                   "seer.as_csr(A)) and pass that")
+                   "its decision is not cached either: convert it once and pass that, e.g. torch.sparse_csr_tensor("
+                   "A.indptr, A.indices, A.data, A.shape).to('cuda')")
     return None  # uncacheable (scipy input, or members that are no dense tensors): examined on every call
 
 
@@ -1375,6 +1376,10 @@ def _rechecked(matrix: CsrMatrix) -> CsrMatrix:
     """A ``CsrMatrix`` made earlier, checked again where it may have changed since: validated anew
     if it was checked and its index arrays were written in place (one made unchecked stays so), and
     its values' length and gradient checked as when it was made."""
+    strided = [name for name in ("indptr", "indices", "values") if not getattr(matrix, name).is_contiguous()]
+    if strided:  # moved since (set_ with strides): the kernels and plans read each array as contiguous
+        raise InputError(f"CSR {' and '.join(strided)} moved onto non-contiguous memory since the matrix was made; "
+                         "make it anew with seer.sparse.as_csr, which takes contiguous copies")
     if not sparse.still_valid(matrix):
         sparse.check_structure(matrix)
     if matrix.values.numel() != matrix.indices.numel():

@@ -13,13 +13,13 @@ VARIANTS = ('bulk_torch', 'bulk_triton', 'fused_sequential', 'producer_consumer'
 
 
 def choose_stage1_calls_1(f: dict) -> str:
-    if f['rank_gflop'] <= 147.63949584960938:  # GEMM work per rank <= 147.639 GFLOP
+    if float(f['rank_gflop']) <= 147.63949584960938:  # GEMM work per rank <= 147.639 GFLOP
         return 'bulk_torch'  # 52 training inputs, mean regret 1.0%
     else:
-        if f['rank_gflop'] <= 295.27899169921875:  # GEMM work per rank <= 295.278 GFLOP
+        if float(f['rank_gflop']) <= 295.27899169921875:  # GEMM work per rank <= 295.278 GFLOP
             return 'bulk_torch'  # 12 training inputs, mean regret 2.9%
         else:
-            if f['rank_gflop'] <= 704.3746337890625:  # GEMM work per rank <= 704.37 GFLOP
+            if float(f['rank_gflop']) <= 704.3746337890625:  # GEMM work per rank <= 704.37 GFLOP
                 return 'pipelined_torch'  # 10 training inputs, mean regret 0.0%
             else:
                 return 'torch_fused'  # 10 training inputs, mean regret 1.6%

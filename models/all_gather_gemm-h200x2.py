@@ -13,7 +13,7 @@ VARIANTS = ('bulk_torch', 'bulk_triton', 'fused_sequential', 'producer_consumer'
 
 
 def choose_stage1_calls_1(f: dict) -> str:
-    if f['rank_gflop'] <= 62.27702522277832:  # GEMM work per rank <= 62.277 GFLOP
+    if float(f['rank_gflop']) <= 62.27702522277832:  # GEMM work per rank <= 62.277 GFLOP
         return 'bulk_torch'  # 27 training inputs, mean regret 0.0%
     else:
         return 'pipelined_torch'  # 57 training inputs, mean regret 2.1%

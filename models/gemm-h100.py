@@ -13,8 +13,8 @@ VARIANTS = ('torch_matmul', 'splitk4fix_16x64x128_w4s4g1', 'tile_16x128x128_w4s4
 
 
 def choose_stage1_calls_1(f: dict) -> str:
-    if f['intensity'] <= 58.82196617126465:  # arithmetic intensity <= 58.8219 flop/byte
-        if f['waves'] <= 1.1969696879386902:  # waves of 128x128 output tiles <= 1.19696
+    if float(f['intensity']) <= 58.82196617126465:  # arithmetic intensity <= 58.8219 flop/byte
+        if float(f['waves']) <= 1.1969696879386902:  # waves of 128x128 output tiles <= 1.19696
             return 'torch_matmul'  # 46 training inputs, mean regret 4.9%
         else:
             return 'tile_64x256x64_w8s3g8'  # 21 training inputs, mean regret 0.6%

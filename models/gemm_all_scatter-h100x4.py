@@ -13,26 +13,26 @@ VARIANTS = ('bulk_torch', 'bulk_triton', 'fused_sequential', 'producer_consumer'
 
 
 def choose_stage1_calls_1(f: dict) -> str:
-    if f['rank_gflop'] <= 68.4510383605957:  # GEMM work per rank <= 68.451 GFLOP
-        if f['rank_gflop'] <= 40.802188873291016:  # GEMM work per rank <= 40.802 GFLOP
-            if f['send_mb'] <= 21.626879692077637:  # data each rank sends <= 21.6268 MB
+    if float(f['rank_gflop']) <= 68.4510383605957:  # GEMM work per rank <= 68.451 GFLOP
+        if float(f['rank_gflop']) <= 40.802188873291016:  # GEMM work per rank <= 40.802 GFLOP
+            if float(f['send_mb']) <= 21.626879692077637:  # data each rank sends <= 21.6268 MB
                 return 'fused_sequential'  # 28 training inputs, mean regret 0.5%
             else:
                 return 'workgroup_specialised'  # 3 training inputs, mean regret 1.2%
         else:
             return 'workgroup_specialised'  # 8 training inputs, mean regret 0.6%
     else:
-        if f['rank_gflop'] <= 498.21620178222656:  # GEMM work per rank <= 498.216 GFLOP
-            if f['rank_gflop'] <= 96.63676452636719:  # GEMM work per rank <= 96.636 GFLOP
-                if f['send_mb'] <= 50.331647872924805:  # data each rank sends <= 50.3316 MB
+        if float(f['rank_gflop']) <= 498.21620178222656:  # GEMM work per rank <= 498.216 GFLOP
+            if float(f['rank_gflop']) <= 96.63676452636719:  # GEMM work per rank <= 96.636 GFLOP
+                if float(f['send_mb']) <= 50.331647872924805:  # data each rank sends <= 50.3316 MB
                     return 'workgroup_specialised'  # 4 training inputs, mean regret 0.3%
                 else:
                     return 'producer_consumer'  # 2 training inputs, mean regret 0.0%
             else:
                 return 'producer_consumer'  # 26 training inputs, mean regret 0.1%
         else:
-            if f['n'] <= 43008.0:  # N (columns of C) <= 43,008
-                if f['send_mb'] <= 295.69842529296875:  # data each rank sends <= 295.698 MB
+            if float(f['n']) <= 43008.0:  # N (columns of C) <= 43,008
+                if float(f['send_mb']) <= 295.69842529296875:  # data each rank sends <= 295.698 MB
                     return 'pipelined_torch'  # 2 training inputs, mean regret 1.3%
                 else:
                     return 'workgroup_specialised'  # 5 training inputs, mean regret 1.0%

@@ -13,44 +13,44 @@ VARIANTS = ('bulk_torch', 'bulk_triton', 'fused_sequential', 'producer_consumer'
 
 
 def choose_stage1_calls_1(f: dict) -> str:
-    if f['send_mb'] <= 7.602175951004028:  # data each rank sends <= 7.6021 MB
-        if f['send_mb'] <= 6.684672117233276:  # data each rank sends <= 6.68467 MB
-            if f['rank_gflop'] <= 30.19898796081543:  # GEMM work per rank <= 30.1989 GFLOP
-                if f['rank_gflop'] <= 19.05891704559326:  # GEMM work per rank <= 19.0589 GFLOP
-                    if f['rank_gflop'] <= 13.488881587982178:  # GEMM work per rank <= 13.4888 GFLOP
+    if float(f['send_mb']) <= 7.602175951004028:  # data each rank sends <= 7.6021 MB
+        if float(f['send_mb']) <= 6.684672117233276:  # data each rank sends <= 6.68467 MB
+            if float(f['rank_gflop']) <= 30.19898796081543:  # GEMM work per rank <= 30.1989 GFLOP
+                if float(f['rank_gflop']) <= 19.05891704559326:  # GEMM work per rank <= 19.0589 GFLOP
+                    if float(f['rank_gflop']) <= 13.488881587982178:  # GEMM work per rank <= 13.4888 GFLOP
                         return 'fused_sequential'  # 7 training inputs, mean regret 0.0%
                     else:
-                        if f['rank_gflop'] <= 14.562623500823975:  # GEMM work per rank <= 14.5626 GFLOP
+                        if float(f['rank_gflop']) <= 14.562623500823975:  # GEMM work per rank <= 14.5626 GFLOP
                             return 'bulk_torch'  # 1 training input, mean regret 0.0%
                         else:
                             return 'fused_sequential'  # 3 training inputs, mean regret 0.0%
                 else:
-                    if f['rank_gflop'] <= 26.977763175964355:  # GEMM work per rank <= 26.9777 GFLOP
-                        if f['compute_comm_ratio'] <= 2.6443524956703186:  # GEMM time / transfer time <= 2.64435
+                    if float(f['rank_gflop']) <= 26.977763175964355:  # GEMM work per rank <= 26.9777 GFLOP
+                        if float(f['compute_comm_ratio']) <= 2.6443524956703186:  # GEMM time / transfer time <= 2.64435
                             return 'bulk_torch'  # 2 training inputs, mean regret 0.0%
                         else:
                             return 'fused_sequential'  # 1 training input, mean regret 0.0%
                     else:
                         return 'fused_sequential'  # 1 training input, mean regret 0.0%
             else:
-                if f['send_mb'] <= 4.587519884109497:  # data each rank sends <= 4.5875 MB
+                if float(f['send_mb']) <= 4.587519884109497:  # data each rank sends <= 4.5875 MB
                     return 'fused_sequential'  # 1 training input, mean regret 0.0%
                 else:
                     return 'bulk_torch'  # 1 training input, mean regret 0.0%
         else:
-            if f['compute_comm_ratio'] <= 2.8647152185440063:  # GEMM time / transfer time <= 2.8647
+            if float(f['compute_comm_ratio']) <= 2.8647152185440063:  # GEMM time / transfer time <= 2.8647
                 return 'bulk_torch'  # 3 training inputs, mean regret 0.0%
             else:
                 return 'fused_sequential'  # 1 training input, mean regret 0.0%
     else:
-        if f['rank_gflop'] <= 249.10810089111328:  # GEMM work per rank <= 249.108 GFLOP
-            if f['compute_comm_ratio'] <= 2.8647152185440063:  # GEMM time / transfer time <= 2.8647
-                if f['send_mb'] <= 13.369344234466553:  # data each rank sends <= 13.3693 MB
-                    if f['rank_gflop'] <= 41.87593078613281:  # GEMM work per rank <= 41.8759 GFLOP
+        if float(f['rank_gflop']) <= 249.10810089111328:  # GEMM work per rank <= 249.108 GFLOP
+            if float(f['compute_comm_ratio']) <= 2.8647152185440063:  # GEMM time / transfer time <= 2.8647
+                if float(f['send_mb']) <= 13.369344234466553:  # data each rank sends <= 13.3693 MB
+                    if float(f['rank_gflop']) <= 41.87593078613281:  # GEMM work per rank <= 41.8759 GFLOP
                         return 'bulk_torch'  # 1 training input, mean regret 0.0%
                     else:
-                        if f['m'] <= 1792.0:  # M (rows of C) <= 1,792
-                            if f['send_mb'] <= 10.813439846038818:  # data each rank sends <= 10.8134 MB
+                        if float(f['m']) <= 1792.0:  # M (rows of C) <= 1,792
+                            if float(f['send_mb']) <= 10.813439846038818:  # data each rank sends <= 10.8134 MB
                                 return 'bulk_torch'  # 1 training input, mean regret 0.0%
                             else:
                                 return 'pipelined_torch'  # 2 training inputs, mean regret 0.0%
@@ -59,7 +59,7 @@ def choose_stage1_calls_1(f: dict) -> str:
                 else:
                     return 'pipelined_torch'  # 17 training inputs, mean regret 0.0%
             else:
-                if f['send_mb'] <= 9.175039768218994:  # data each rank sends <= 9.175 MB
+                if float(f['send_mb']) <= 9.175039768218994:  # data each rank sends <= 9.175 MB
                     return 'bulk_torch'  # 1 training input, mean regret 0.0%
                 else:
                     return 'pipelined_torch'  # 6 training inputs, mean regret 0.0%

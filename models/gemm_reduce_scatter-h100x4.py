@@ -13,7 +13,7 @@ VARIANTS = ('bulk_torch', 'bulk_triton', 'fused_sequential', 'producer_consumer'
 
 
 def choose_stage1_calls_1(f: dict) -> str:
-    if f['rank_gflop'] <= 515.3960723876953:  # GEMM work per rank <= 515.396 GFLOP
+    if float(f['rank_gflop']) <= 515.3960723876953:  # GEMM work per rank <= 515.396 GFLOP
         return 'pipelined_graph'  # 78 training inputs, mean regret 1.0%
     else:
         return 'pipelined_torch'  # 6 training inputs, mean regret 0.0%

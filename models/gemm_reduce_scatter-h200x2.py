@@ -13,10 +13,10 @@ VARIANTS = ('bulk_torch', 'bulk_triton', 'fused_sequential', 'producer_consumer'
 
 
 def choose_stage1_calls_1(f: dict) -> str:
-    if f['rank_gflop'] <= 85.36247634887695:  # GEMM work per rank <= 85.362 GFLOP
+    if float(f['rank_gflop']) <= 85.36247634887695:  # GEMM work per rank <= 85.362 GFLOP
         return 'pipelined_graph'  # 39 training inputs, mean regret 5.7%
     else:
-        if f['m'] <= 1792.0:  # M (rows of C) <= 1,792
+        if float(f['m']) <= 1792.0:  # M (rows of C) <= 1,792
             return 'pipelined_graph'  # 8 training inputs, mean regret 5.9%
         else:
             return 'pipelined_torch'  # 37 training inputs, mean regret 0.3%

@@ -13,8 +13,8 @@ VARIANTS = ('scalar_r128', 'vector_g4', 'vector_g8', 'vector_g16', 'vector_g32',
 
 
 def choose_stage1_calls_1(f: dict) -> str:
-    if f['nnz'] <= 106260.0:  # nnz <= 106,260
-        if f['mean_row'] <= 8.651537418365479:  # mean row length <= 8.6515 nnz/row
+    if float(f['nnz']) <= 106260.0:  # nnz <= 106,260
+        if float(f['mean_row']) <= 8.651537418365479:  # mean row length <= 8.6515 nnz/row
             return 'vector_g64'  # 154 training inputs, mean regret 5.4%
         else:
             return 'vector_g256'  # 37 training inputs, mean regret 1.1%
@@ -23,38 +23,38 @@ def choose_stage1_calls_1(f: dict) -> str:
 
 
 def choose_stage1_calls_10(f: dict) -> str:
-    if f['nnz'] <= 788176.5:  # nnz <= 788,176
-        if f['nnz'] <= 2507.0:  # nnz <= 2,507
-            if f['mean_row'] <= 5.755373001098633:  # mean row length <= 5.75537 nnz/row
+    if float(f['nnz']) <= 788176.5:  # nnz <= 788,176
+        if float(f['nnz']) <= 2507.0:  # nnz <= 2,507
+            if float(f['mean_row']) <= 5.755373001098633:  # mean row length <= 5.75537 nnz/row
                 return 'scalar_r128'  # 92 training inputs, mean regret 2.4%
             else:
-                if f['cols'] <= 121.5:  # columns <= 121
+                if float(f['cols']) <= 121.5:  # columns <= 121
                     return 'vector_g64'  # 13 training inputs, mean regret 1.3%
                 else:
                     return 'vector_g256'  # 11 training inputs, mean regret 1.9%
         else:
-            if f['rows'] <= 830.0:  # rows <= 830
+            if float(f['rows']) <= 830.0:  # rows <= 830
                 return 'vector_g256'  # 31 training inputs, mean regret 1.1%
             else:
-                if f['rows'] <= 9940.5:  # rows <= 9,940
+                if float(f['rows']) <= 9940.5:  # rows <= 9,940
                     return 'vector_g64'  # 41 training inputs, mean regret 8.3%
                 else:
                     return 'vector_g16'  # 12 training inputs, mean regret 8.1%
     else:
-        if f['mean_row'] <= 31.918139457702637:  # mean row length <= 31.918 nnz/row
-            if f['nnz'] <= 6013540.0:  # nnz <= 6,013,540
-                if f['mean_row'] <= 15.48422622680664:  # mean row length <= 15.4842 nnz/row
+        if float(f['mean_row']) <= 31.918139457702637:  # mean row length <= 31.918 nnz/row
+            if float(f['nnz']) <= 6013540.0:  # nnz <= 6,013,540
+                if float(f['mean_row']) <= 15.48422622680664:  # mean row length <= 15.4842 nnz/row
                     return 'cusparse_slices_16k'  # 71 training inputs, mean regret 15.1%
                 else:
                     return 'cusparse_prepared'  # 20 training inputs, mean regret 15.8%
             else:
-                if f['nnz'] <= 8886289.5:  # nnz <= 8,886,289
+                if float(f['nnz']) <= 8886289.5:  # nnz <= 8,886,289
                     return 'cusparse_slices_16k'  # 15 training inputs, mean regret 0.5%
                 else:
                     return 'gather'  # 83 training inputs, mean regret 6.7%
         else:
-            if f['cols'] <= 180229.5:  # columns <= 180,229
-                if f['rows'] <= 15762.5:  # rows <= 15,762
+            if float(f['cols']) <= 180229.5:  # columns <= 180,229
+                if float(f['rows']) <= 15762.5:  # rows <= 15,762
                     return 'cusparse_slices_16k'  # 12 training inputs, mean regret 17.0%
                 else:
                     return 'cusparse_prepared'  # 40 training inputs, mean regret 6.2%
@@ -63,11 +63,11 @@ def choose_stage1_calls_10(f: dict) -> str:
 
 
 def choose_stage1_calls_100(f: dict) -> str:
-    if f['cols'] <= 479.0:  # columns <= 479
-        if f['nnz'] <= 788176.5:  # nnz <= 788,176
-            if f['mean_row'] <= 8.651537418365479:  # mean row length <= 8.6515 nnz/row
-                if f['nnz'] <= 3262.5:  # nnz <= 3,262
-                    if f['mean_row'] <= 3.365201473236084:  # mean row length <= 3.3652 nnz/row
+    if float(f['cols']) <= 479.0:  # columns <= 479
+        if float(f['nnz']) <= 788176.5:  # nnz <= 788,176
+            if float(f['mean_row']) <= 8.651537418365479:  # mean row length <= 8.6515 nnz/row
+                if float(f['nnz']) <= 3262.5:  # nnz <= 3,262
+                    if float(f['mean_row']) <= 3.365201473236084:  # mean row length <= 3.3652 nnz/row
                         return 'scalar_r128'  # 48 training inputs, mean regret 1.8%
                     else:
                         return 'vector_g64'  # 53 training inputs, mean regret 2.2%
@@ -82,10 +82,10 @@ def choose_stage1_calls_100(f: dict) -> str:
 
 
 def choose_stage1_calls_1000(f: dict) -> str:
-    if f['nnz'] <= 135827.0:  # nnz <= 135,827
-        if f['mean_row'] <= 8.651537418365479:  # mean row length <= 8.6515 nnz/row
-            if f['nnz'] <= 3262.5:  # nnz <= 3,262
-                if f['mean_row'] <= 5.561676025390625:  # mean row length <= 5.56167 nnz/row
+    if float(f['nnz']) <= 135827.0:  # nnz <= 135,827
+        if float(f['mean_row']) <= 8.651537418365479:  # mean row length <= 8.6515 nnz/row
+            if float(f['nnz']) <= 3262.5:  # nnz <= 3,262
+                if float(f['mean_row']) <= 5.561676025390625:  # mean row length <= 5.56167 nnz/row
                     return 'gather'  # 92 training inputs, mean regret 2.0%
                 else:
                     return 'vector_g64'  # 22 training inputs, mean regret 1.6%
@@ -94,11 +94,11 @@ def choose_stage1_calls_1000(f: dict) -> str:
         else:
             return 'vector_g256'  # 37 training inputs, mean regret 1.7%
     else:
-        if f['mean_row'] <= 47.010986328125:  # mean row length <= 47.0109 nnz/row
+        if float(f['mean_row']) <= 47.010986328125:  # mean row length <= 47.0109 nnz/row
             return 'gather'  # 215 training inputs, mean regret 4.8%
         else:
-            if f['nnz'] <= 5391126.5:  # nnz <= 5,391,126
-                if f['cols'] <= 12407.5:  # columns <= 12,407
+            if float(f['nnz']) <= 5391126.5:  # nnz <= 5,391,126
+                if float(f['cols']) <= 12407.5:  # columns <= 12,407
                     return 'cusparse_slices_16k'  # 11 training inputs, mean regret 18.8%
                 else:
                     return 'offsets_i16'  # 16 training inputs, mean regret 11.0%
@@ -110,108 +110,108 @@ STAGE1 = {1: choose_stage1_calls_1, 10: choose_stage1_calls_10, 100: choose_stag
 
 
 def choose_stage2_calls_1(f: dict) -> str:
-    if f['nnz'] <= 106260.0:  # nnz <= 106,260
-        if f['row_max'] <= 16.5:  # longest row <= 16 nnz
-            if f['row_max'] <= 8.5:  # longest row <= 8 nnz
-                if f['mean_row'] <= 2.0277777910232544:  # mean row length <= 2.02777 nnz/row
-                    if f['nnz'] <= 33.0:  # nnz <= 33
+    if float(f['nnz']) <= 106260.0:  # nnz <= 106,260
+        if float(f['row_max']) <= 16.5:  # longest row <= 16 nnz
+            if float(f['row_max']) <= 8.5:  # longest row <= 8 nnz
+                if float(f['mean_row']) <= 2.0277777910232544:  # mean row length <= 2.02777 nnz/row
+                    if float(f['nnz']) <= 33.0:  # nnz <= 33
                         return 'vector_g16'  # 5 training inputs, mean regret 1.3%
                     else:
                         return 'scalar_r128'  # 32 training inputs, mean regret 0.2%
                 else:
-                    if f['nnz'] <= 4830.0:  # nnz <= 4,830
-                        if f['cols'] <= 16.0:  # columns <= 16
+                    if float(f['nnz']) <= 4830.0:  # nnz <= 4,830
+                        if float(f['cols']) <= 16.0:  # columns <= 16
                             return 'vector_g16'  # 9 training inputs, mean regret 0.6%
                         else:
                             return 'scalar_r128'  # 25 training inputs, mean regret 1.2%
                     else:
                         return 'vector_g16'  # 7 training inputs, mean regret 0.9%
             else:
-                if f['nnz'] <= 1721.5:  # nnz <= 1,721
-                    if f['rows'] <= 24.5:  # rows <= 24
+                if float(f['nnz']) <= 1721.5:  # nnz <= 1,721
+                    if float(f['rows']) <= 24.5:  # rows <= 24
                         return 'vector_g16'  # 7 training inputs, mean regret 0.7%
                     else:
-                        if f['rows'] <= 124.5:  # rows <= 124
+                        if float(f['rows']) <= 124.5:  # rows <= 124
                             return 'vector_g16'  # 14 training inputs, mean regret 1.3%
                         else:
                             return 'vector_g64'  # 10 training inputs, mean regret 0.8%
                 else:
-                    if f['rows'] <= 1673.5:  # rows <= 1,673
-                        if f['mean_row'] <= 7.012780666351318:  # mean row length <= 7.01278 nnz/row
+                    if float(f['rows']) <= 1673.5:  # rows <= 1,673
+                        if float(f['mean_row']) <= 7.012780666351318:  # mean row length <= 7.01278 nnz/row
                             return 'vector_g64'  # 10 training inputs, mean regret 0.5%
                         else:
                             return 'vector_g16'  # 5 training inputs, mean regret 1.6%
                     else:
                         return 'vector_g16'  # 4 training inputs, mean regret 0.8%
         else:
-            if f['row_max'] <= 53.5:  # longest row <= 53 nnz
-                if f['row_std'] <= 4.8587212562561035:  # row-length std <= 4.8587 nnz
-                    if f['rows'] <= 1110.5:  # rows <= 1,110
+            if float(f['row_max']) <= 53.5:  # longest row <= 53 nnz
+                if float(f['row_std']) <= 4.8587212562561035:  # row-length std <= 4.8587 nnz
+                    if float(f['rows']) <= 1110.5:  # rows <= 1,110
                         return 'vector_g64'  # 11 training inputs, mean regret 0.8%
                     else:
                         return 'vector_g16'  # 4 training inputs, mean regret 1.0%
                 else:
-                    if f['row_cv'] <= 0.9024187326431274:  # row-length CV <= 0.90241
+                    if float(f['row_cv']) <= 0.9024187326431274:  # row-length CV <= 0.90241
                         return 'vector_g64'  # 16 training inputs, mean regret 0.5%
                     else:
                         return 'vector_g32'  # 4 training inputs, mean regret 2.9%
             else:
                 return 'vector_g256'  # 28 training inputs, mean regret 0.3%
     else:
-        if f['row_max'] <= 35.5:  # longest row <= 35 nnz
-            if f['mean_row'] <= 15.573708534240723:  # mean row length <= 15.5737 nnz/row
-                if f['shifted_row_frac'] <= 0.0001508022687630728:  # share of sampled rows shifting the previous row by one column <= 0.000150802
-                    if f['cols'] <= 5270328.0:  # columns <= 5,270,328
+        if float(f['row_max']) <= 35.5:  # longest row <= 35 nnz
+            if float(f['mean_row']) <= 15.573708534240723:  # mean row length <= 15.5737 nnz/row
+                if float(f['shifted_row_frac']) <= 0.0001508022687630728:  # share of sampled rows shifting the previous row by one column <= 0.000150802
+                    if float(f['cols']) <= 5270328.0:  # columns <= 5,270,328
                         return 'scalar_r128'  # 5 training inputs, mean regret 3.0%
                     else:
                         return 'cusparse_slices_16k'  # 5 training inputs, mean regret 0.5%
                 else:
                     return 'scalar_r128'  # 59 training inputs, mean regret 0.0%
             else:
-                if f['row_max'] <= 21.0:  # longest row <= 21 nnz
+                if float(f['row_max']) <= 21.0:  # longest row <= 21 nnz
                     return 'vector_g8'  # 10 training inputs, mean regret 0.5%
                 else:
                     return 'vector_g16'  # 13 training inputs, mean regret 0.4%
         else:
-            if f['cols'] <= 226760.5:  # columns <= 226,760
-                if f['row_cv'] <= 0.9627659022808075:  # row-length CV <= 0.96276
-                    if f['row_max'] <= 109.0:  # longest row <= 109 nnz
-                        if f['mean_row'] <= 32.998064041137695:  # mean row length <= 32.998 nnz/row
+            if float(f['cols']) <= 226760.5:  # columns <= 226,760
+                if float(f['row_cv']) <= 0.9627659022808075:  # row-length CV <= 0.96276
+                    if float(f['row_max']) <= 109.0:  # longest row <= 109 nnz
+                        if float(f['mean_row']) <= 32.998064041137695:  # mean row length <= 32.998 nnz/row
                             return 'vector_g16'  # 6 training inputs, mean regret 0.0%
                         else:
                             return 'vector_g32'  # 20 training inputs, mean regret 1.9%
                     else:
-                        if f['long_nnz_frac'] <= 0.039200053084641695:  # nnz fraction in rows > 256 <= 0.0392
+                        if float(f['long_nnz_frac']) <= 0.039200053084641695:  # nnz fraction in rows > 256 <= 0.0392
                             return 'vector_g64'  # 19 training inputs, mean regret 8.6%
                         else:
                             return 'vector_g256'  # 8 training inputs, mean regret 0.4%
                 else:
-                    if f['nnz'] <= 2336758.5:  # nnz <= 2,336,758
-                        if f['mean_row'] <= 18.740489959716797:  # mean row length <= 18.7404 nnz/row
+                    if float(f['nnz']) <= 2336758.5:  # nnz <= 2,336,758
+                        if float(f['mean_row']) <= 18.740489959716797:  # mean row length <= 18.7404 nnz/row
                             return 'cusparse_slices_16k'  # 9 training inputs, mean regret 0.2%
                         else:
                             return 'cusparse_prepared'  # 7 training inputs, mean regret 0.0%
                     else:
                         return 'cusparse_prepared'  # 9 training inputs, mean regret 0.0%
             else:
-                if f['nnz'] <= 8127770.0:  # nnz <= 8,127,770
+                if float(f['nnz']) <= 8127770.0:  # nnz <= 8,127,770
                     return 'cusparse_slices_16k'  # 36 training inputs, mean regret 0.7%
                 else:
-                    if f['rows'] <= 448194.0:  # rows <= 448,194
+                    if float(f['rows']) <= 448194.0:  # rows <= 448,194
                         return 'cusparse_prepared'  # 13 training inputs, mean regret 0.6%
                     else:
-                        if f['skew'] <= 8.754059314727783:  # max/mean row length <= 8.754
+                        if float(f['skew']) <= 8.754059314727783:  # max/mean row length <= 8.754
                             return 'cusparse_prepared'  # 23 training inputs, mean regret 0.7%
                         else:
                             return 'cusparse_slices_16k'  # 44 training inputs, mean regret 0.5%
 
 
 def choose_stage2_calls_10(f: dict) -> str:
-    if f['nnz'] <= 788176.5:  # nnz <= 788,176
-        if f['row_max'] <= 25.5:  # longest row <= 25 nnz
-            if f['rows'] <= 8221.5:  # rows <= 8,221
-                if f['row_max'] <= 12.5:  # longest row <= 12 nnz
-                    if f['row_max'] <= 8.5:  # longest row <= 8 nnz
+    if float(f['nnz']) <= 788176.5:  # nnz <= 788,176
+        if float(f['row_max']) <= 25.5:  # longest row <= 25 nnz
+            if float(f['rows']) <= 8221.5:  # rows <= 8,221
+                if float(f['row_max']) <= 12.5:  # longest row <= 12 nnz
+                    if float(f['row_max']) <= 8.5:  # longest row <= 8 nnz
                         return 'scalar_r128'  # 75 training inputs, mean regret 1.2%
                     else:
                         return 'vector_g16'  # 31 training inputs, mean regret 1.4%
@@ -220,35 +220,35 @@ def choose_stage2_calls_10(f: dict) -> str:
             else:
                 return 'scalar_r128'  # 7 training inputs, mean regret 0.6%
         else:
-            if f['row_max'] <= 82.0:  # longest row <= 82 nnz
-                if f['rows'] <= 9160.0:  # rows <= 9,160
+            if float(f['row_max']) <= 82.0:  # longest row <= 82 nnz
+                if float(f['rows']) <= 9160.0:  # rows <= 9,160
                     return 'vector_g64'  # 24 training inputs, mean regret 1.0%
                 else:
                     return 'vector_g16'  # 5 training inputs, mean regret 0.6%
             else:
                 return 'vector_g256'  # 24 training inputs, mean regret 0.5%
     else:
-        if f['skew'] <= 4.251545429229736:  # max/mean row length <= 4.25154
-            if f['row_max'] <= 38.0:  # longest row <= 38 nnz
-                if f['row_max'] <= 10.5:  # longest row <= 10 nnz
+        if float(f['skew']) <= 4.251545429229736:  # max/mean row length <= 4.25154
+            if float(f['row_max']) <= 38.0:  # longest row <= 38 nnz
+                if float(f['row_max']) <= 10.5:  # longest row <= 10 nnz
                     return 'scalar_r128'  # 42 training inputs, mean regret 2.5%
                 else:
-                    if f['cols'] <= 173978.5:  # columns <= 173,978
+                    if float(f['cols']) <= 173978.5:  # columns <= 173,978
                         return 'vector_g16'  # 16 training inputs, mean regret 3.5%
                     else:
                         return 'diagonal_r128'  # 28 training inputs, mean regret 11.1%
             else:
-                if f['cols'] <= 146216.5:  # columns <= 146,216
-                    if f['rows'] <= 22159.5:  # rows <= 22,159
+                if float(f['cols']) <= 146216.5:  # columns <= 146,216
+                    if float(f['rows']) <= 22159.5:  # rows <= 22,159
                         return 'vector_g64'  # 10 training inputs, mean regret 7.7%
                     else:
                         return 'vector_g32'  # 24 training inputs, mean regret 4.5%
                 else:
                     return 'cusparse_prepared'  # 21 training inputs, mean regret 1.5%
         else:
-            if f['long_nnz_frac'] <= 0.00014920033572707325:  # nnz fraction in rows > 256 <= 0.0001492
-                if f['nnz'] <= 6369404.0:  # nnz <= 6,369,404
-                    if f['rows'] <= 566015.5:  # rows <= 566,015
+            if float(f['long_nnz_frac']) <= 0.00014920033572707325:  # nnz fraction in rows > 256 <= 0.0001492
+                if float(f['nnz']) <= 6369404.0:  # nnz <= 6,369,404
+                    if float(f['rows']) <= 566015.5:  # rows <= 566,015
                         return 'cusparse_slices_16k'  # 6 training inputs, mean regret 1.1%
                     else:
                         return 'cusparse_prepared'  # 6 training inputs, mean regret 3.5%
@@ -259,34 +259,34 @@ def choose_stage2_calls_10(f: dict) -> str:
 
 
 def choose_stage2_calls_100(f: dict) -> str:
-    if f['nnz'] <= 788176.5:  # nnz <= 788,176
-        if f['row_max'] <= 21.5:  # longest row <= 21 nnz
-            if f['rows'] <= 8221.5:  # rows <= 8,221
-                if f['row_max'] <= 8.5:  # longest row <= 8 nnz
+    if float(f['nnz']) <= 788176.5:  # nnz <= 788,176
+        if float(f['row_max']) <= 21.5:  # longest row <= 21 nnz
+            if float(f['rows']) <= 8221.5:  # rows <= 8,221
+                if float(f['row_max']) <= 8.5:  # longest row <= 8 nnz
                     return 'scalar_r128'  # 75 training inputs, mean regret 1.2%
                 else:
-                    if f['row_max'] <= 13.5:  # longest row <= 13 nnz
-                        if f['cols'] <= 124.5:  # columns <= 124
+                    if float(f['row_max']) <= 13.5:  # longest row <= 13 nnz
+                        if float(f['cols']) <= 124.5:  # columns <= 124
                             return 'vector_g16'  # 19 training inputs, mean regret 1.4%
                         else:
                             return 'vector_g64'  # 21 training inputs, mean regret 1.0%
                     else:
-                        if f['cols'] <= 3896.0:  # columns <= 3,896
+                        if float(f['cols']) <= 3896.0:  # columns <= 3,896
                             return 'vector_g64'  # 17 training inputs, mean regret 1.7%
                         else:
                             return 'vector_g16'  # 2 training inputs, mean regret 1.9%
             else:
                 return 'scalar_r128'  # 7 training inputs, mean regret 0.7%
         else:
-            if f['row_max'] <= 82.0:  # longest row <= 82 nnz
-                if f['rows'] <= 9160.0:  # rows <= 9,160
+            if float(f['row_max']) <= 82.0:  # longest row <= 82 nnz
+                if float(f['rows']) <= 9160.0:  # rows <= 9,160
                     return 'vector_g64'  # 30 training inputs, mean regret 0.9%
                 else:
                     return 'vector_g16'  # 5 training inputs, mean regret 0.6%
             else:
-                if f['row_max'] <= 971.0:  # longest row <= 971 nnz
-                    if f['row_cv'] <= 1.665678322315216:  # row-length CV <= 1.66567
-                        if f['row_max'] <= 126.0:  # longest row <= 126 nnz
+                if float(f['row_max']) <= 971.0:  # longest row <= 971 nnz
+                    if float(f['row_cv']) <= 1.665678322315216:  # row-length CV <= 1.66567
+                        if float(f['row_max']) <= 126.0:  # longest row <= 126 nnz
                             return 'vector_g256'  # 7 training inputs, mean regret 0.0%
                         else:
                             return 'vector_g64'  # 2 training inputs, mean regret 0.3%
@@ -295,80 +295,80 @@ def choose_stage2_calls_100(f: dict) -> str:
                 else:
                     return 'merge_c256'  # 2 training inputs, mean regret 0.0%
     else:
-        if f['skew'] <= 2.3702914714813232:  # max/mean row length <= 2.37029
-            if f['shifted_row_frac'] <= 0.9345395267009735:  # share of sampled rows shifting the previous row by one column <= 0.934539
-                if f['row_max'] <= 34.0:  # longest row <= 34 nnz
-                    if f['cols'] <= 240124.5:  # columns <= 240,124
-                        if f['row_std'] <= 3.7904586791992188:  # row-length std <= 3.79045 nnz
+        if float(f['skew']) <= 2.3702914714813232:  # max/mean row length <= 2.37029
+            if float(f['shifted_row_frac']) <= 0.9345395267009735:  # share of sampled rows shifting the previous row by one column <= 0.934539
+                if float(f['row_max']) <= 34.0:  # longest row <= 34 nnz
+                    if float(f['cols']) <= 240124.5:  # columns <= 240,124
+                        if float(f['row_std']) <= 3.7904586791992188:  # row-length std <= 3.79045 nnz
                             return 'vector_g8'  # 4 training inputs, mean regret 2.7%
                         else:
                             return 'offsets_i16'  # 5 training inputs, mean regret 0.7%
                     else:
-                        if f['shifted_row_frac'] <= 0.06975342147052288:  # share of sampled rows shifting the previous row by one column <= 0.069753
+                        if float(f['shifted_row_frac']) <= 0.06975342147052288:  # share of sampled rows shifting the previous row by one column <= 0.069753
                             return 'scalar_r128'  # 7 training inputs, mean regret 2.6%
                         else:
                             return 'offsets_i16'  # 8 training inputs, mean regret 0.2%
                 else:
-                    if f['nnz'] <= 3410471.0:  # nnz <= 3,410,471
-                        if f['rows'] <= 20488.5:  # rows <= 20,488
+                    if float(f['nnz']) <= 3410471.0:  # nnz <= 3,410,471
+                        if float(f['rows']) <= 20488.5:  # rows <= 20,488
                             return 'vector_g64'  # 6 training inputs, mean regret 7.1%
                         else:
                             return 'vector_g32'  # 7 training inputs, mean regret 5.8%
                     else:
                         return 'cusparse_prepared'  # 16 training inputs, mean regret 3.5%
             else:
-                if f['nnz'] <= 2018047.0:  # nnz <= 2,018,047
-                    if f['cols'] <= 263798.0:  # columns <= 263,798
+                if float(f['nnz']) <= 2018047.0:  # nnz <= 2,018,047
+                    if float(f['cols']) <= 263798.0:  # columns <= 263,798
                         return 'diagonal_r128'  # 7 training inputs, mean regret 0.4%
                     else:
-                        if f['nnz'] <= 1709410.0:  # nnz <= 1,709,410
+                        if float(f['nnz']) <= 1709410.0:  # nnz <= 1,709,410
                             return 'scalar_r128'  # 2 training inputs, mean regret 2.7%
                         else:
                             return 'diagonal_r128'  # 2 training inputs, mean regret 0.0%
                 else:
-                    if f['mean_row'] <= 26.170802116394043:  # mean row length <= 26.1708 nnz/row
-                        if f['rows'] <= 483795.5:  # rows <= 483,795
+                    if float(f['mean_row']) <= 26.170802116394043:  # mean row length <= 26.1708 nnz/row
+                        if float(f['rows']) <= 483795.5:  # rows <= 483,795
                             return 'diagonal_r128'  # 6 training inputs, mean regret 1.0%
                         else:
                             return 'diagonal_major_r512'  # 25 training inputs, mean regret 0.2%
                     else:
                         return 'diagonal_major_r512'  # 22 training inputs, mean regret 0.0%
         else:
-            if f['row_max'] <= 63.0:  # longest row <= 63 nnz
-                if f['nnz'] <= 6623377.0:  # nnz <= 6,623,377
-                    if f['row_max'] <= 40.0:  # longest row <= 40 nnz
+            if float(f['row_max']) <= 63.0:  # longest row <= 63 nnz
+                if float(f['nnz']) <= 6623377.0:  # nnz <= 6,623,377
+                    if float(f['row_max']) <= 40.0:  # longest row <= 40 nnz
                         return 'scalar_r128'  # 10 training inputs, mean regret 1.4%
                     else:
-                        if f['mean_row'] <= 4.894923686981201:  # mean row length <= 4.8949 nnz/row
+                        if float(f['mean_row']) <= 4.894923686981201:  # mean row length <= 4.8949 nnz/row
                             return 'cusparse_prepared'  # 2 training inputs, mean regret 0.0%
                         else:
                             return 'cusparse_slices_16k'  # 2 training inputs, mean regret 0.0%
                 else:
-                    if f['mean_row'] <= 5.863012790679932:  # mean row length <= 5.863 nnz/row
-                        if f['nnz'] <= 26371503.0:  # nnz <= 26,371,503
+                    if float(f['mean_row']) <= 5.863012790679932:  # mean row length <= 5.863 nnz/row
+                        if float(f['nnz']) <= 26371503.0:  # nnz <= 26,371,503
                             return 'scalar_r128'  # 5 training inputs, mean regret 1.2%
                         else:
                             return 'cusparse_slices_16k'  # 3 training inputs, mean regret 0.5%
                     else:
-                        if f['nnz'] <= 31741784.0:  # nnz <= 31,741,784
+                        if float(f['nnz']) <= 31741784.0:  # nnz <= 31,741,784
                             return 'cusparse_prepared'  # 5 training inputs, mean regret 0.2%
                         else:
                             return 'cusparse_slices_16k'  # 3 training inputs, mean regret 0.0%
             else:
-                if f['mean_row'] <= 82.8144416809082:  # mean row length <= 82.814 nnz/row
-                    if f['row_cv'] <= 0.6608188152313232:  # row-length CV <= 0.660818
-                        if f['mean_row'] <= 27.15767765045166:  # mean row length <= 27.1576 nnz/row
+                if float(f['mean_row']) <= 82.8144416809082:  # mean row length <= 82.814 nnz/row
+                    if float(f['row_cv']) <= 0.6608188152313232:  # row-length CV <= 0.660818
+                        if float(f['mean_row']) <= 27.15767765045166:  # mean row length <= 27.1576 nnz/row
                             return 'cusparse_slices_16k'  # 13 training inputs, mean regret 0.5%
                         else:
                             return 'cusparse_prepared'  # 8 training inputs, mean regret 3.6%
                     else:
-                        if f['nnz'] <= 5032734.5:  # nnz <= 5,032,734
+                        if float(f['nnz']) <= 5032734.5:  # nnz <= 5,032,734
                             return 'cusparse_prepared'  # 37 training inputs, mean regret 2.4%
                         else:
                             return 'cusparse_slices_16k'  # 56 training inputs, mean regret 2.5%
                 else:
-                    if f['nnz'] <= 1183241.5:  # nnz <= 1,183,241
-                        if f['long_nnz_frac'] <= 0.5004798173904419:  # nnz fraction in rows > 256 <= 0.500479
+                    if float(f['nnz']) <= 1183241.5:  # nnz <= 1,183,241
+                        if float(f['long_nnz_frac']) <= 0.5004798173904419:  # nnz fraction in rows > 256 <= 0.500479
                             return 'cusparse_prepared'  # 2 training inputs, mean regret 0.8%
                         else:
                             return 'cusparse_slices_16k'  # 2 training inputs, mean regret 0.0%
@@ -377,67 +377,67 @@ def choose_stage2_calls_100(f: dict) -> str:
 
 
 def choose_stage2_calls_1000(f: dict) -> str:
-    if f['nnz'] <= 788176.5:  # nnz <= 788,176
-        if f['row_max'] <= 14.5:  # longest row <= 14 nnz
-            if f['row_max'] <= 8.5:  # longest row <= 8 nnz
+    if float(f['nnz']) <= 788176.5:  # nnz <= 788,176
+        if float(f['row_max']) <= 14.5:  # longest row <= 14 nnz
+            if float(f['row_max']) <= 8.5:  # longest row <= 8 nnz
                 return 'scalar_r128'  # 80 training inputs, mean regret 1.3%
             else:
                 return 'vector_g16'  # 45 training inputs, mean regret 1.2%
         else:
-            if f['row_max'] <= 43.0:  # longest row <= 43 nnz
-                if f['row_std'] <= 4.5135955810546875:  # row-length std <= 4.51359 nnz
-                    if f['rows'] <= 1927.5:  # rows <= 1,927
+            if float(f['row_max']) <= 43.0:  # longest row <= 43 nnz
+                if float(f['row_std']) <= 4.5135955810546875:  # row-length std <= 4.51359 nnz
+                    if float(f['rows']) <= 1927.5:  # rows <= 1,927
                         return 'vector_g64'  # 16 training inputs, mean regret 1.1%
                     else:
                         return 'vector_g16'  # 4 training inputs, mean regret 6.0%
                 else:
-                    if f['row_cv'] <= 0.7724364101886749:  # row-length CV <= 0.77243
+                    if float(f['row_cv']) <= 0.7724364101886749:  # row-length CV <= 0.77243
                         return 'vector_g64'  # 15 training inputs, mean regret 0.7%
                     else:
                         return 'vector_g32'  # 4 training inputs, mean regret 2.2%
             else:
-                if f['cols'] <= 16426.5:  # columns <= 16,426
-                    if f['row_max'] <= 82.0:  # longest row <= 82 nnz
+                if float(f['cols']) <= 16426.5:  # columns <= 16,426
+                    if float(f['row_max']) <= 82.0:  # longest row <= 82 nnz
                         return 'vector_g64'  # 8 training inputs, mean regret 1.5%
                     else:
                         return 'vector_g256'  # 24 training inputs, mean regret 1.4%
                 else:
                     return 'vector_g16'  # 4 training inputs, mean regret 0.0%
     else:
-        if f['row_cv'] <= 0.2826380878686905:  # row-length CV <= 0.282638
-            if f['shifted_row_frac'] <= 0.9345395267009735:  # share of sampled rows shifting the previous row by one column <= 0.934539
-                if f['mean_row'] <= 66.36872863769531:  # mean row length <= 66.3687 nnz/row
-                    if f['nnz'] <= 4419064.0:  # nnz <= 4,419,064
+        if float(f['row_cv']) <= 0.2826380878686905:  # row-length CV <= 0.282638
+            if float(f['shifted_row_frac']) <= 0.9345395267009735:  # share of sampled rows shifting the previous row by one column <= 0.934539
+                if float(f['mean_row']) <= 66.36872863769531:  # mean row length <= 66.3687 nnz/row
+                    if float(f['nnz']) <= 4419064.0:  # nnz <= 4,419,064
                         return 'offsets_i16'  # 22 training inputs, mean regret 0.1%
                     else:
                         return 'cusparse_slices_16k'  # 9 training inputs, mean regret 6.9%
                 else:
-                    if f['skew'] <= 1.0946655869483948:  # max/mean row length <= 1.09466
+                    if float(f['skew']) <= 1.0946655869483948:  # max/mean row length <= 1.09466
                         return 'diagonal_major_r512'  # 13 training inputs, mean regret 14.6%
                     else:
                         return 'cusparse_prepared'  # 5 training inputs, mean regret 1.1%
             else:
-                if f['nnz'] <= 1946633.5:  # nnz <= 1,946,633
-                    if f['rows'] <= 173522.5:  # rows <= 173,522
+                if float(f['nnz']) <= 1946633.5:  # nnz <= 1,946,633
+                    if float(f['rows']) <= 173522.5:  # rows <= 173,522
                         return 'diagonal_r128'  # 4 training inputs, mean regret 2.4%
                     else:
                         return 'offsets_i16'  # 4 training inputs, mean regret 4.8%
                 else:
                     return 'diagonal_major_r512'  # 56 training inputs, mean regret 0.0%
         else:
-            if f['long_nnz_frac'] <= 0.5253067910671234:  # nnz fraction in rows > 256 <= 0.525306
-                if f['cols'] <= 437925.0:  # columns <= 437,925
-                    if f['mean_row'] <= 61.28929901123047:  # mean row length <= 61.289 nnz/row
+            if float(f['long_nnz_frac']) <= 0.5253067910671234:  # nnz fraction in rows > 256 <= 0.525306
+                if float(f['cols']) <= 437925.0:  # columns <= 437,925
+                    if float(f['mean_row']) <= 61.28929901123047:  # mean row length <= 61.289 nnz/row
                         return 'cusparse_prepared'  # 37 training inputs, mean regret 6.0%
                     else:
                         return 'cusparse_slices_16k'  # 13 training inputs, mean regret 1.5%
                 else:
-                    if f['row_max'] <= 29.5:  # longest row <= 29 nnz
+                    if float(f['row_max']) <= 29.5:  # longest row <= 29 nnz
                         return 'offsets_i16'  # 13 training inputs, mean regret 0.4%
                     else:
                         return 'cusparse_slices_16k'  # 70 training inputs, mean regret 0.9%
             else:
-                if f['row_cv'] <= 6.674574851989746:  # row-length CV <= 6.67457
+                if float(f['row_cv']) <= 6.674574851989746:  # row-length CV <= 6.67457
                     return 'cusparse_slices_16k'  # 11 training inputs, mean regret 0.0%
                 else:
                     return 'merge_c512_hot64k'  # 20 training inputs, mean regret 0.1%

@@ -13,23 +13,23 @@ VARIANTS = ('scalar_r128', 'vector_g4', 'vector_g8', 'vector_g16', 'vector_g32',
 
 
 def choose_stage1_calls_1(f: dict) -> str:
-    if f['cols'] <= 126820.0:  # columns <= 126,820
-        if f['mean_row'] <= 29.168128967285156:  # mean row length <= 29.168 nnz/row
-            if f['rows'] <= 9820.0:  # rows <= 9,820
-                if f['nnz'] <= 2507.0:  # nnz <= 2,507
+    if float(f['cols']) <= 126820.0:  # columns <= 126,820
+        if float(f['mean_row']) <= 29.168128967285156:  # mean row length <= 29.168 nnz/row
+            if float(f['rows']) <= 9820.0:  # rows <= 9,820
+                if float(f['nnz']) <= 2507.0:  # nnz <= 2,507
                     return 'vector_g64'  # 116 training inputs, mean regret 2.3%
                 else:
                     return 'vector_g256'  # 67 training inputs, mean regret 4.2%
             else:
                 return 'vector_g16'  # 25 training inputs, mean regret 70.3%
         else:
-            if f['cols'] <= 22159.5:  # columns <= 22,159
-                if f['mean_row'] <= 118.68383407592773:  # mean row length <= 118.683 nnz/row
+            if float(f['cols']) <= 22159.5:  # columns <= 22,159
+                if float(f['mean_row']) <= 118.68383407592773:  # mean row length <= 118.683 nnz/row
                     return 'vector_g64'  # 10 training inputs, mean regret 30.5%
                 else:
                     return 'vector_g256'  # 9 training inputs, mean regret 9.7%
             else:
-                if f['rows'] <= 67352.5:  # rows <= 67,352
+                if float(f['rows']) <= 67352.5:  # rows <= 67,352
                     return 'cusparse_prepared'  # 23 training inputs, mean regret 19.8%
                 else:
                     return 'vector_g32'  # 11 training inputs, mean regret 2.2%
@@ -38,21 +38,21 @@ def choose_stage1_calls_1(f: dict) -> str:
 
 
 def choose_stage1_calls_10(f: dict) -> str:
-    if f['nnz'] <= 364751.0:  # nnz <= 364,751
+    if float(f['nnz']) <= 364751.0:  # nnz <= 364,751
         return 'vector_g64'  # 198 training inputs, mean regret 10.2%
     else:
         return 'cusparse_prepared'  # 287 training inputs, mean regret 11.0%
 
 
 def choose_stage1_calls_100(f: dict) -> str:
-    if f['nnz'] <= 788176.5:  # nnz <= 788,176
-        if f['mean_row'] <= 4.590429782867432:  # mean row length <= 4.5904 nnz/row
-            if f['rows'] <= 6898.5:  # rows <= 6,898
+    if float(f['nnz']) <= 788176.5:  # nnz <= 788,176
+        if float(f['mean_row']) <= 4.590429782867432:  # mean row length <= 4.5904 nnz/row
+            if float(f['rows']) <= 6898.5:  # rows <= 6,898
                 return 'vector_g64'  # 100 training inputs, mean regret 3.7%
             else:
                 return 'gather'  # 5 training inputs, mean regret 5.0%
         else:
-            if f['mean_row'] <= 8.651537418365479:  # mean row length <= 8.6515 nnz/row
+            if float(f['mean_row']) <= 8.651537418365479:  # mean row length <= 8.6515 nnz/row
                 return 'gather'  # 56 training inputs, mean regret 11.8%
             else:
                 return 'vector_g256'  # 39 training inputs, mean regret 3.5%
@@ -68,51 +68,51 @@ STAGE1 = {1: choose_stage1_calls_1, 10: choose_stage1_calls_10, 100: choose_stag
 
 
 def choose_stage2_calls_1(f: dict) -> str:
-    if f['nnz'] <= 106260.0:  # nnz <= 106,260
-        if f['row_max'] <= 16.5:  # longest row <= 16 nnz
-            if f['row_max'] <= 8.5:  # longest row <= 8 nnz
-                if f['mean_row'] <= 1.5378788113594055:  # mean row length <= 1.53787 nnz/row
+    if float(f['nnz']) <= 106260.0:  # nnz <= 106,260
+        if float(f['row_max']) <= 16.5:  # longest row <= 16 nnz
+            if float(f['row_max']) <= 8.5:  # longest row <= 8 nnz
+                if float(f['mean_row']) <= 1.5378788113594055:  # mean row length <= 1.53787 nnz/row
                     return 'scalar_r128'  # 19 training inputs, mean regret 0.2%
                 else:
-                    if f['row_max'] <= 4.5:  # longest row <= 4 nnz
+                    if float(f['row_max']) <= 4.5:  # longest row <= 4 nnz
                         return 'scalar_r128'  # 30 training inputs, mean regret 0.9%
                     else:
                         return 'vector_g16'  # 29 training inputs, mean regret 1.6%
             else:
-                if f['rows'] <= 1673.5:  # rows <= 1,673
+                if float(f['rows']) <= 1673.5:  # rows <= 1,673
                     return 'vector_g64'  # 46 training inputs, mean regret 0.9%
                 else:
                     return 'vector_g16'  # 4 training inputs, mean regret 0.2%
         else:
-            if f['row_max'] <= 53.5:  # longest row <= 53 nnz
-                if f['cols'] <= 2491.5:  # columns <= 2,491
+            if float(f['row_max']) <= 53.5:  # longest row <= 53 nnz
+                if float(f['cols']) <= 2491.5:  # columns <= 2,491
                     return 'vector_g64'  # 31 training inputs, mean regret 0.8%
                 else:
                     return 'vector_g32'  # 4 training inputs, mean regret 1.9%
             else:
                 return 'vector_g256'  # 28 training inputs, mean regret 0.2%
     else:
-        if f['row_max'] <= 35.5:  # longest row <= 35 nnz
-            if f['mean_row'] <= 18.511512756347656:  # mean row length <= 18.5115 nnz/row
-                if f['shifted_row_frac'] <= 0.0001508022687630728:  # share of sampled rows shifting the previous row by one column <= 0.000150802
-                    if f['nnz'] <= 23756821.0:  # nnz <= 23,756,821
+        if float(f['row_max']) <= 35.5:  # longest row <= 35 nnz
+            if float(f['mean_row']) <= 18.511512756347656:  # mean row length <= 18.5115 nnz/row
+                if float(f['shifted_row_frac']) <= 0.0001508022687630728:  # share of sampled rows shifting the previous row by one column <= 0.000150802
+                    if float(f['nnz']) <= 23756821.0:  # nnz <= 23,756,821
                         return 'scalar_r128'  # 7 training inputs, mean regret 1.1%
                     else:
                         return 'cusparse_prepared'  # 5 training inputs, mean regret 0.5%
                 else:
                     return 'scalar_r128'  # 63 training inputs, mean regret 0.0%
             else:
-                if f['nnz'] <= 15768560.5:  # nnz <= 15,768,560
-                    if f['mean_row'] <= 22.534659385681152:  # mean row length <= 22.5346 nnz/row
+                if float(f['nnz']) <= 15768560.5:  # nnz <= 15,768,560
+                    if float(f['mean_row']) <= 22.534659385681152:  # mean row length <= 22.5346 nnz/row
                         return 'vector_g8'  # 5 training inputs, mean regret 0.8%
                     else:
                         return 'vector_g16'  # 13 training inputs, mean regret 0.9%
                 else:
                     return 'vector_g8'  # 7 training inputs, mean regret 1.9%
         else:
-            if f['cols'] <= 222861.0:  # columns <= 222,861
-                if f['row_cv'] <= 0.7990232110023499:  # row-length CV <= 0.79902
-                    if f['row_max'] <= 109.0:  # longest row <= 109 nnz
+            if float(f['cols']) <= 222861.0:  # columns <= 222,861
+                if float(f['row_cv']) <= 0.7990232110023499:  # row-length CV <= 0.79902
+                    if float(f['row_max']) <= 109.0:  # longest row <= 109 nnz
                         return 'vector_g16'  # 26 training inputs, mean regret 3.2%
                     else:
                         return 'vector_g64'  # 24 training inputs, mean regret 12.4%
@@ -123,12 +123,12 @@ def choose_stage2_calls_1(f: dict) -> str:
 
 
 def choose_stage2_calls_10(f: dict) -> str:
-    if f['nnz'] <= 106260.0:  # nnz <= 106,260
-        if f['row_max'] <= 16.5:  # longest row <= 16 nnz
-            if f['row_max'] <= 4.5:  # longest row <= 4 nnz
-                if f['rows'] <= 100.5:  # rows <= 100
-                    if f['nnz'] <= 124.0:  # nnz <= 124
-                        if f['cols'] <= 16.0:  # columns <= 16
+    if float(f['nnz']) <= 106260.0:  # nnz <= 106,260
+        if float(f['row_max']) <= 16.5:  # longest row <= 16 nnz
+            if float(f['row_max']) <= 4.5:  # longest row <= 4 nnz
+                if float(f['rows']) <= 100.5:  # rows <= 100
+                    if float(f['nnz']) <= 124.0:  # nnz <= 124
+                        if float(f['cols']) <= 16.0:  # columns <= 16
                             return 'vector_g64'  # 11 training inputs, mean regret 2.0%
                         else:
                             return 'vector_g8'  # 4 training inputs, mean regret 0.5%
@@ -137,21 +137,21 @@ def choose_stage2_calls_10(f: dict) -> str:
                 else:
                     return 'scalar_r128'  # 28 training inputs, mean regret 0.3%
             else:
-                if f['row_max'] <= 8.5:  # longest row <= 8 nnz
-                    if f['nnz'] <= 126.5:  # nnz <= 126
+                if float(f['row_max']) <= 8.5:  # longest row <= 8 nnz
+                    if float(f['nnz']) <= 126.5:  # nnz <= 126
                         return 'scalar_r128'  # 10 training inputs, mean regret 0.5%
                     else:
                         return 'vector_g16'  # 20 training inputs, mean regret 1.6%
                 else:
-                    if f['rows'] <= 1673.5:  # rows <= 1,673
+                    if float(f['rows']) <= 1673.5:  # rows <= 1,673
                         return 'vector_g64'  # 46 training inputs, mean regret 1.1%
                     else:
                         return 'vector_g16'  # 4 training inputs, mean regret 0.2%
         else:
-            if f['row_max'] <= 63.0:  # longest row <= 63 nnz
-                if f['cols'] <= 1802.5:  # columns <= 1,802
-                    if f['row_max'] <= 32.5:  # longest row <= 32 nnz
-                        if f['mean_row'] <= 13.747334957122803:  # mean row length <= 13.7473 nnz/row
+            if float(f['row_max']) <= 63.0:  # longest row <= 63 nnz
+                if float(f['cols']) <= 1802.5:  # columns <= 1,802
+                    if float(f['row_max']) <= 32.5:  # longest row <= 32 nnz
+                        if float(f['mean_row']) <= 13.747334957122803:  # mean row length <= 13.7473 nnz/row
                             return 'vector_g32'  # 13 training inputs, mean regret 1.0%
                         else:
                             return 'vector_g64'  # 9 training inputs, mean regret 0.4%
@@ -162,210 +162,210 @@ def choose_stage2_calls_10(f: dict) -> str:
             else:
                 return 'vector_g256'  # 27 training inputs, mean regret 0.2%
     else:
-        if f['row_max'] <= 35.5:  # longest row <= 35 nnz
-            if f['mean_row'] <= 18.41762351989746:  # mean row length <= 18.4176 nnz/row
-                if f['shifted_row_frac'] <= 0.0001508022687630728:  # share of sampled rows shifting the previous row by one column <= 0.000150802
-                    if f['cols'] <= 5270328.0:  # columns <= 5,270,328
+        if float(f['row_max']) <= 35.5:  # longest row <= 35 nnz
+            if float(f['mean_row']) <= 18.41762351989746:  # mean row length <= 18.4176 nnz/row
+                if float(f['shifted_row_frac']) <= 0.0001508022687630728:  # share of sampled rows shifting the previous row by one column <= 0.000150802
+                    if float(f['cols']) <= 5270328.0:  # columns <= 5,270,328
                         return 'scalar_r128'  # 7 training inputs, mean regret 1.2%
                     else:
                         return 'cusparse_prepared'  # 5 training inputs, mean regret 0.2%
                 else:
-                    if f['row_cv'] <= 0.027452182956039906:  # row-length CV <= 0.027452
-                        if f['mean_row'] <= 7.990214109420776:  # mean row length <= 7.9902 nnz/row
+                    if float(f['row_cv']) <= 0.027452182956039906:  # row-length CV <= 0.027452
+                        if float(f['mean_row']) <= 7.990214109420776:  # mean row length <= 7.9902 nnz/row
                             return 'scalar_r128'  # 14 training inputs, mean regret 0.0%
                         else:
                             return 'diagonal_r128'  # 8 training inputs, mean regret 2.5%
                     else:
                         return 'scalar_r128'  # 40 training inputs, mean regret 0.0%
             else:
-                if f['rows'] <= 135044.0:  # rows <= 135,044
-                    if f['mean_row'] <= 24.892964363098145:  # mean row length <= 24.8929 nnz/row
+                if float(f['rows']) <= 135044.0:  # rows <= 135,044
+                    if float(f['mean_row']) <= 24.892964363098145:  # mean row length <= 24.8929 nnz/row
                         return 'vector_g8'  # 4 training inputs, mean regret 2.1%
                     else:
                         return 'vector_g16'  # 4 training inputs, mean regret 1.9%
                 else:
                     return 'diagonal_r128'  # 18 training inputs, mean regret 0.0%
         else:
-            if f['rows'] <= 201002.5:  # rows <= 201,002
-                if f['row_max'] <= 267.0:  # longest row <= 267 nnz
-                    if f['nnz'] <= 3434163.5:  # nnz <= 3,434,163
-                        if f['row_std'] <= 8.055068016052246:  # row-length std <= 8.055 nnz
+            if float(f['rows']) <= 201002.5:  # rows <= 201,002
+                if float(f['row_max']) <= 267.0:  # longest row <= 267 nnz
+                    if float(f['nnz']) <= 3434163.5:  # nnz <= 3,434,163
+                        if float(f['row_std']) <= 8.055068016052246:  # row-length std <= 8.055 nnz
                             return 'vector_g16'  # 14 training inputs, mean regret 5.0%
                         else:
                             return 'vector_g64'  # 7 training inputs, mean regret 0.9%
                     else:
-                        if f['mean_row'] <= 99.48387908935547:  # mean row length <= 99.483 nnz/row
+                        if float(f['mean_row']) <= 99.48387908935547:  # mean row length <= 99.483 nnz/row
                             return 'cusparse_prepared'  # 12 training inputs, mean regret 0.5%
                         else:
                             return 'vector_g32'  # 5 training inputs, mean regret 1.3%
                 else:
-                    if f['row_cv'] <= 0.7887098789215088:  # row-length CV <= 0.788709
-                        if f['row_max'] <= 546.0:  # longest row <= 546 nnz
+                    if float(f['row_cv']) <= 0.7887098789215088:  # row-length CV <= 0.788709
+                        if float(f['row_max']) <= 546.0:  # longest row <= 546 nnz
                             return 'vector_g64'  # 5 training inputs, mean regret 11.6%
                         else:
                             return 'cusparse_prepared'  # 5 training inputs, mean regret 0.4%
                     else:
                         return 'cusparse_prepared'  # 25 training inputs, mean regret 0.0%
             else:
-                if f['nnz'] <= 16304819.5:  # nnz <= 16,304,819
-                    if f['empty_frac'] <= 0.38279515504837036:  # empty-row fraction <= 0.382795
+                if float(f['nnz']) <= 16304819.5:  # nnz <= 16,304,819
+                    if float(f['empty_frac']) <= 0.38279515504837036:  # empty-row fraction <= 0.382795
                         return 'cusparse_prepared'  # 36 training inputs, mean regret 0.2%
                     else:
-                        if f['row_max'] <= 36540.5:  # longest row <= 36,540 nnz
+                        if float(f['row_max']) <= 36540.5:  # longest row <= 36,540 nnz
                             return 'cusparse_prepared'  # 19 training inputs, mean regret 0.3%
                         else:
                             return 'cusparse_slices_16k'  # 5 training inputs, mean regret 0.0%
                 else:
-                    if f['cols'] <= 448194.0:  # columns <= 448,194
+                    if float(f['cols']) <= 448194.0:  # columns <= 448,194
                         return 'cusparse_prepared'  # 11 training inputs, mean regret 0.0%
                     else:
-                        if f['row_cv'] <= 0.22255253046751022:  # row-length CV <= 0.222552
+                        if float(f['row_cv']) <= 0.22255253046751022:  # row-length CV <= 0.222552
                             return 'cusparse_prepared'  # 6 training inputs, mean regret 1.3%
                         else:
                             return 'cusparse_slices_16k'  # 44 training inputs, mean regret 0.2%
 
 
 def choose_stage2_calls_100(f: dict) -> str:
-    if f['nnz'] <= 788176.5:  # nnz <= 788,176
-        if f['row_max'] <= 25.5:  # longest row <= 25 nnz
-            if f['rows'] <= 8221.5:  # rows <= 8,221
-                if f['row_max'] <= 8.5:  # longest row <= 8 nnz
+    if float(f['nnz']) <= 788176.5:  # nnz <= 788,176
+        if float(f['row_max']) <= 25.5:  # longest row <= 25 nnz
+            if float(f['rows']) <= 8221.5:  # rows <= 8,221
+                if float(f['row_max']) <= 8.5:  # longest row <= 8 nnz
                     return 'scalar_r128'  # 75 training inputs, mean regret 1.2%
                 else:
                     return 'vector_g64'  # 65 training inputs, mean regret 1.3%
             else:
-                if f['rows'] <= 42265.5:  # rows <= 42,265
-                    if f['skew'] <= 1.0367152094841003:  # max/mean row length <= 1.03671
+                if float(f['rows']) <= 42265.5:  # rows <= 42,265
+                    if float(f['skew']) <= 1.0367152094841003:  # max/mean row length <= 1.03671
                         return 'scalar_r128'  # 2 training inputs, mean regret 0.1%
                     else:
                         return 'vector_g16'  # 2 training inputs, mean regret 0.3%
                 else:
                     return 'scalar_r128'  # 3 training inputs, mean regret 0.0%
         else:
-            if f['row_max'] <= 82.0:  # longest row <= 82 nnz
-                if f['cols'] <= 9160.0:  # columns <= 9,160
+            if float(f['row_max']) <= 82.0:  # longest row <= 82 nnz
+                if float(f['cols']) <= 9160.0:  # columns <= 9,160
                     return 'vector_g64'  # 24 training inputs, mean regret 1.0%
                 else:
                     return 'vector_g16'  # 5 training inputs, mean regret 0.1%
             else:
-                if f['row_max'] <= 445.5:  # longest row <= 445 nnz
+                if float(f['row_max']) <= 445.5:  # longest row <= 445 nnz
                     return 'vector_g256'  # 20 training inputs, mean regret 0.6%
                 else:
-                    if f['row_std'] <= 27.564547538757324:  # row-length std <= 27.5645 nnz
+                    if float(f['row_std']) <= 27.564547538757324:  # row-length std <= 27.5645 nnz
                         return 'vector_g256'  # 2 training inputs, mean regret 0.0%
                     else:
                         return 'merge_c256'  # 2 training inputs, mean regret 3.1%
     else:
-        if f['skew'] <= 2.3702914714813232:  # max/mean row length <= 2.37029
-            if f['row_max'] <= 34.0:  # longest row <= 34 nnz
-                if f['nnz'] <= 5579618.0:  # nnz <= 5,579,618
-                    if f['mean_row'] <= 9.795278549194336:  # mean row length <= 9.7952 nnz/row
+        if float(f['skew']) <= 2.3702914714813232:  # max/mean row length <= 2.37029
+            if float(f['row_max']) <= 34.0:  # longest row <= 34 nnz
+                if float(f['nnz']) <= 5579618.0:  # nnz <= 5,579,618
+                    if float(f['mean_row']) <= 9.795278549194336:  # mean row length <= 9.7952 nnz/row
                         return 'scalar_r128'  # 23 training inputs, mean regret 4.7%
                     else:
                         return 'offsets_i16'  # 19 training inputs, mean regret 8.1%
                 else:
-                    if f['shifted_row_frac'] <= 0.6048879772424698:  # share of sampled rows shifting the previous row by one column <= 0.604887
+                    if float(f['shifted_row_frac']) <= 0.6048879772424698:  # share of sampled rows shifting the previous row by one column <= 0.604887
                         return 'scalar_r128'  # 4 training inputs, mean regret 1.7%
                     else:
                         return 'diagonal_major_r512'  # 32 training inputs, mean regret 1.3%
             else:
-                if f['shifted_row_frac'] <= 0.9735795855522156:  # share of sampled rows shifting the previous row by one column <= 0.97357
-                    if f['mean_row'] <= 98.49499893188477:  # mean row length <= 98.4949 nnz/row
+                if float(f['shifted_row_frac']) <= 0.9735795855522156:  # share of sampled rows shifting the previous row by one column <= 0.97357
+                    if float(f['mean_row']) <= 98.49499893188477:  # mean row length <= 98.4949 nnz/row
                         return 'vector_g16'  # 19 training inputs, mean regret 8.5%
                     else:
                         return 'vector_g64'  # 14 training inputs, mean regret 13.9%
                 else:
                     return 'diagonal_major_r512'  # 14 training inputs, mean regret 0.0%
         else:
-            if f['row_max'] <= 210.0:  # longest row <= 210 nnz
-                if f['nnz'] <= 6621404.0:  # nnz <= 6,621,404
-                    if f['rows'] <= 179864.0:  # rows <= 179,864
+            if float(f['row_max']) <= 210.0:  # longest row <= 210 nnz
+                if float(f['nnz']) <= 6621404.0:  # nnz <= 6,621,404
+                    if float(f['rows']) <= 179864.0:  # rows <= 179,864
                         return 'vector_g16'  # 6 training inputs, mean regret 4.3%
                     else:
                         return 'cusparse_prepared'  # 16 training inputs, mean regret 7.1%
                 else:
-                    if f['mean_row'] <= 12.187451839447021:  # mean row length <= 12.1874 nnz/row
+                    if float(f['mean_row']) <= 12.187451839447021:  # mean row length <= 12.1874 nnz/row
                         return 'cusparse_prepared'  # 25 training inputs, mean regret 0.8%
                     else:
                         return 'cusparse_slices_16k'  # 11 training inputs, mean regret 0.2%
             else:
-                if f['mean_row'] <= 82.8144416809082:  # mean row length <= 82.814 nnz/row
+                if float(f['mean_row']) <= 82.8144416809082:  # mean row length <= 82.814 nnz/row
                     return 'cusparse_prepared'  # 86 training inputs, mean regret 1.1%
                 else:
-                    if f['rows'] <= 33392.5:  # rows <= 33,392
+                    if float(f['rows']) <= 33392.5:  # rows <= 33,392
                         return 'cusparse_prepared'  # 5 training inputs, mean regret 4.6%
                     else:
                         return 'cusparse_slices_16k'  # 11 training inputs, mean regret 0.0%
 
 
 def choose_stage2_calls_1000(f: dict) -> str:
-    if f['nnz'] <= 106260.0:  # nnz <= 106,260
-        if f['row_max'] <= 21.5:  # longest row <= 21 nnz
-            if f['row_max'] <= 8.5:  # longest row <= 8 nnz
-                if f['mean_row'] <= 1.2095237970352173:  # mean row length <= 1.20952 nnz/row
+    if float(f['nnz']) <= 106260.0:  # nnz <= 106,260
+        if float(f['row_max']) <= 21.5:  # longest row <= 21 nnz
+            if float(f['row_max']) <= 8.5:  # longest row <= 8 nnz
+                if float(f['mean_row']) <= 1.2095237970352173:  # mean row length <= 1.20952 nnz/row
                     return 'scalar_r128'  # 16 training inputs, mean regret 0.4%
                 else:
-                    if f['rows'] <= 10832.0:  # rows <= 10,832
+                    if float(f['rows']) <= 10832.0:  # rows <= 10,832
                         return 'scalar_r128'  # 60 training inputs, mean regret 1.6%
                     else:
                         return 'vector_g16'  # 2 training inputs, mean regret 0.0%
             else:
-                if f['row_max'] <= 15.5:  # longest row <= 15 nnz
-                    if f['cols'] <= 2661.5:  # columns <= 2,661
+                if float(f['row_max']) <= 15.5:  # longest row <= 15 nnz
+                    if float(f['cols']) <= 2661.5:  # columns <= 2,661
                         return 'vector_g64'  # 45 training inputs, mean regret 1.1%
                     else:
                         return 'vector_g16'  # 3 training inputs, mean regret 0.2%
                 else:
                     return 'vector_g64'  # 12 training inputs, mean regret 1.0%
         else:
-            if f['row_max'] <= 53.5:  # longest row <= 53 nnz
-                if f['nnz'] <= 61058.5:  # nnz <= 61,058
-                    if f['row_std'] <= 5.281313180923462:  # row-length std <= 5.2813 nnz
+            if float(f['row_max']) <= 53.5:  # longest row <= 53 nnz
+                if float(f['nnz']) <= 61058.5:  # nnz <= 61,058
+                    if float(f['row_std']) <= 5.281313180923462:  # row-length std <= 5.2813 nnz
                         return 'vector_g32'  # 8 training inputs, mean regret 1.3%
                     else:
                         return 'vector_g64'  # 16 training inputs, mean regret 0.6%
                 else:
                     return 'vector_g32'  # 1 training input, mean regret 0.0%
             else:
-                if f['row_max'] <= 445.5:  # longest row <= 445 nnz
+                if float(f['row_max']) <= 445.5:  # longest row <= 445 nnz
                     return 'vector_g256'  # 24 training inputs, mean regret 0.3%
                 else:
-                    if f['long_nnz_frac'] <= 0.09271382167935371:  # nnz fraction in rows > 256 <= 0.092713
+                    if float(f['long_nnz_frac']) <= 0.09271382167935371:  # nnz fraction in rows > 256 <= 0.092713
                         return 'vector_g256'  # 2 training inputs, mean regret 0.0%
                     else:
                         return 'merge_c256'  # 2 training inputs, mean regret 2.5%
     else:
-        if f['skew'] <= 3.5106269121170044:  # max/mean row length <= 3.5106
-            if f['shifted_row_frac'] <= 0.9345395267009735:  # share of sampled rows shifting the previous row by one column <= 0.934539
-                if f['mean_row'] <= 24.99744415283203:  # mean row length <= 24.9974 nnz/row
+        if float(f['skew']) <= 3.5106269121170044:  # max/mean row length <= 3.5106
+            if float(f['shifted_row_frac']) <= 0.9345395267009735:  # share of sampled rows shifting the previous row by one column <= 0.934539
+                if float(f['mean_row']) <= 24.99744415283203:  # mean row length <= 24.9974 nnz/row
                     return 'scalar_r128'  # 39 training inputs, mean regret 5.3%
                 else:
-                    if f['rows'] <= 18312.0:  # rows <= 18,312
+                    if float(f['rows']) <= 18312.0:  # rows <= 18,312
                         return 'vector_g64'  # 11 training inputs, mean regret 9.4%
                     else:
                         return 'offsets_i16'  # 26 training inputs, mean regret 13.7%
             else:
-                if f['nnz'] <= 2003642.5:  # nnz <= 2,003,642
+                if float(f['nnz']) <= 2003642.5:  # nnz <= 2,003,642
                     return 'offsets_i16'  # 10 training inputs, mean regret 4.6%
                 else:
                     return 'diagonal_major_r512'  # 61 training inputs, mean regret 0.1%
         else:
-            if f['rows'] <= 437925.0:  # rows <= 437,925
-                if f['mean_row'] <= 52.84865188598633:  # mean row length <= 52.8486 nnz/row
-                    if f['row_cv'] <= 0.8215144872665405:  # row-length CV <= 0.82151
+            if float(f['rows']) <= 437925.0:  # rows <= 437,925
+                if float(f['mean_row']) <= 52.84865188598633:  # mean row length <= 52.8486 nnz/row
+                    if float(f['row_cv']) <= 0.8215144872665405:  # row-length CV <= 0.82151
                         return 'merge_c512'  # 11 training inputs, mean regret 11.9%
                     else:
                         return 'cusparse_prepared'  # 31 training inputs, mean regret 0.9%
                 else:
                     return 'cusparse_slices_16k'  # 18 training inputs, mean regret 0.4%
             else:
-                if f['row_std'] <= 2.7985167503356934:  # row-length std <= 2.7985 nnz
-                    if f['rows'] <= 763151.0:  # rows <= 763,151
+                if float(f['row_std']) <= 2.7985167503356934:  # row-length std <= 2.7985 nnz
+                    if float(f['rows']) <= 763151.0:  # rows <= 763,151
                         return 'offsets_i16'  # 1 training input, mean regret 0.0%
                     else:
                         return 'cusparse_prepared'  # 9 training inputs, mean regret 0.5%
                 else:
-                    if f['nnz'] <= 7059563.5:  # nnz <= 7,059,563
+                    if float(f['nnz']) <= 7059563.5:  # nnz <= 7,059,563
                         return 'cusparse_prepared'  # 17 training inputs, mean regret 0.8%
                     else:
                         return 'cusparse_slices_16k'  # 60 training inputs, mean regret 0.6%

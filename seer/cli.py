@@ -9,7 +9,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from seer.errors import SeerError, SeerWarning
+from seer.errors import SeerError, SeerWarning, warn
 
 # The installed subpackages, wherever pip put them (editable or not).
 PROFILES = Path(importlib.import_module("seer.datasets").__file__).parent / "profiles"
@@ -145,6 +145,10 @@ def _train(args, command: str) -> int:
     check_model_path(args.table, out, beside=tuple(exports))  # before training: it takes minutes
     _make_folder(out.parent, "--out's folder")
     model, report = train_table(_relative(args.table), op=args.op, out=out, command=command)
+    if not out.name.startswith(f"{model.op}-"):
+        warn(f"{out.name}: seer.dispatch finds {model.op} models in models/ and $SEER_MODELS by their names, "
+             f"{model.op}-*.json; this one serves only where passed as model= (e.g. --out "
+             f"{out.with_name(f'{model.op}-{out.name}')})")
     for suffix, export in exports.items():
         out.with_suffix(suffix).write_text(export(model))
     print(rules.to_text(model))
@@ -179,7 +183,6 @@ def _report(args, command: str) -> int:
 def _check_model_of(model, path: Path, table) -> None:
     """A warning where ``model`` was not trained on ``table``: the report puts the table's held-out
     scores beside the model's rules, which then describe other measurements."""
-    from seer.errors import warn
     from seer.table import table_sha256
 
     trained_on = model.training.get("sha256")
@@ -198,8 +201,13 @@ def _explain(args, command: str) -> int:
 
     if args.model is not None:
         from seer.model import SelectorModel
+        from seer.registry import get_op
 
-        SelectorModel.load(args.model, op="spmv")  # named by the user: refused, not replaced by the hand rule
+        named = SelectorModel.load(args.model, op="spmv")  # named by the user: refused, not replaced by the hand rule
+        lacking = sorted(set(named.variants) - set(get_op("spmv").variants))
+        if lacking:
+            raise SeerError(f"model {args.model} names variants this install lacks: {lacking}; train it anew on a "
+                            "table this seer profiled")
     matrix = read_matrix(args.matrix).astype("float32")
     x = torch.ones(matrix.shape[1])
     for path in [args.model] if args.model else model_files("spmv") or [None]:

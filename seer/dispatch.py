@@ -519,15 +519,28 @@ def _resolve(entry: Op, device, model, world_size):
             usable.append((path, selector))
     for sized in (True, False):
         fitting = [(path, selector) for path, selector in usable if not sized or _trained_at(selector, world_size)]
-        for path, selector in fitting:
-            if selector.device.get("name") == name:
-                return selector, path.name
+        here = [(path, selector) for path, selector in fitting if selector.device.get("name") == name]
+        if here:
+            if sized:  # past it, a model of another world size serves anyway
+                _warn_of_twins(entry, name, [path for path, _ in here])
+            return here[0][1], here[0][0].name
         for path, selector in fitting:
             if capability is not None and tuple(selector.device.get("capability") or ()) == capability:
                 _warn_once(f"no {entry.name} model measured on {name!r}; using {path.name} "
                            f"(measured on {selector.device.get('name')!r}, same compute capability)")
                 return selector, path.name
     return _fallback(entry, f"no {entry.name} model measured on {name!r} (train one with `seer profile` and `seer train`)")
+
+
+def _warn_of_twins(entry: Op, device_name: str, paths: list[Path]) -> None:
+    """Several models of one folder measured on this GPU (a campaign's model trained beside the
+    device's, say): the first by name serves, which is not necessarily the one meant. A folder
+    earlier in ``$SEER_MODELS`` overriding a later one is what that variable is for: not warned."""
+    twins = [p for p in paths if p.parent == paths[0].parent]
+    if len(twins) > 1:
+        _warn_once(f"{len(twins)} {entry.name} models in {paths[0].parent} were measured on {device_name!r}: "
+                   f"{[p.name for p in twins]}; using {paths[0].name}. Keep one there, or name the one to use with "
+                   "model= or a folder of its own first in SEER_MODELS")
 
 
 def _described(model) -> str:

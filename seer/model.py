@@ -162,11 +162,11 @@ class SelectorModel:
     def next_count(self, calls: int) -> int | None:
         """The least trained call count above ``calls`` whose trees differ from those for
         ``calls``, where deciding again for that many calls may choose otherwise; else None."""
-        def trees(count: int) -> tuple:
-            return self.stage1_tree(count), None if self.stage2 is None else self.stage2_tree(count)
+        def decides_as_now(count: int) -> bool:
+            return self.stage1_tree(count).decides_as(self.stage1_tree(calls)) and (
+                self.stage2 is None or self.stage2_tree(count).decides_as(self.stage2_tree(calls)))
 
-        now = trees(calls)
-        return next((count for count in self.call_counts if count > calls and trees(count) != now), None)
+        return next((count for count in self.call_counts if count > calls and not decides_as_now(count)), None)
 
     def choose(
         self, known: Mapping[str, float], gather: Callable[[], Mapping[str, float]], calls: int = 1,
@@ -280,6 +280,8 @@ class SelectorModel:
             raise ModelError(f"model file {path} is not JSON: {error}") from None
         except RecursionError:
             raise ModelError(f"model file {path} nests deeper than any model does: it is not a seer model") from None
+        except ValueError as error:  # e.g. an integer of more digits than Python converts
+            raise ModelError(f"model file {path} holds a value no model has: {error}") from None
         if not isinstance(document, dict):
             raise ModelError(f"model file {path} holds a JSON {type(document).__name__}, not an object")
         try:
@@ -374,7 +376,8 @@ def _trees_from_dict(data: Any, stage: str) -> dict[int, Tree]:
     for key, tree in data.items():
         # As written by _trees_to_dict: ASCII digits without leading zeros ("01" would stand for
         # the same count as "1", and str.isdigit also accepts digits such as "²" that int() refuses).
-        if not (isinstance(key, str) and key.isascii() and key.isdigit() and str(int(key)) == key and int(key) >= 1):
+        if not (isinstance(key, str) and key.isascii() and key.isdigit() and len(key) <= 18 and str(int(key)) == key
+                and int(key) >= 1):
             raise ModelError(f"{stage} keys are call counts >= 1 written in decimal digits, got {key!r}")
         trees[int(key)] = Tree.from_dict(tree, f"{stage}[{key}]")
     return trees

@@ -11,6 +11,7 @@ rank 0 merges the shard tables.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import platform
@@ -94,11 +95,32 @@ def write_result(folder: Path, stem: str, result: dict, markdown: str) -> None:
     print(markdown)
 
 
-def time_ms(fn: Callable[[], object], *, warmup_ms: float = 5, rep_ms: float = 25) -> float:
-    """Median device time of ``fn`` in ms (CUDA events; L2 flushed before each run)."""
+# The fewest timed runs a median is taken over. do_bench times as many runs as fit in ``rep_ms``
+# after estimating one run (its L2 flush included): kernels of a millisecond got a handful.
+MIN_RUNS = 20
+
+
+def time_ms(fn: Callable[[], object], *, warmup_ms: float = 5, rep_ms: float = 25, min_runs: int = MIN_RUNS) -> float:
+    """Median device time of ``fn`` in ms over at least ``min_runs`` runs (CUDA events; L2 flushed
+    before each run): timed again over a longer span where ``rep_ms`` held fewer runs."""
     import triton.testing
 
-    return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+    median = float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+    needed_ms = 1.25 * min_runs * (median + l2_flush_ms())  # do_bench's own estimate may read a little low
+    if needed_ms > rep_ms:
+        median = float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=needed_ms, return_mode="median"))
+    return median
+
+
+@functools.cache
+def l2_flush_ms() -> float:
+    """What do_bench's L2 flush before each run (zeroing its buffer) costs, in ms, timed once per
+    process: do_bench's estimate of a run, which sets how many runs fit, includes it."""
+    import triton
+    import triton.testing
+
+    buffer = triton.runtime.driver.active.get_empty_cache_for_benchmark()
+    return float(triton.testing.do_bench(buffer.zero_, warmup=1, rep=5, return_mode="median"))
 
 
 def host_call_us(fn: Callable[[], object], calls: int = 200, warmup: int = 1) -> float:
@@ -303,8 +325,10 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
         os.replace(written, meta_path(out))
 
     if rank == 0 and not earlier:  # a new table: said before its first row, so that a run killed
-        write_meta({})             # mid-way leaves rows whose GPU a resumed run can check
+        out.parent.mkdir(parents=True, exist_ok=True)  # mid-way leaves rows whose GPU a resumed run
+        write_meta({})                                 # can check
     shard = out if world == 1 else out.with_name(f"{out.stem}.rank{rank}{out.suffix}")
+    _drop_cut_row(shard)
     # Resuming: inputs already in the merged table or in this rank's shard of an interrupted run.
     ids = {table: _ids(table) for table in {out, shard}}
     done, rows_before = set().union(*ids.values()), len(ids[out])
@@ -334,6 +358,26 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     return out
 
 
+def _drop_cut_row(table: Path) -> None:
+    """A run killed while appending a row leaves it without its newline: read as done, it would
+    keep its input from being profiled again, and the next row would be appended onto it."""
+    if not table.exists() or table.stat().st_size == 0:
+        return
+    text = table.read_bytes()
+    if text.endswith(b"\n"):
+        return
+    kept = text[:text.rfind(b"\n") + 1]
+    warn(f"{table}: its last line has no end (a run stopped while writing it); dropped, its input is profiled "
+         f"again: {text[len(kept):][:80]!r}")
+    _replace_atomically(table, kept)
+
+
+def _replace_atomically(path: Path, data: bytes) -> None:
+    written = path.with_name(path.name + ".tmp")
+    written.write_bytes(data)
+    os.replace(written, path)
+
+
 def _ids(table: Path) -> list[str]:
     """The ids of the table's rows, in order ([] while it does not exist)."""
     return [str(i) for i in pd.read_csv(table, usecols=["id"])["id"]] if table.exists() else []
@@ -358,6 +402,9 @@ def _resumed_meta(out: Path, env: dict, op_name: str, dtype: str) -> dict:
     except json.JSONDecodeError as error:
         raise ProfileTableError(
             f"{meta_file} is not valid JSON ({error}); fix or remove it before resuming {out}") from None
+    if not isinstance(earlier, dict):
+        raise ProfileTableError(f"{meta_file} holds {type(earlier).__name__}, not the table's metadata (a JSON "
+                                f"object); fix or remove it before resuming {out}")
     if earlier.get("op", op_name) != op_name:
         raise ProfileTableError(f"{out} profiles op {earlier['op']!r}, not {op_name!r}: profile into another table")
     if earlier.get("dtype", "float32") != dtype:  # tables before the field was recorded are float32
@@ -446,8 +493,9 @@ def _append_row(path: Path, row: dict) -> None:
     if path.exists():
         header = pd.read_csv(path, nrows=0).columns.tolist()
         frame = frame.reindex(columns=header + [c for c in frame.columns if c not in header])
-        if list(frame.columns) != header:  # a new column appeared: rewrite with the wider header
-            pd.concat([read_frame(path), frame], ignore_index=True).to_csv(path, index=False)
+        if list(frame.columns) != header:  # a new column appeared: rewrite with the wider header (whole
+            wider = pd.concat([read_frame(path), frame], ignore_index=True)  # or not at all if killed)
+            _replace_atomically(path, wider.to_csv(index=False).encode())
             return
         frame.to_csv(path, mode="a", header=False, index=False)
     else:
@@ -460,7 +508,7 @@ def _merge_shards(out: Path, world: int) -> None:
     frames = [read_frame(out)] if out.exists() else []
     frames += [read_frame(s) for s in shards if s.exists()]
     merged = pd.concat(frames, ignore_index=True).drop_duplicates("id", keep="last")
-    merged.to_csv(out, index=False)
+    _replace_atomically(out, merged.to_csv(index=False).encode())
     for s in shards:
         s.unlink(missing_ok=True)
 

@@ -141,11 +141,13 @@ class CsrMatrix:
         """The same matrix as a float64 scipy CSR matrix (for references and features)."""
         import scipy.sparse as sp
 
+        # Copies: scipy sorts and merges a matrix's arrays in place (sum, abs, sort_indices), which
+        # on shared memory would rewrite this matrix behind its version counters.
         return sp.csr_matrix(
             (
                 self.values.detach().float().cpu().numpy().astype(np.float64),
-                self.indices.cpu().numpy(),
-                self.indptr.cpu().numpy(),
+                self.indices.cpu().numpy().copy(),
+                self.indptr.cpu().numpy().copy(),
             ),
             shape=self.shape,
         )
@@ -175,12 +177,14 @@ def _unpack(matrix):
                 f"expected a sparse CSR tensor, got layout {matrix.layout}; "
                 "convert with tensor.to_sparse_csr()"
             )
+        if matrix.dense_dim():
+            raise InputError(f"expected a CSR matrix of scalars, got one of {matrix.dense_dim()} dense dimension(s) "
+                             "per entry (hybrid CSR is not supported)")
         if matrix.dim() != 2:
             raise InputError(f"expected a 2-D CSR matrix, got {matrix.dim()} dimensions (batched CSR is not supported)")
         return (matrix.crow_indices(), matrix.col_indices(), matrix.values(), tuple(matrix.shape))
     if is_scipy_sparse(matrix):
-        m = matrix.tocsr()
-        return (torch.from_numpy(m.indptr), torch.from_numpy(m.indices), torch.from_numpy(m.data), m.shape)
+        return _from_scipy(matrix)
     if isinstance(matrix, (tuple, list)) and len(matrix) == 4:
         indptr, indices, values, shape = matrix
         for name, t in (("indptr", indptr), ("indices", indices), ("values", values)):
@@ -193,6 +197,21 @@ def _unpack(matrix):
         "a sparse matrix must be a torch sparse CSR tensor, a scipy CSR matrix or an "
         f"(indptr, indices, values, shape) tuple; got {type(matrix).__name__}"
     )
+
+
+def _from_scipy(matrix):
+    """Copies of a scipy matrix's CSR arrays (its own methods rewrite them in place: sum, abs,
+    sort_indices), in native byte order, the index arrays in one dtype."""
+    if len(matrix.shape) != 2:
+        raise InputError(f"expected a 2-D sparse matrix, got a scipy array of shape {matrix.shape}")
+    m = matrix.tocsr()
+    if m.data.dtype.newbyteorder("=") not in (np.float32, np.float16):
+        raise InputError(f"the scipy matrix holds {m.data.dtype} values; seer supports float32, float16 and bfloat16 "
+                         "(convert with A.astype(numpy.float32))")
+    index = np.promote_types(m.indptr.dtype, m.indices.dtype)
+    return (torch.from_numpy(np.array(m.indptr, dtype=index.newbyteorder("="))),
+            torch.from_numpy(np.array(m.indices, dtype=index.newbyteorder("="))),
+            torch.from_numpy(np.array(m.data, dtype=m.data.dtype.newbyteorder("="))), m.shape)
 
 
 def csr_shape(shape) -> tuple[int, int]:

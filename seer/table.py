@@ -349,11 +349,11 @@ def _check_distinct_campaigns(paths: Sequence[Path], digests: Sequence[str]) -> 
 
 
 def _check_columns_cover(paths: Sequence[Path], tables: Sequence[ProfileTable]) -> None:
-    """A column that must be filled on every row (a gathered feature, ``gather_ms``, a preparation)
-    but that only some campaigns have is left empty on the rows only the others measured: name the
+    """A column that must be filled on every row (a gathered feature, ``gather_ms``, a variant's time
+    or preparation) but that only some campaigns have is left empty on the rows only the others measured: name the
     campaign that lacks it, rather than let the merged table fail to read back naming none."""
     columns = dict.fromkeys(c for t in tables for c in t.frame.columns
-                            if c in t.gathered_features or c == GATHER_MS or str(c).startswith(PREPARE))
+                            if c in t.gathered_features or c == GATHER_MS or str(c).startswith((PREPARE, TIME)))
     for column in columns:
         having = [(p, t) for p, t in zip(paths, tables) if column in t.frame.columns]
         covered = {i for _, t in having for i in t.ids}
@@ -373,6 +373,11 @@ def _check_same_op_and_device(tables: Sequence[ProfileTable]) -> None:
         if names[0] != names[1]:
             raise ProfileTableError(f"{tables[0].path} was measured on {names[0]!r}, {table.path} on {names[1]!r}: "
                                     "only campaigns on one GPU can be averaged")
+        # Tables before the field was recorded are float32 (as seer profile reads them).
+        dtypes = [t.meta.get("dtype", "float32") for t in (tables[0], table)]
+        if dtypes[0] != dtypes[1]:
+            raise ProfileTableError(f"{tables[0].path} was profiled in {dtypes[0]}, {table.path} in {dtypes[1]}: "
+                                    "only campaigns of one dtype can be averaged")
 
 
 def _check_features_agree(merged: pd.DataFrame, features: Sequence[str], first: pd.DataFrame) -> None:
@@ -451,8 +456,12 @@ def _feature_names(op: str, meta: Mapping, columns: pd.Index) -> tuple[tuple[str
         known = [f.name for f in module.KNOWN]
         gathered = [f.name for f in module.GATHERED]
     elif isinstance(meta.get("features"), Mapping):
-        known = list(meta["features"].get("known", []))
-        gathered = list(meta["features"].get("gathered", []))
+        known, gathered = (meta["features"].get(kind, []) for kind in ("known", "gathered"))
+        for kind, names in (("known", known), ("gathered", gathered)):
+            if not (isinstance(names, list) and all(isinstance(name, str) for name in names)):
+                raise ProfileTableError(f"the metadata's features.{kind} must be a list of column names, got "
+                                        f"{names!r}")
+        known, gathered = list(known), list(gathered)
     else:
         raise ProfileTableError(
             f"seer has no feature module for op {op!r} and the metadata lists no "

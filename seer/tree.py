@@ -37,8 +37,22 @@ class Step(NamedTuple):
     value: float
 
     def describe(self, feature: Feature) -> str:
-        """``"nnz = 12,000 > 10,240"`` in the feature's own words and units."""
-        return f"{feature.label} = {feature.format(self.value)} {_op(self.goes_left)} {feature.format_bound(self.threshold)}"
+        """``"nnz = 12,000 > 10,240"`` in the feature's own words and units; the value printed with
+        as many more digits as it takes to read on its side of the printed bound."""
+        bound = feature.format_bound(self.threshold)
+        value = feature.format(self.value)
+        for digits in range(4, 18):
+            if feature.integer or _reads_on_its_side(value, bound, self.goes_left):
+                break
+            value = f"{self.value:.{digits}g} {feature.unit}".rstrip()
+        return f"{feature.label} = {value} {_op(self.goes_left)} {bound}"
+
+
+def _reads_on_its_side(value: str, bound: str, goes_left: bool) -> bool:
+    def number(text: str) -> float:
+        return float(text.split()[0].replace(",", ""))
+
+    return number(value) <= number(bound) if goes_left else number(value) > number(bound)
 
 
 def condition_text(feature: Feature, threshold: float, goes_left: bool, ascii_only: bool = True) -> str:
@@ -290,6 +304,14 @@ class Tree:
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Tree) and self.to_dict() == other.to_dict()
 
+    def decides_as(self, other: Tree | None) -> bool:
+        """Whether ``other`` sends every input where this tree does: the same splits and leaves,
+        whatever the training statistics the two hold."""
+        def splits(tree: Tree) -> dict:
+            return {k: v for k, v in tree.to_dict().items() if k not in ("n_samples", "mean_regret")}
+
+        return isinstance(other, Tree) and splits(self) == splits(other)
+
     def __repr__(self) -> str:
         return f"Tree({len(self.left)} nodes, depth {self.depth}, labels {list(self.labels)})"
 
@@ -331,7 +353,10 @@ def _number(value: Any, what: str, none_ok: bool = False) -> float:
         return math.nan
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ModelError(f"{what} entries must be numbers, got {value!r}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an integer beyond any float: no tree is trained on such a bound
+        raise ModelError(f"{what} entries must be numbers a float holds, got one of {len(str(value))} digits") from None
 
 
 def _is_int(value: Any) -> bool:

@@ -1,4 +1,5 @@
 """SpMV profiling inputs: their cross-validation groups, and rewriting a table's groups."""
+import gzip
 import json
 import shutil
 
@@ -141,3 +142,18 @@ def test_recount_names_a_table_without_the_column(tmp_path, suitesparse_dir):
     structure = cases.structure_features([path], [suitesparse_dir])
     with pytest.raises(InputError, match="no shifted_row_frac column.*--gather"):
         cases.recount_shifted_rows([path], structure, "cmd")
+
+
+def test_a_matrix_listed_twice_is_refused_before_it_is_profiled_twice(tmp_path, suitesparse_dir):
+    """Profiled twice, the table was refused only when read, after the whole campaign."""
+    folder = tmp_path / "matrices"
+    folder.mkdir()
+    source = next(suitesparse_dir.rglob("*bcsstk01*.mtx.gz"))
+    shutil.copy(source, folder / "HB__bcsstk01.mtx.gz")
+    (folder / "HB__bcsstk01.mtx").write_bytes(gzip.decompress(source.read_bytes()))
+    with pytest.raises(InputError, match=r"listed more than once, e\.g\. \['HB/bcsstk01'\]"):
+        cases.spmv_cases([folder], device="cpu")
+    (folder / "HB__bcsstk01.mtx").unlink()
+    with pytest.raises(InputError, match="listed more than once"):
+        cases.spmv_cases([folder, folder], device="cpu")
+    assert len(cases.spmv_cases([folder], device="cpu")) == 1

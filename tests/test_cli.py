@@ -18,7 +18,9 @@ def test_every_subcommand_has_help(command, capsys):
 def test_train_on_the_shipped_table(tmp_path, capsys):
     out = tmp_path / "spmv.json"
     assert main(["train", str(DEFAULT_TABLE), "--out", str(out)]) == 0
-    printed = capsys.readouterr().out
+    printed, said = capsys.readouterr()
+    # dispatch finds models by name: this one it would never load on its own
+    assert "spmv.json: seer.dispatch finds spmv models" in said and "spmv-spmv.json" in said
     assert "Stage 1" in printed and "fraction of oracle" in printed and "real rows" in printed
     model = json.loads(out.read_text())
     assert model["device"]["name"] == "NVIDIA H100 80GB HBM3"
@@ -112,6 +114,20 @@ def test_explain_with_a_model_file_that_is_not_there_is_an_error(suitesparse_dir
     matrix = next(suitesparse_dir.glob("HB__bcsstk*.mtx.gz"))
     assert main(["explain", str(matrix), "--model", str(tmp_path / "none.json")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_explain_with_a_model_naming_variants_this_install_lacks_is_an_error(suitesparse_dir, tmp_path, capsys):
+    """It printed the hand rule's choice under the model's name, with a warning only."""
+    from seer.model import SelectorModel
+
+    from seer.dispatch import SHIPPED_MODELS
+
+    document = SelectorModel.load(SHIPPED_MODELS / "spmv-h100.json").to_dict()
+    renamed = json.loads(json.dumps(document).replace('"scalar_r128"', '"scalar_from_the_future"'))
+    SelectorModel.from_dict(renamed).save(tmp_path / "spmv-foreign.json")
+    matrix = next(suitesparse_dir.glob("HB__bcsstk*.mtx.gz"))
+    assert main(["explain", str(matrix), "--model", str(tmp_path / "spmv-foreign.json")]) == 2
+    assert "names variants this install lacks: ['scalar_from_the_future']" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("limit", ["0", "-1"])

@@ -221,6 +221,8 @@ MALFORMED = {
     "negative_size": (GOOD_HEADER + "-3 3 1\n1 1 1\n", "negative"),
     "integer_beyond_int64": ("%%MatrixMarket matrix coordinate integer general\n2 2 1\n1 1 99999999999999999999\n",
                              "Integer out of range"),
+    # Its CSR's row pointers would take 745 GiB: a raw MemoryError before, fatal to a campaign.
+    "impossible_sizes": (GOOD_HEADER + "100000000000 100000000000 1\n1 1 1\n", "memory"),
 }
 
 
@@ -318,6 +320,16 @@ def test_list_folder_without_manifest(tmp_path, suitesparse_dir):
     assert all(info.kind == "" and info.stats is None for info in infos.values())
     ordered = list_matrices(folder)
     assert [i.nnz for i in ordered] == sorted(i.nnz for i in ordered)
+
+
+def test_one_unreadable_file_is_left_out_of_a_folder_with_a_warning(tmp_path, suitesparse_dir):
+    """It stopped the listing of the whole folder, and every campaign over it."""
+    folder = tmp_path / "matrices"
+    folder.mkdir()
+    shutil.copy(real_path(suitesparse_dir, "HB/bcsstk01"), folder)
+    (folder / "Bad__broken.mtx.gz").write_bytes(b"plain text, not gzip")
+    with pytest.warns(SeerWarning, match=r"left out: .*Bad__broken\.mtx\.gz"):
+        assert [info.id for info in list_matrices(folder)] == ["HB/bcsstk01"]
 
 
 def _unzipped(path, folder):

@@ -1,6 +1,7 @@
 """seer.dispatch / seer.explain end to end on the CPU (Triton interpreter)."""
 import dataclasses
 import json
+import os
 import sys
 import threading
 import warnings
@@ -525,6 +526,32 @@ def test_models_trained_at_this_world_size_come_first(tmp_path, monkeypatch):
     cpu, entry = torch.device("cpu"), get_op("spmv")
     found = {size: resolve_model(entry, cpu, None, size)[1] for size in (2, 4, 8, None)}
     assert found == {2: "spmv-b.json", 4: "spmv-a.json", 8: "spmv-a.json", None: "spmv-a.json"}
+
+def test_two_models_of_this_gpu_in_one_folder_are_named_in_a_warning(tmp_path, monkeypatch):
+    """`seer train` on a campaign table writes spmv-<device>-first.json beside spmv-<device>.json, and
+    the first by name served in silence; a folder earlier in SEER_MODELS overriding one is not warned."""
+    import sys
+
+    from seer.registry import get_op
+
+    resolve_model = sys.modules["seer.dispatch"].resolve_model  # seer.dispatch is also the function
+    model = _model_by_calls({1: _split(_KNOWN, (SMALL, BIG), "nnz", 1e12, SMALL, BIG)})
+    (tmp_path / "mine").mkdir()
+    model.save(tmp_path / "mine" / "spmv-cpu.json")
+    model.save(tmp_path / "mine" / "spmv-cpu-first.json")
+    monkeypatch.setenv("SEER_MODELS", str(tmp_path / "mine"))
+    with pytest.warns(SeerWarning, match=r"2 spmv models in .*mine were measured on 'cpu': "
+                                         r"\['spmv-cpu-first\.json', 'spmv-cpu\.json'\]; using spmv-cpu-first\.json"):
+        assert resolve_model(get_op("spmv"), torch.device("cpu"))[1] == "spmv-cpu-first.json"
+    (tmp_path / "mine" / "spmv-cpu-first.json").unlink()
+    (tmp_path / "other").mkdir()
+    model.save(tmp_path / "other" / "spmv-cpu.json")
+    monkeypatch.setenv("SEER_MODELS", os.pathsep.join([str(tmp_path / "mine"), str(tmp_path / "other")]))
+    seer.clear_cache()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SeerWarning)
+        assert resolve_model(get_op("spmv"), torch.device("cpu"))[1] == "spmv-cpu.json"
+
 
 def test_a_found_model_naming_variants_this_install_lacks_is_skipped_for_the_next(tmp_path, monkeypatch):
     """One for a later seer in $SEER_MODELS does not send dispatch to the hand rule while another

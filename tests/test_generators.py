@@ -389,3 +389,12 @@ def test_derived_spec_needs_real_folder(suitesparse_dir):
     with pytest.raises(InputError, match="real_folder"):
         build(spec)
     assert build(spec, suitesparse_dir).nnz == spec.expected_nnz
+
+
+@pytest.mark.parametrize("seed", [-1, None, 1.5, True])
+def test_a_seed_that_names_no_one_matrix_is_refused(seed):
+    """-1 raised numpy's own error; None gave another matrix on every call."""
+    with pytest.raises(InputError, match="seed must be a whole number >= 0"):
+        banded(100, 2, seed=seed)
+    with pytest.raises(InputError, match="seed must be a whole number >= 0"):
+        synthetic_suite("small", seed=seed)

@@ -268,6 +268,20 @@ def test_numbers_json_cannot_carry_are_refused_as_corrupted(tmp_path, literal):
     assert str(path) in str(error.value)
 
 
+def test_numbers_python_cannot_read_or_hold_are_refused_as_corrupted(tmp_path):
+    """An integer of 5,000 digits is json's ValueError and, read, no float holds 10**400: both crashed
+    every dispatch (only ModelError falls back to the hand rule)."""
+    path = make_model().save(tmp_path / "m.json")
+    huge = "1" * 5000
+    path.write_text(path.read_text().replace('"schema"', f'"x": {huge}, "schema"', 1))
+    with pytest.raises(ModelError, match="holds a value no model has"):
+        SelectorModel.load(path)
+    document = make_model().to_dict()
+    document["stage1"]["1"]["threshold"][0] = 10 ** 400
+    with pytest.raises(ModelError, match="numbers a float holds"):
+        SelectorModel.from_dict(document)
+
+
 def test_non_finite_tree_numbers_are_refused_even_with_a_checksum():
     """A document whose checksum could not be written still fails on its trees' own checks."""
     for change, message in (
@@ -311,3 +325,14 @@ def test_check_for_an_op_is_what_load_checks():
     with pytest.raises(ModelError, match=r"known features \['zzz'\]"):
         foreign.check_for("toy")
     make_model(op="mystery", known=(*KNOWN_NAMES, "zzz")).check_for("mystery")  # no feature module: unchecked
+
+
+def test_trees_that_differ_in_their_statistics_alone_decide_alike():
+    """next_count compared whole trees: one whose leaves only counted other inputs scheduled a new
+    decision that could not change anything."""
+    tree = make_model().stage1_tree(1)
+    recounted = Tree.from_dict({**tree.to_dict(), "n_samples": [n + 1 for n in tree.n_samples]})
+    assert recounted != tree and recounted.decides_as(tree) and not tree.decides_as(None)
+    moved = tree.to_dict()
+    moved["threshold"] = [t if t is None else t * 2 for t in moved["threshold"]]
+    assert not Tree.from_dict(moved).decides_as(tree)

@@ -175,6 +175,48 @@ def test_relative_error_flags_nan():
     assert profiling.relative_error(torch.ones(3), ref) == 0.0
 
 
+def test_a_row_cut_short_is_dropped_and_profiled_again(tmp_path, suitesparse_dir, host_timer, few_variants):
+    """A run killed while appending left the row without its newline: read as done, and the next
+    row appended onto it, the table no longer parsed (found by a review)."""
+    out = tmp_path / "spmv-test.csv"
+    cases = _cases(suitesparse_dir, 3)
+    profiling.profile("spmv", cases, out, command="first", progress=False)
+    out.write_text(out.read_text()[:-40])
+    with pytest.warns(SeerWarning, match="last line has no end"):
+        profiling.profile("spmv", _cases(suitesparse_dir, 4), out, command="resumed", progress=False)
+    table = read_table(out)
+    assert sorted(table.ids) == sorted(c.id for c in _cases(suitesparse_dir, 4))
+
+
+def test_a_new_table_in_a_new_folder_and_metadata_that_is_no_object(tmp_path, suitesparse_dir, host_timer,
+                                                                    few_variants):
+    out = tmp_path / "new" / "folder" / "spmv-test.csv"
+    profiling.profile("spmv", _cases(suitesparse_dir, 1), out, command="first", progress=False)
+    assert len(pd.read_csv(out)) == 1
+    out.with_name("spmv-test.meta.json").write_text("null")
+    with pytest.raises(ProfileTableError, match="holds NoneType, not the table's metadata"):
+        profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="resumed", progress=False)
+
+
+def test_a_median_is_taken_over_at_least_twenty_runs(monkeypatch):
+    """do_bench fits as many runs as its span holds: a 1 ms kernel in 8.3 ms got a handful."""
+    import triton.testing
+
+    spans = []
+
+    def fake_do_bench(fn, warmup, rep, return_mode):
+        spans.append(rep)
+        return kernel_ms
+
+    monkeypatch.setattr(triton.testing, "do_bench", fake_do_bench)
+    monkeypatch.setattr(profiling, "l2_flush_ms", lambda: 0.1)
+    for kernel_ms, expected_spans in ((0.01, 1), (1.0, 2)):
+        spans.clear()
+        assert profiling.time_ms(lambda: None, rep_ms=25 / 3) == kernel_ms
+        assert len(spans) == expected_spans
+        assert spans[-1] / (kernel_ms + 0.1) >= profiling.MIN_RUNS
+
+
 def test_rank_shards_merge_into_one_table(tmp_path):
     """Under torchrun each rank writes <stem>.rank<r>.csv; rank 0 merges them, later rows winning."""
     out = tmp_path / "spmv-x.csv"

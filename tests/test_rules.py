@@ -151,7 +151,7 @@ def test_different_stage2_trees_per_call_count(trained):
 def test_generated_module_is_plain_python(trained):
     source = rules.to_python(trained[1])
     assert "import" not in source.split('"""', 2)[2]  # no imports: stands alone
-    assert "if f['nnz'] <= " in source and "# nnz <= 4,9" in source
+    assert "if float(f['nnz']) <= " in source and "# nnz <= 4,9" in source
 
 
 def test_rules_of_a_model_without_stage2():
@@ -177,3 +177,31 @@ def test_malformed_scores_in_a_model_still_print_its_rules(trained, scores):
     edited = replace(model, training={**model.training, "scores": scores})
     text = rules.to_text(edited)
     assert "held-out scores: unreadable in this model file" in text and "Stage 1" in text
+
+
+def test_generated_module_compares_float32_inputs_as_the_trees_do(trained):
+    """np.float32(0.96276593) rounds onto the float64 bound 0.9627659022808075 when the comparison
+    is made in float32: the generated module went left where the trees (in float64) go right."""
+    import dataclasses
+
+    _, model = trained
+    bound, value = 0.9627659022808075, np.float32(0.96276593)
+    assert float(value) > bound and not value > np.float32(bound)
+    split = Tree(("row_cv",), ("b", "c"), (0, -1, -1), (bound, None, None), (1, -1, -1), (2, -1, -1), (-1, 0, 1),
+                 (10, 5, 5), (0.0, 0.0, 0.0))
+    model = dataclasses.replace(model, stage2={1: split}, training={**model.training, "command": "seer train\nimport os"})
+    source = rules.to_python(model)
+    assert "\n# import os\n" in source  # a newline in the provenance stays inside the comment
+    namespace = {}
+    exec(compile(source, "generated_rules.py", "exec"), namespace)
+    assert namespace["STAGE2"][1]({"row_cv": value}) == split.predict([float(value)]) == "c"
+
+
+def test_an_explained_step_prints_its_value_on_its_side_of_the_bound():
+    """"mean row length = 8.65 nnz/row > 8.6515 nnz/row" read as a contradiction."""
+    from seer.features_base import Feature
+    from seer.tree import Step
+
+    feature = Feature("mean_row", "mean row length", unit="nnz/row")
+    assert Step("mean_row", 8.65154, False, 8.6516).describe(feature) == "mean row length = 8.652 nnz/row > 8.6515 nnz/row"
+    assert Step("mean_row", 8.65154, True, 8.2).describe(feature) == "mean row length = 8.2 nnz/row <= 8.6515 nnz/row"

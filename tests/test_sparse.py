@@ -95,3 +95,38 @@ def test_addresses_follow_arrays_that_move():
     with torch.inference_mode():
         inference.values.set_(inference.values.clone())  # no version to see it by: read every call
     assert inference.addresses() == (first[0], first[1], inference.values.data_ptr()) != first
+
+
+def _sorted_by_scipy(matrix):
+    matrix.sum_duplicates()  # scipy sorts each row's columns in place
+    return matrix
+
+
+def test_scipy_rewriting_its_arrays_in_place_changes_no_seer_matrix():
+    """as_csr(S) shared S's memory, and to_scipy() a matrix's index arrays: scipy's own in-place
+    sorting then rewrote the seer matrix behind its version counters (12 for 21, silently)."""
+    S = sp.csr_matrix((np.float32([1, 2, 5]), np.int32([1, 0, 1]), np.int32([0, 2, 3])), shape=(2, 2))
+    S.has_sorted_indices = False
+    made = as_csr(S)
+    _sorted_by_scipy(S)
+    assert made.indices.tolist() == [1, 0, 1]
+    A = as_csr((torch.tensor([0, 2, 3], dtype=torch.int32), torch.tensor([1, 0, 1], dtype=torch.int32),
+                torch.tensor([1.0, 2.0, 5.0]), (2, 2)))
+    _sorted_by_scipy(A.to_scipy())
+    assert A.indices.tolist() == [1, 0, 1]
+
+
+def test_scipy_inputs_of_other_layouts_are_read_or_refused_clearly():
+    indptr, indices, data = np.array([0, 2, 3], dtype=np.int64), np.int32([1, 0, 1]), np.float32([1, 2, 5])
+    mixed = sp.csr_matrix((data, indices, indptr), shape=(2, 2))
+    mixed.indptr = indptr  # scipy keeps int64 row pointers beside int32 columns
+    assert as_csr(mixed).indptr.dtype == as_csr(mixed).indices.dtype
+    swapped = sp.csr_matrix((data.astype(">f4"), indices.astype(">i4"), indptr.astype(">i4")), shape=(2, 2))
+    assert torch.equal(as_csr(swapped).values, torch.tensor([1.0, 2.0, 5.0]))
+    with pytest.raises(InputError, match=r"convert with A\.astype\(numpy\.float32\)"):
+        as_csr(sp.csr_matrix(data.astype(np.float64).reshape(1, 3)))
+    with pytest.raises(InputError, match="expected a 2-D sparse matrix, got a scipy array of shape"):
+        as_csr(sp.csr_array(np.float32([1, 0, 2])))
+    hybrid = torch.tensor([[[1.0, 2.0]], [[0.0, 0.0]]]).to_sparse_csr(dense_dim=1)
+    with pytest.raises(InputError, match="hybrid CSR is not supported"):
+        as_csr(hybrid)

@@ -246,3 +246,19 @@ def test_values_moved_off_their_alignment_are_refused(variant):
         seer.dispatch("spmv", (parts, x), variant=variant)
     seer.clear_cache()
     _check(seer.dispatch("spmv", (parts, x), variant=variant), m, x)
+
+
+@pytest.mark.parametrize("moved", ["values", "indices"])
+def test_a_made_matrix_whose_arrays_move_onto_strided_memory_is_refused(moved):
+    """set_ with a stride kept the cached decision (values) or passed the re-validation, which
+    numpy reads with its strides (indices), and the kernels read every other element as the next:
+    wrong sums, and past the array's end."""
+    m = _matrix()
+    A, x = as_csr(_parts(m)), torch.randn(m.shape[1])
+    _check(seer.dispatch("spmv", (A, x)), m, x)
+    array = getattr(A, moved)
+    spread = torch.zeros(2 * array.numel(), dtype=array.dtype)
+    spread[::2] = array
+    array.set_(spread.untyped_storage(), 0, array.shape, (2,))
+    with pytest.raises(InputError, match=f"CSR {moved} moved onto non-contiguous memory"):
+        seer.dispatch("spmv", (A, x))

@@ -152,6 +152,8 @@ def test_missing_file_and_bad_meta(tmp_path):
         ({"device": {"name": 7}}, r"the device's \"name\" must be a string, got 7"),
         ({"device": {"name": "X", "capability": 9}}, r"the device's \"capability\" must be \[major, minor\], got 9"),
         ({"features": {"known": ["rows", "rows"], "gathered": []}}, r"feature\(s\) \['rows'\] are listed more than once"),
+        # read as its letters, it was refused as "feature(s) ['n'] listed more than once"
+        ({"features": {"known": "nnz", "gathered": []}}, r"features\.known must be a list of column names, got 'nnz'"),
     ],
 )
 def test_metadata_fields_of_the_wrong_shape_are_refused_on_reading(tmp_path, change, message):
@@ -327,8 +329,13 @@ def _other_matrix(frame, meta):
     frame.loc[3, "nnz"] += 1
 
 
+def _other_dtype(frame, meta):
+    meta["dtype"] = "float16"
+
+
 @pytest.mark.parametrize("change, message", [(_other_gpu, "measured on 'Synthetic GPU', .* on 'Other GPU'"),
-                                             (_other_matrix, "has nnz = .* in campaign 2 .* not the same input")])
+                                             (_other_matrix, "has nnz = .* in campaign 2 .* not the same input"),
+                                             (_other_dtype, r"profiled in float32, .*b\.csv in float16")])
 def test_merge_refuses_campaigns_of_other_inputs_or_gpus(tmp_path, change, message):
     frame, meta = planted_frame(groups=4, per_group=2), planted_meta()
     a = write_table(frame, tmp_path / "a.csv", meta)
@@ -420,6 +427,15 @@ def test_merge_names_the_campaign_missing_a_column_its_rows_need(tmp_path, colum
     if column != "row_cv":  # a feature must agree on the rows campaigns share, so it cannot be missing there
         shared = _campaign(tmp_path, "c", _remeasured(frame).drop(columns=[column]))  # every row also in a: fine
         assert len(read_table(merge_tables([a, shared], tmp_path / "merged.csv"))) == 8
+
+
+def test_merge_names_the_campaign_that_never_timed_a_variant_its_rows_need(tmp_path):
+    """Its rows were dropped as failed in the merged table, which read back with fewer rows."""
+    frame = planted_frame(groups=4, per_group=2)
+    a = _campaign(tmp_path, "a", frame)
+    b = _campaign(tmp_path, "b", _remeasured(pd.concat([frame, frame.iloc[:1].assign(id="new")])).drop(columns=["time_ms:b"]))
+    with pytest.raises(ProfileTableError, match=r"b\.csv has no column 'time_ms:b', which .*a\.csv has, and its rows \['new'\]"):
+        merge_tables([a, b], tmp_path / "merged.csv")
 
 
 def test_retiring_a_variant_removes_its_columns_alone(tmp_path):
