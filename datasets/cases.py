@@ -110,7 +110,9 @@ def _cases_of(ids, tables: str, folders: list[Path], **options) -> dict:
     unknown = [i for i in ids if i not in cases]
     if unknown:
         raise InputError(f"{tables}: {len(unknown)} inputs are not among the cases of {[str(f) for f in folders]} "
-                         f"(first: {unknown[:3]}); point --matrices at the folder the table was profiled from")
+                         f"with the large suite of seed {options.get('seed', 0)} (first: {unknown[:3]}); point "
+                         "--matrices at the folder the table was profiled from (a table profiled with another "
+                         "--synthetic or --seed cannot be rebuilt here)")
     return {i: cases[i] for i in ids}
 
 

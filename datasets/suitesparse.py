@@ -29,9 +29,8 @@ SSSTATS_COLUMNS = (
 )
 _MANIFEST_COLUMNS = ("group", "name", "rows", "cols", "nnz_file", "kind", "file")
 # What scipy, gzip and tarfile raise on a damaged file; all become an InputError naming it.
-# (OverflowError: scipy's reader on an integer entry beyond int64; MemoryError: a size line of
-# impossible sizes, whose arrays cannot be allocated.)
-_PARSE_ERRORS = (ValueError, OverflowError, OSError, EOFError, MemoryError, tarfile.TarError)
+# (OverflowError: scipy's reader on an integer entry beyond int64.)
+_PARSE_ERRORS = (ValueError, OverflowError, OSError, EOFError, tarfile.TarError)
 
 
 class MatrixHeader(NamedTuple):

@@ -1196,17 +1196,22 @@ def _after_ranks_agree(run, pattern: str):
 def _check_ranks_agree(p, pattern: str, params: dict) -> None:
     if p.world_size == 1 or p.heap.group is None:  # a heap without a group has no collective to ask with
         return
-    unknown = sorted(set(params) - set(_PARAM_NAMES))
-    if unknown:  # a parameter the row below cannot carry would go unchecked
-        raise InputError(f"{p.op}: pattern {pattern!r} got parameters {unknown}, which no pattern declares in "
-                         f"_default_params ({list(_PARAM_NAMES)}); declare them there so that the ranks can agree on them")
+    # A parameter the row cannot carry would go unchecked: flagged in the row, so that every rank
+    # refuses (one rank raising alone would leave the others waiting in this all-gather).
+    undeclared = sorted(set(params) - set(_PARAM_NAMES))
     named = sorted(_PATTERN_DOCS)
     mine = torch.tensor([*p.a_shape, *p.b_shape, DTYPES.index(p.dtype), named.index(pattern),
-                         *(int(params.get(name, 0)) for name in _PARAM_NAMES)], dtype=torch.int64, device=p.device)
+                         *(int(params.get(name, 0)) for name in _PARAM_NAMES), int(bool(undeclared))],
+                        dtype=torch.int64, device=p.device)
     every = _all_gather(mine, p.heap.group).tolist()
+    flagged = [rank for rank, row in enumerate(every) if row[-1]]
+    if flagged:
+        raise InputError(f"{p.op}: pattern {pattern!r} got parameters that no pattern declares in _default_params "
+                         f"({list(_PARAM_NAMES)}) on rank(s) {flagged}" + (f": {undeclared} here" if undeclared else "")
+                         + "; declare them there so that the ranks can agree on them")
     if any(row != every[0] for row in every):
         calls = "; ".join(f"rank {rank}: {INPUTS[p.op][0]} {row[:2]}, {INPUTS[p.op][1]} {row[2:4]}, {DTYPES[row[4]]}, "
-                          f"{named[row[5]]}" + "".join(f" {name}={value}" for name, value in zip(_PARAM_NAMES, row[6:])
+                          f"{named[row[5]]}" + "".join(f" {name}={value}" for name, value in zip(_PARAM_NAMES, row[6:-1])
                                                       if value)
                           for rank, row in enumerate(every))
         raise InputError(f"{p.op}: the ranks called with different shapes, dtypes or patterns ({calls}); every rank "

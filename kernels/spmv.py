@@ -1348,8 +1348,8 @@ def _key(matrix, tracked: bool):
                  values.requires_grad and torch.is_grad_enabled()))
     if sparse.is_scipy_sparse(matrix):
         _warn_once("scipy", "a scipy sparse matrix is copied to a torch CSR matrix on every seer.dispatch call, so "
-                   "its decision is not cached either: convert it once and pass that, e.g. torch.sparse_csr_tensor("
-                   "A.indptr, A.indices, A.data, A.shape).to('cuda')")
+                   "its decision is not cached either: convert it once and pass that, e.g. B = A.tocsr().astype("
+                   "numpy.float32); torch.sparse_csr_tensor(B.indptr, B.indices, B.data, B.shape).to('cuda')")
     return None  # uncacheable (scipy input, or members that are no dense tensors): examined on every call
 
 

@@ -568,7 +568,10 @@ def _fallback(entry: Op, reason: str):
 
 def model_files(op: str) -> list[Path]:
     folders = [Path(p) for p in os.environ.get("SEER_MODELS", "").split(os.pathsep) if p] + [SHIPPED_MODELS]
-    return [path for folder in folders if folder.is_dir() for path in sorted(folder.glob(f"{op}-*.json"))]
+    found = {}  # resolved -> as found: a folder listed twice (or the shipped one in $SEER_MODELS) counts once
+    for path in (path for folder in folders if folder.is_dir() for path in sorted(folder.glob(f"{op}-*.json"))):
+        found.setdefault(path.resolve(), path)
+    return list(found.values())
 
 
 def device_identity(device: torch.device) -> tuple[str, tuple | None]:

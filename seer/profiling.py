@@ -11,7 +11,8 @@ rank 0 merges the shard tables.
 from __future__ import annotations
 
 import datetime as dt
-import functools
+import glob
+import io
 import json
 import os
 import platform
@@ -96,31 +97,21 @@ def write_result(folder: Path, stem: str, result: dict, markdown: str) -> None:
 
 
 # The fewest timed runs a median is taken over. do_bench times as many runs as fit in ``rep_ms``
-# after estimating one run (its L2 flush included): kernels of a millisecond got a handful.
+# by its estimate of one run (an L2 flush included): kernels of a third of a millisecond got fewer.
 MIN_RUNS = 20
 
 
 def time_ms(fn: Callable[[], object], *, warmup_ms: float = 5, rep_ms: float = 25, min_runs: int = MIN_RUNS) -> float:
     """Median device time of ``fn`` in ms over at least ``min_runs`` runs (CUDA events; L2 flushed
-    before each run): timed again over a longer span where ``rep_ms`` held fewer runs."""
+    before each run): timed again over a longer span while ``rep_ms`` held fewer runs."""
     import triton.testing
 
-    median = float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
-    needed_ms = 1.25 * min_runs * (median + l2_flush_ms())  # do_bench's own estimate may read a little low
-    if needed_ms > rep_ms:
-        median = float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=needed_ms, return_mode="median"))
-    return median
-
-
-@functools.cache
-def l2_flush_ms() -> float:
-    """What do_bench's L2 flush before each run (zeroing its buffer) costs, in ms, timed once per
-    process: do_bench's estimate of a run, which sets how many runs fit, includes it."""
-    import triton
-    import triton.testing
-
-    buffer = triton.runtime.driver.active.get_empty_cache_for_benchmark()
-    return float(triton.testing.do_bench(buffer.zero_, warmup=1, rep=5, return_mode="median"))
+    for _ in range(4):  # the span scaled by the shortfall: once more at most for a kernel that runs steadily
+        runs = triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="all")
+        if len(runs) >= min_runs:
+            return float(np.median(runs))
+        rep_ms *= 1.5 * min_runs / len(runs)
+    raise RuntimeError(f"do_bench timed {len(runs)} runs over {rep_ms:.0f} ms, under the {min_runs} asked for")
 
 
 def host_call_us(fn: Callable[[], object], calls: int = 200, warmup: int = 1) -> float:
@@ -320,17 +311,16 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
         # What else the table's metadata says (notes, how its groups were defined) stays with it.
         meta = {**earlier, "op": op_name, **environment(device), "dtype": dtype, "command": command,
                 "commands": [*earlier.get("commands", []), command], "world_size": world}
-        written = meta_path(out).with_suffix(".tmp")  # then renamed: other ranks may be reading it
-        written.write_text(json.dumps(meta, indent=2) + "\n")
-        os.replace(written, meta_path(out))
+        _replace_atomically(meta_path(out), (json.dumps(meta, indent=2) + "\n").encode())  # others may read it
 
     if rank == 0 and not earlier:  # a new table: said before its first row, so that a run killed
         out.parent.mkdir(parents=True, exist_ok=True)  # mid-way leaves rows whose GPU a resumed run
         write_meta({})                                 # can check
     shard = out if world == 1 else out.with_name(f"{out.stem}.rank{rank}{out.suffix}")
     _drop_cut_row(shard)
-    # Resuming: inputs already in the merged table or in this rank's shard of an interrupted run.
-    ids = {table: _ids(table) for table in {out, shard}}
+    # Resuming: inputs already in the merged table or in any shard an interrupted run left, at
+    # whatever world size it ran (rank 0 merges them all at the end).
+    ids = {table: _ids(table) for table in {out, shard, *_shards(out)}}
     done, rows_before = set().union(*ids.values()), len(ids[out])
     todo = [c for i, c in enumerate(cases) if i % world == rank and c.id not in done]
     started = time.monotonic()
@@ -350,8 +340,8 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
             _append_row(shard, row)
     if world > 1:
         torch.distributed.barrier()
-        if rank == 0:
-            _merge_shards(out, world)
+    if rank == 0 and _shards(out):
+        _merge_shards(out)
     # A run that added no row leaves the metadata alone: its date and commands say what was measured.
     if rank == 0 and len(_ids(out)) > rows_before:
         write_meta(earlier)
@@ -367,6 +357,10 @@ def _drop_cut_row(table: Path) -> None:
     if text.endswith(b"\n"):
         return
     kept = text[:text.rfind(b"\n") + 1]
+    if not kept:  # cut inside its header: no row, nothing to keep
+        warn(f"{table} holds no whole line (a run stopped while writing its header); removed, the table starts anew")
+        table.unlink()
+        return
     warn(f"{table}: its last line has no end (a run stopped while writing it); dropped, its input is profiled "
          f"again: {text[len(kept):][:80]!r}")
     _replace_atomically(table, kept)
@@ -379,8 +373,18 @@ def _replace_atomically(path: Path, data: bytes) -> None:
 
 
 def _ids(table: Path) -> list[str]:
-    """The ids of the table's rows, in order ([] while it does not exist)."""
-    return [str(i) for i in pd.read_csv(table, usecols=["id"])["id"]] if table.exists() else []
+    """The ids of the table's whole rows, in order ([] while it does not exist): a last line without
+    its end (a rank writing it now, or one killed while it did) is no row yet."""
+    if not table.exists():
+        return []
+    text = table.read_bytes()
+    whole = text[:text.rfind(b"\n") + 1]
+    return [str(i) for i in pd.read_csv(io.BytesIO(whole), usecols=["id"])["id"]] if whole.strip() else []
+
+
+def _shards(out: Path) -> list[Path]:
+    """The rank tables beside ``out`` (``<stem>.rank<r>.csv``), of this run or an interrupted one."""
+    return sorted(out.parent.glob(f"{glob.escape(out.stem)}.rank[0-9]*{out.suffix}"))
 
 
 def _resumed_meta(out: Path, env: dict, op_name: str, dtype: str) -> dict:
@@ -503,12 +507,16 @@ def _append_row(path: Path, row: dict) -> None:
         frame.to_csv(path, index=False)
 
 
-def _merge_shards(out: Path, world: int) -> None:
-    shards = [out.with_name(f"{out.stem}.rank{r}{out.suffix}") for r in range(world)]
+def _merge_shards(out: Path) -> None:
+    """Every rank table beside ``out`` merged into it (rank 0, once the ranks have stopped writing)."""
+    shards = _shards(out)
+    for s in shards:
+        _drop_cut_row(s)
     frames = [read_frame(out)] if out.exists() else []
-    frames += [read_frame(s) for s in shards if s.exists()]
-    merged = pd.concat(frames, ignore_index=True).drop_duplicates("id", keep="last")
-    _replace_atomically(out, merged.to_csv(index=False).encode())
+    frames += [read_frame(s) for s in shards if s.exists()]  # one cut inside its header is gone
+    if frames:
+        merged = pd.concat(frames, ignore_index=True).drop_duplicates("id", keep="last")
+        _replace_atomically(out, merged.to_csv(index=False).encode())
     for s in shards:
         s.unlink(missing_ok=True)
 

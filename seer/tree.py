@@ -38,14 +38,15 @@ class Step(NamedTuple):
 
     def describe(self, feature: Feature) -> str:
         """``"nnz = 12,000 > 10,240"`` in the feature's own words and units; the value printed with
-        as many more digits as it takes to read on its side of the printed bound."""
-        bound = feature.format_bound(self.threshold)
-        value = feature.format(self.value)
+        as many more digits as it takes to read on its side of the printed bound, and both exactly
+        where the value lies between the printed bound and the threshold itself."""
+        bound, value = feature.format_bound(self.threshold), feature.format(self.value)
         for digits in range(4, 18):
             if feature.integer or _reads_on_its_side(value, bound, self.goes_left):
-                break
-            value = f"{self.value:.{digits}g} {feature.unit}".rstrip()
-        return f"{feature.label} = {value} {_op(self.goes_left)} {bound}"
+                return f"{feature.label} = {value} {_op(self.goes_left)} {bound}"
+            value = f"{self.value:,.{digits}g} {feature.unit}".rstrip()
+        exact = f"{self.value!r} {feature.unit}".rstrip(), f"{self.threshold!r} {feature.unit}".rstrip()
+        return f"{feature.label} = {exact[0]} {_op(self.goes_left)} {exact[1]}"
 
 
 def _reads_on_its_side(value: str, bound: str, goes_left: bool) -> bool:
@@ -356,7 +357,7 @@ def _number(value: Any, what: str, none_ok: bool = False) -> float:
     try:
         return float(value)
     except OverflowError:  # an integer beyond any float: no tree is trained on such a bound
-        raise ModelError(f"{what} entries must be numbers a float holds, got one of {len(str(value))} digits") from None
+        raise ModelError(f"{what} entries must be numbers a float holds, got one of {int(value).bit_length()} bits") from None
 
 
 def _is_int(value: Any) -> bool:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from require_gpu import pytest_runtest_makereport  # noqa: F401 (a hook: GPU skips fail where SEER_REQUIRE_GPU=1)
 
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
@@ -25,21 +26,6 @@ def _suitesparse() -> Path:
 
 SUITESPARSE = _suitesparse()
 
-
-# Set by device runs (benchmarks/device_run.sh): there a GPU test that skips (no GPU seen, not under
-# torchrun, a capability or tool missing) fails instead, so that a misconfigured run cannot pass by
-# running nothing.
-REQUIRE_GPU = os.environ.get("SEER_REQUIRE_GPU") == "1"
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    report = outcome.get_result()
-    if REQUIRE_GPU and report.skipped and ("gpu" in item.keywords or "multigpu" in item.keywords):
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        report.outcome = "failed"
-        report.longrepr = f"SEER_REQUIRE_GPU=1, but this GPU test skipped: {reason}"
 
 
 def pytest_collection_modifyitems(config, items):

@@ -90,7 +90,7 @@ def test_regroup_refuses_inputs_it_cannot_place(tmp_path, suitesparse_dir):
     frame.loc[0, "id"] = "Elsewhere/unknown"
     frame.to_csv(path, index=False)
     before = path.read_bytes()
-    with pytest.raises(InputError, match="Elsewhere/unknown.*--matrices"):
+    with pytest.raises(InputError, match="large suite of seed 0 .*Elsewhere/unknown.*--matrices.*another --synthetic or --seed"):
         cases.regroup_spmv_table(path, [suitesparse_dir], "cmd")
     assert path.read_bytes() == before
 

@@ -1,5 +1,6 @@
 """GEMM op on the CPU: Triton kernels under the interpreter against float64, contract, features."""
 import math
+import re
 import warnings
 
 import numpy as np
@@ -137,17 +138,22 @@ def sums_16_bits_would_lose(m, n, k, dtype, device="cpu"):
     return a.to(device), b.to(dtype).to(device)
 
 
-def seers_candidates():
-    return [variant for name, variant in gemm.CANDIDATES.items() if name != "torch_matmul"]
+def seers_candidates(one_per_kernel: bool = False):
+    """seer's own GEMM candidates; ``one_per_kernel``: the first of each kernel (the name before its
+    tile, split count dropped), which is what the interpreter has time for (the GPU tests take all)."""
+    mine = [variant for name, variant in gemm.CANDIDATES.items() if name != "torch_matmul"]
+    if not one_per_kernel:
+        return mine
+    return list({re.sub(r"\d+", "", variant.name.rsplit("_", 2)[0]): variant for variant in reversed(mine)}.values())
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_every_candidate_keeps_its_running_sums_in_float32(dtype):
+def test_every_kernel_keeps_its_running_sums_in_float32(dtype):
     """The tolerances alone let a kernel accumulating in 16 bits pass on short K."""
     a, b = sums_16_bits_would_lose(16, 64, 8192, dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SeerWarning)  # TMA falls back here
-        for variant in seers_candidates():
+        for variant in seers_candidates(one_per_kernel=True):
             assert relative_error(run_poisoned(variant, a, b), a, b) < TOLERANCE[dtype], variant.name
 
 

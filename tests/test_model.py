@@ -327,6 +327,16 @@ def test_check_for_an_op_is_what_load_checks():
     make_model(op="mystery", known=(*KNOWN_NAMES, "zzz")).check_for("mystery")  # no feature module: unchecked
 
 
+def test_no_new_decision_is_scheduled_where_the_next_trees_differ_in_their_statistics_alone():
+    model = make_model()
+    recounted = {calls: Tree.from_dict({**tree.to_dict(), "n_samples": [n + calls for n in tree.n_samples]})
+                 for calls, tree in model.stage1.items()}
+    first = model.stage1_tree(1)
+    same_splits = {1: first, 100: Tree.from_dict({**first.to_dict(), "n_samples": [n + 1 for n in first.n_samples]})}
+    assert make_model(stage1=same_splits).next_count(1) is None
+    assert make_model(stage1=recounted).next_count(1) == 100  # make_model's trees for 100 calls split elsewhere
+
+
 def test_trees_that_differ_in_their_statistics_alone_decide_alike():
     """next_count compared whole trees: one whose leaves only counted other inputs scheduled a new
     decision that could not change anything."""

@@ -516,11 +516,16 @@ def test_ranks_that_run_one_pattern_with_different_parameters_are_refused():
         assert "chunks=2" in message and "chunks=4" in message
 
 
-def test_a_parameter_no_pattern_declares_is_refused_before_the_ranks_compare():
-    """The agreement sends the declared parameters only; an undeclared one would pass unchecked."""
-    for message in run_world(2, _one_pattern_with_parameters_differing_by_rank,
-                             [{"chunks": 2, "lanes": 1}, {"chunks": 2, "lanes": 2}]):
-        assert message is not None and "'lanes'" in message and "_default_params" in message
+@pytest.mark.parametrize("on_rank_1", [{"chunks": 2, "lanes": 2}, {"chunks": 2}])
+def test_a_parameter_no_pattern_declares_is_refused_on_every_rank(on_rank_1):
+    """The agreement sends the declared parameters only; an undeclared one would pass unchecked.
+    Given on one rank only, that rank alone raising would leave the other in the collective."""
+    messages = run_world(2, _one_pattern_with_parameters_differing_by_rank, [{"chunks": 2, "lanes": 1}, on_rank_1])
+    flagged = "[0, 1]" if "lanes" in on_rank_1 else "[0]"
+    for message in messages:
+        assert message is not None and "no pattern declares in _default_params" in message
+        assert f"on rank(s) {flagged}" in message
+    assert "['lanes'] here" in messages[0]
 
 
 def _scratch_in_growing_calls(heap):

@@ -205,3 +205,8 @@ def test_an_explained_step_prints_its_value_on_its_side_of_the_bound():
     feature = Feature("mean_row", "mean row length", unit="nnz/row")
     assert Step("mean_row", 8.65154, False, 8.6516).describe(feature) == "mean row length = 8.652 nnz/row > 8.6515 nnz/row"
     assert Step("mean_row", 8.65154, True, 8.2).describe(feature) == "mean row length = 8.2 nnz/row <= 8.6515 nnz/row"
+    # between the printed bound (72.9655, rounded down) and the threshold: no rounding of the value
+    # reads on its side of the printed bound, so both print exactly
+    assert Step("mean_row", 72.9655446429944, True, 72.96552707743234).describe(feature) == (
+        "mean row length = 72.96552707743234 nnz/row <= 72.9655446429944 nnz/row")
+    assert Step("nnz", 10240.5, False, 12000).describe(Feature("nnz", "nnz", integer=True)) == "nnz = 12,000 > 10,240"
