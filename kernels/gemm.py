@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
+from torch.autograd.graph import increment_version
 import triton
 import triton.language as tl
 
@@ -70,6 +72,10 @@ def matmul_tile(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_b
     k_end = tl.minimum(k_end, K)
     a_ptrs = a_ptr + offs_m[:, None] * stride_am + rows_k[None, :] * stride_ak
     b_ptrs = b_ptr + rows_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    # The steps in int64 too: BLOCK_K times a column-major A's or a long-rowed B's stride passes 2**31
+    # from a stride of 2**24 (BLOCK_K 128), and wrapped, the loads left the operands.
+    a_step = tl.full([], BLOCK_K, tl.int64) * stride_ak
+    b_step = tl.full([], BLOCK_K, tl.int64) * stride_bk
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k in range(k_start, k_end, BLOCK_K):
         in_k = (k + offs_k) < k_end
@@ -79,8 +85,8 @@ def matmul_tile(a_ptr, b_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_b
             a = a.to(tl.float32)
             b = b.to(tl.float32)
         acc = tl.dot(a, b, acc)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+        a_ptrs += a_step
+        b_ptrs += b_step
     return acc
 
 
@@ -290,6 +296,7 @@ def _output(problem: GemmProblem, out: torch.Tensor | None, a: torch.Tensor, b: 
     if out.requires_grad:  # as for a and b: no variant (torch.matmul's out= neither) writes it for autograd
         check_no_grad("gemm", out=out)
     check_out_apart(out, a=a, b=b)
+    increment_version(out)  # written in place by a kernel: autograd must see it, as torch's out= shows it
     return out
 
 
@@ -363,8 +370,15 @@ def _run_splitk_fixup(config, problem, a, b, c, splits, k_per_split, tiles) -> N
         *a.stride(), *b.stride(), *c.stride(), k_per_split, splits, **config.meta())
 
 
-_allocator_set = False
+# triton.set_allocator holds its allocator per thread (a context variable): set in each thread once.
+_allocator_in_thread = threading.local()
 _tma_fallbacks_told: set[str] = set()
+
+
+def _allocate_descriptors_in_this_thread() -> None:
+    if not getattr(_allocator_in_thread, "set", False):
+        triton.set_allocator(_tma_scratch)
+        _allocator_in_thread.set = True
 
 
 def _tma_scratch(size: int, alignment: int, stream):
@@ -386,7 +400,6 @@ def tma_usable(problem: GemmProblem) -> bool:
 
 
 def _run_tma(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
-    global _allocator_set
     # C's base and rows too (``out``'s; a new C is aligned): its descriptor stores there, and a
     # misaligned one faults the CUDA context. One row is contiguous whatever its stride says.
     aligned = all(t.data_ptr() % 16 == 0 for t in (a, b) + (() if out is None else (out,))) and (
@@ -400,9 +413,8 @@ def _run_tma(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.
     c = _output(problem, out, a, b)
     if _degenerate(problem, c):
         return c
-    if not _allocator_set and problem.device.type == "cuda":
-        triton.set_allocator(_tma_scratch)
-        _allocator_set = True
+    if problem.device.type == "cuda":  # a worker thread of a server too: "no allocator was set" there
+        _allocate_descriptors_in_this_thread()
     _gemm_tma_kernel[(config.grid_size(problem),)](
         a, b, c, problem.M, problem.N, problem.K, a.stride(0), b.stride(0), c.stride(0), **config.meta())
     return c

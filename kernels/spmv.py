@@ -31,6 +31,7 @@ from typing import Callable
 
 import numpy as np
 import torch
+from torch.autograd.graph import increment_version
 import triton
 import triton.language as tl
 
@@ -481,6 +482,7 @@ def _out_check(csr: CsrMatrix) -> Callable[[torch.Tensor, torch.Tensor], torch.T
         if (isinstance(out, torch.Tensor) and out.shape == shape and out.dtype == dtype and out.device == device
                 and out.layout is STRIDED and not out.requires_grad and not out.is_neg()):
             _check_apart(out, x, rows, cols, size, arrays)
+            increment_version(out)  # written in place: autograd must see it (a saved out would be stale)
             return out
         if not isinstance(out, torch.Tensor):
             raise InputError(f"out must be a torch.Tensor, got {type(out).__name__}")
@@ -495,6 +497,7 @@ def _out_check(csr: CsrMatrix) -> Callable[[torch.Tensor, torch.Tensor], torch.T
         check_not_negated("spmv", out=out)
         check_no_grad("spmv", out=out)  # here out requires grad: served under torch.no_grad() only
         _check_apart(out, x, rows, cols, size, arrays)
+        increment_version(out)
         return out
 
     return check

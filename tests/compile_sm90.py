@@ -1,4 +1,4 @@
-"""Compile every multi-GPU kernel, and the SpMV merge kernel, for Hopper (sm_90) without a GPU; run by
+"""Compile every multi-GPU kernel, the GEMM tile kernel and the SpMV merge kernel, for Hopper (sm_90) without a GPU; run by
 tests/test_compile_sm90.py.
 
 Run as a script, in a process without TRITON_INTERPRET (under the interpreter ``triton.jit`` makes
@@ -18,7 +18,7 @@ from triton.compiler import ASTSource
 
 sys.path.insert(0, str(Path(__file__).parent))
 import test_remote as remote_kernels  # noqa: E402
-from seer.kernels import overlap, spmv  # noqa: E402
+from seer.kernels import gemm, overlap, spmv  # noqa: E402
 
 HOPPER = GPUTarget("cuda", 90, 32)
 TILES = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}
@@ -67,6 +67,9 @@ def kernels():
     found += [(f"{k.fn.__name__} EPOCH_IN_MEMORY={m}", k, {"EPOCH_IN_MEMORY": m}, 1, False)
               for k in (overlap._notify_kernel, overlap._await_kernel) for m in (False, True)]
     found.append(("_advance_kernel", overlap._advance_kernel, {}, 1, False))
+    # The single-GPU GEMM's tile loop, as launched: Triton makes a stride of 1 a constant.
+    found += [(f"_gemm_kernel {label}", gemm._gemm_kernel, {**TILES, **strides}, 8, False)
+              for label, strides in (("", {}), ("unit strides", {"stride_ak": 1, "stride_bn": 1, "stride_cn": 1}))]
     return found
 
 

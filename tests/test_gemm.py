@@ -452,3 +452,53 @@ def test_an_out_that_is_no_dense_tensor_is_refused(out, message):
     a, b = operands(8, 16, 32, torch.float16)
     with pytest.raises(InputError, match=message):
         seer.dispatch("gemm", (a, b), out=out)
+
+
+@pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
+@pytest.mark.parametrize("name", ["tile_64x64x64_w4s4g8", "splitk2_64x64x64_w4s4g8", "splitk4fix_16x64x128_w4s4g1",
+                                  "tma_16x128x128_w4s4g1", "torch_matmul"])
+def test_an_out_that_autograd_saved_is_seen_written(name):
+    """Triton kernels write out without the version bump torch's in-place ops make: a backward that
+    had saved out used the new GEMM result as its gradient, silently (found by a review)."""
+    a, b = operands(8, 32, 40, torch.float16)
+    out = torch.rand(8, 32).to(torch.float16)
+    weight = torch.ones(8, 32, dtype=torch.float16, requires_grad=True)
+    saved = (weight * out).sum()  # autograd keeps out for weight's gradient
+    seer.dispatch("gemm", (a, b), out=out, variant=name)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        saved.backward()
+
+
+def test_tma_descriptors_get_an_allocator_in_every_thread_that_runs_them(monkeypatch):
+    """triton.set_allocator is per thread; one flag for the process left every thread but the first
+    with "no allocator was set" (found by a review on an H200)."""
+    import threading
+
+    calls = []
+    monkeypatch.setattr(gemm.triton, "set_allocator", lambda allocator: calls.append(threading.get_ident()))
+    monkeypatch.setattr(gemm, "_allocator_in_thread", threading.local())
+    for _ in range(2):
+        gemm._allocate_descriptors_in_this_thread()
+    worker = threading.Thread(target=gemm._allocate_descriptors_in_this_thread)
+    worker.start()
+    worker.join()
+    assert len(calls) == 2 and calls[0] == threading.get_ident() and calls[1] != calls[0]
+
+
+def check_k_step_past_2_to_31(device: str) -> None:
+    """A column-major A of 2**24 rows: BLOCK_K 128 times its column stride is 2**31, which the tile
+    loop's pointer step computed in int32 and wrapped, reading outside A (found by a review). Its
+    4 GiB of storage is allocated, not touched: only row 0 is read."""
+    stride, k = 1 << 24, 129
+    a = torch.empty(stride * (k - 1) + 1, dtype=torch.float16, device=device).as_strided((1, k), (1, stride))
+    a.fill_(1.0)
+    b = torch.ones(k, 16, dtype=torch.float16, device=device)
+    for variant in gemm.CANDIDATES.values():
+        if variant.name != "torch_matmul" and variant.params["block_k"] >= 128 and variant.params["kind"] != "tma":
+            c = variant.run(gemm.problem((a, b)), a, b)
+            assert torch.equal(c.cpu(), torch.full((1, 16), float(k), dtype=torch.float16)), variant.name
+
+
+def test_a_k_step_past_2_to_31_elements_stays_inside_the_operand():
+    """Under the interpreter the wrapped step crashed the process (a segmentation fault)."""
+    check_k_step_past_2_to_31("cpu")

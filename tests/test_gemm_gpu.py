@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from seer.kernels import gemm
-from test_gemm import TOLERANCE, seers_candidates, sums_16_bits_would_lose
+from test_gemm import TOLERANCE, check_k_step_past_2_to_31, seers_candidates, sums_16_bits_would_lose
 
 pytestmark = pytest.mark.gpu
 
@@ -114,3 +114,8 @@ def test_splitk_slices_past_2_to_the_31_elements_of_b(name):
     check_variant(gemm.CANDIDATES[name], a, b)
     del a, b
     torch.cuda.empty_cache()
+
+
+def test_a_k_step_past_2_to_31_elements_stays_inside_the_operand():
+    """On the GPU the wrapped step read an illegal address, which broke the CUDA context."""
+    check_k_step_past_2_to_31("cuda")

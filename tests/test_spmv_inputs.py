@@ -262,3 +262,16 @@ def test_a_made_matrix_whose_arrays_move_onto_strided_memory_is_refused(moved):
     array.set_(spread.untyped_storage(), 0, array.shape, (2,))
     with pytest.raises(InputError, match=f"CSR {moved} moved onto non-contiguous memory"):
         seer.dispatch("spmv", (A, x))
+
+
+@pytest.mark.parametrize("variant", ["scalar_r128", "merge_c512", "diagonal_major_r512", "torch_csr"])
+def test_an_out_that_autograd_saved_is_seen_written(variant):
+    """As torch's own out= does, so that a backward that saved out fails instead of using y."""
+    m = _matrix()
+    x, out = torch.randn(m.shape[1]), torch.rand(m.shape[0])
+    weight = torch.ones(m.shape[0], requires_grad=True)
+    saved = (weight * out).sum()
+    for _ in range(2):  # the first call, then the bound call
+        seer.dispatch("spmv", (as_csr(_parts(m)), x), out=out, variant=variant)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        saved.backward()
