@@ -119,3 +119,27 @@ def test_splitk_slices_past_2_to_the_31_elements_of_b(name):
 def test_a_k_step_past_2_to_31_elements_stays_inside_the_operand():
     """On the GPU the wrapped step read an illegal address, which broke the CUDA context."""
     check_k_step_past_2_to_31("cuda")
+
+
+def test_tma_runs_in_a_thread_after_another_thread_ran_it():
+    """Triton keeps its allocator per thread: set once per process, a second thread's TMA call
+    failed with "no allocator was set" (found by a review on an H200)."""
+    import threading
+
+    if torch.cuda.get_device_capability()[0] < 9:
+        pytest.skip("TMA needs compute capability 9 or newer")
+    a, b = operands(256, 512, 256, torch.float16)
+    variant = gemm.CANDIDATES["tma_16x128x128_w4s4g1"]
+    check_variant(variant, a, b)
+    failures = []
+
+    def in_a_worker():
+        try:
+            check_variant(variant, a, b)
+        except Exception as error:  # reported in the main thread
+            failures.append(error)
+
+    worker = threading.Thread(target=in_a_worker)
+    worker.start()
+    worker.join()
+    assert not failures, failures
