@@ -535,7 +535,7 @@ def cache_key(source):
     a, b = source
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
         return None
-    if a.layout != torch.strided or b.layout != torch.strided:
+    if a.layout != torch.strided or b.layout != torch.strided or a.is_nested or b.is_nested:
         return None  # no strides to key on: problem() refuses them
     return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device), ()
 
@@ -548,6 +548,10 @@ def problem(source) -> GemmProblem:
             raise InputError(f"gemm: {name} must be a torch.Tensor, got {type(t).__name__}")
         if t.layout != torch.strided:
             raise InputError(f"gemm: {name} is a {t.layout} tensor; seer's GEMM takes dense tensors (.to_dense())")
+        if t.is_nested:
+            raise InputError(f"gemm: {name} is a nested tensor; seer's GEMM takes dense 2-D tensors")
+        if t.is_meta:
+            raise InputError(f"gemm: {name} is a meta tensor, which holds no values for the kernels to read")
         if t.dim() != 2:
             raise InputError(f"gemm: {name} must be 2-D, got shape {tuple(t.shape)}")
         if t.dtype not in SUPPORTED_DTYPES:

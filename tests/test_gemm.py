@@ -502,3 +502,14 @@ def check_k_step_past_2_to_31(device: str) -> None:
 def test_a_k_step_past_2_to_31_elements_stays_inside_the_operand():
     """Under the interpreter the wrapped step crashed the process (a segmentation fault)."""
     check_k_step_past_2_to_31("cpu")
+
+
+def test_nested_and_meta_operands_are_refused_clearly():
+    """A nested tensor raised torch's own error from the cache key; a meta tensor under the
+    interpreter reached the kernels (found by a review)."""
+    a, b = operands(4, 8, 16, torch.float16)
+    nested = torch.nested.nested_tensor([a[0], a[1]])
+    with pytest.raises(InputError, match="a is a nested tensor"):
+        seer.dispatch("gemm", (nested, b))
+    with pytest.raises(InputError, match="b is a meta tensor"):
+        seer.dispatch("gemm", (a, b.to("meta")))
