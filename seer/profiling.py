@@ -356,7 +356,7 @@ def _drop_cut_row(table: Path) -> None:
     text = table.read_bytes()
     if text.endswith(b"\n"):
         return
-    kept = text[:text.rfind(b"\n") + 1]
+    kept = _whole_lines(text)
     if not kept:  # cut inside its header: no row, nothing to keep
         warn(f"{table} holds no whole line (a run stopped while writing its header); removed, the table starts anew")
         table.unlink()
@@ -377,9 +377,13 @@ def _ids(table: Path) -> list[str]:
     its end (a rank writing it now, or one killed while it did) is no row yet."""
     if not table.exists():
         return []
-    text = table.read_bytes()
-    whole = text[:text.rfind(b"\n") + 1]
+    whole = _whole_lines(table.read_bytes())
     return [str(i) for i in pd.read_csv(io.BytesIO(whole), usecols=["id"])["id"]] if whole.strip() else []
+
+
+def _whole_lines(text: bytes) -> bytes:
+    """``text`` up to and with its last newline: a table's rows less one still being written."""
+    return text[:text.rfind(b"\n") + 1]
 
 
 def _shards(out: Path) -> list[Path]:

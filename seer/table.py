@@ -350,8 +350,9 @@ def _check_distinct_campaigns(paths: Sequence[Path], digests: Sequence[str]) -> 
 
 def _check_columns_cover(paths: Sequence[Path], tables: Sequence[ProfileTable]) -> None:
     """A column that must be filled on every row (a gathered feature, ``gather_ms``, a variant's time
-    or preparation) but that only some campaigns have is left empty on the rows only the others measured: name the
-    campaign that lacks it, rather than let the merged table fail to read back naming none."""
+    or preparation) but that only some campaigns have is left empty on the rows only the others
+    measured: name the campaign that lacks it, rather than let the merged table fail to read back
+    naming none."""
     columns = dict.fromkeys(c for t in tables for c in t.frame.columns
                             if c in t.gathered_features or c == GATHER_MS or str(c).startswith((PREPARE, TIME)))
     for column in columns:

@@ -27,7 +27,6 @@ def _suitesparse() -> Path:
 SUITESPARSE = _suitesparse()
 
 
-
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
     skip_multi = pytest.mark.skip(reason="needs several CUDA GPUs")
