@@ -31,7 +31,7 @@ from torch.autograd.graph import increment_version
 import triton
 import triton.language as tl
 
-from seer.errors import InputError, check_no_grad, check_not_negated, check_out_apart, warn
+from seer.errors import InputError, check_no_grad, check_not_negated, check_out_apart, check_writable, warn
 from seer.launch import INTERPRETER_SMS, sm_count  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
 from seer.registry import Variant
 
@@ -295,6 +295,7 @@ def _output(problem: GemmProblem, out: torch.Tensor | None, a: torch.Tensor, b: 
     check_not_negated("gemm", out=out)
     if out.requires_grad:  # as for a and b: no variant (torch.matmul's out= neither) writes it for autograd
         check_no_grad("gemm", out=out)
+    check_writable("gemm", out)
     check_out_apart(out, a=a, b=b)
     increment_version(out)  # written in place by a kernel: autograd must see it, as torch's out= shows it
     return out

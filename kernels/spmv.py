@@ -36,7 +36,7 @@ import triton
 import triton.language as tl
 
 from seer import cusparse, sparse
-from seer.errors import InputError, check_no_grad, check_not_negated, overlap_error, warn
+from seer.errors import InputError, check_no_grad, check_not_negated, check_writable, overlap_error, warn
 from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, current_stream, sm_count,
                          specialisation, vector_operands)
 from seer.registry import Variant
@@ -480,7 +480,7 @@ def _out_check(csr: CsrMatrix) -> Callable[[torch.Tensor, torch.Tensor], torch.T
 
     def check(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         if (isinstance(out, torch.Tensor) and out.shape == shape and out.dtype == dtype and out.device == device
-                and out.layout is STRIDED and not out.requires_grad and not out.is_neg()):
+                and out.layout is STRIDED and not (out.requires_grad or out.is_neg() or out.is_inference())):
             _check_apart(out, x, rows, cols, size, arrays)
             increment_version(out)  # written in place: autograd must see it (a saved out would be stale)
             return out
@@ -496,6 +496,7 @@ def _out_check(csr: CsrMatrix) -> Callable[[torch.Tensor, torch.Tensor], torch.T
             raise InputError(f"out must be a dense tensor, got layout {out.layout}")
         check_not_negated("spmv", out=out)
         check_no_grad("spmv", out=out)  # here out requires grad: served under torch.no_grad() only
+        check_writable("spmv", out)
         _check_apart(out, x, rows, cols, size, arrays)
         increment_version(out)
         return out

@@ -76,6 +76,16 @@ def check_not_negated(op: str, **operands) -> None:
                              f"seer's kernels read memory directly: pass {name}.resolve_neg()")
 
 
+def check_writable(op: str, out) -> None:
+    """Raise an :class:`InputError` for an inference tensor as ``out`` outside inference mode, as torch's
+    own ``out=`` does: it keeps no version counter, so a tensor made from it outside inference mode
+    could not tell that it was written."""
+    if out.is_inference() and not torch.is_inference_mode_enabled():
+        raise InputError(f"{op}: out is an inference tensor (made under torch.inference_mode()), which torch lets "
+                         "nothing write outside inference mode; call under torch.inference_mode() or pass "
+                         "out.clone()")
+
+
 def check_no_grad(op: str, **operands) -> None:
     """Raise an :class:`InputError` if autograd is on and an operand requires grad: seer's kernels
     have no backward, so the result would come back cut off from the graph, its gradients silently

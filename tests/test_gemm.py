@@ -469,6 +469,22 @@ def test_an_out_that_autograd_saved_is_seen_written(name):
         saved.backward()
 
 
+@pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
+@pytest.mark.parametrize("name", ["tile_64x64x64_w4s4g8", "splitk4fix_16x64x128_w4s4g1", "tma_16x128x128_w4s4g1",
+                                  "torch_matmul"])
+def test_an_inference_out_is_written_only_in_inference_mode(name):
+    """As torch's out= refuses it (an inference tensor keeps no version); inside inference mode it is served."""
+    a, b = operands(8, 32, 40, torch.float16)
+    with torch.inference_mode():
+        out = torch.full((8, 32), float("nan"), dtype=torch.float16)
+    with pytest.raises(InputError, match="out is an inference tensor"):
+        seer.dispatch("gemm", (a, b), out=out, variant=name)
+    assert torch.isnan(out).all()
+    with torch.inference_mode():
+        assert seer.dispatch("gemm", (a, b), out=out, variant=name) is out
+    torch.testing.assert_close(out.float(), (a.double() @ b.double()).float(), rtol=1e-2, atol=1e-2)
+
+
 def test_tma_descriptors_get_an_allocator_in_every_thread_that_runs_them(monkeypatch):
     """triton.set_allocator is per thread; one flag for the process left every thread but the first
     with "no allocator was set" (found by a review on an H200)."""

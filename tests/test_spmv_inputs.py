@@ -275,3 +275,21 @@ def test_an_out_that_autograd_saved_is_seen_written(variant):
         seer.dispatch("spmv", (as_csr(_parts(m)), x), out=out, variant=variant)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         saved.backward()
+
+
+@pytest.mark.parametrize("variant", ["scalar_r128", "merge_c512", "diagonal_major_r512", "torch_csr"])
+def test_an_inference_out_is_written_only_in_inference_mode(variant):
+    """As torch's out= refuses it: an inference tensor keeps no version, so what was made from it
+    outside inference mode could not see the write. Inside inference mode it is served."""
+    m = _matrix()
+    x = torch.randn(m.shape[1])
+    with torch.inference_mode():
+        out = torch.full((m.shape[0],), float("nan"))
+    for _ in range(2):  # the first call, then the bound call
+        with pytest.raises(InputError, match="out is an inference tensor"):
+            seer.dispatch("spmv", (as_csr(_parts(m)), x), out=out, variant=variant)
+        assert torch.isnan(out).all()
+    with torch.inference_mode():
+        for _ in range(2):
+            assert seer.dispatch("spmv", (as_csr(_parts(m)), x), out=out, variant=variant) is out
+            _check(out, m, x)
