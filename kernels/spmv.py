@@ -1335,7 +1335,8 @@ def _key(matrix, tracked: bool):
         indptr, indices, values = matrix.indptr, matrix.indices, matrix.values
         # Contiguity too: values moved by set_ onto strided memory must reach _rechecked's refusal.
         return (id(matrix),), (indptr._version if tracked else None, indices._version if tracked else None,
-                               values.shape, values.is_contiguous(), values.requires_grad and torch.is_grad_enabled())
+                               values.shape, values.data_ptr(), values.is_contiguous(),
+                               values.requires_grad and torch.is_grad_enabled())
     if isinstance(matrix, (tuple, list)) and len(matrix) == 4 and all(_dense_tensor(t) for t in matrix[:3]):
         indptr, indices, values, shape = matrix
         if isinstance(values, torch.Tensor) and not values.is_contiguous():
@@ -1346,10 +1347,12 @@ def _key(matrix, tracked: bool):
             return None
         if not (type(shape) is tuple and len(shape) == 2 and type(shape[0]) is int and type(shape[1]) is int):
             shape = sparse.csr_shape(shape)  # by value: a tensor's hash is its id, a list has none
-        # Values written in place are served at a hit; their length is keyed (``resize_``).
+        # Values written in place are served at a hit; their length is keyed (``resize_``), and their
+        # address: module.half() or .to() converts a parameter through .data, which moves no version,
+        # and a plan compiled for the old dtype (or holding a copy of the old values) would read it.
         return ((id(indptr), id(indices), id(values), shape),
                 (indptr._version if tracked else None, indices._version if tracked else None, values.shape,
-                 values.requires_grad and torch.is_grad_enabled()))
+                 values.data_ptr(), values.requires_grad and torch.is_grad_enabled()))
     if sparse.is_scipy_sparse(matrix):
         _warn_once("scipy", "a scipy sparse matrix is copied to a torch CSR matrix on every seer.dispatch call, so "
                    "its decision is not cached either: convert it once and pass that, e.g. B = A.tocsr().astype("

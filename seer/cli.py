@@ -6,6 +6,7 @@ import importlib
 import os
 import shlex
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -92,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("explain", help="show which SpMV variant seer picks for a matrix file, and why")
     p.add_argument("matrix", type=Path, help=".mtx, .mtx.gz or SuiteSparse .tar.gz file")
     p.add_argument("--model", type=Path, default=None, help="model file (default: every shipped SpMV model)")
-    p.add_argument("--calls", type=int, default=1, help="how many calls on this matrix to plan for")
+    p.add_argument("--calls", type=_positive, default=1, help="how many calls on this matrix to plan for")
     p.set_defaults(run=_explain)
     return parser
 
@@ -144,6 +145,7 @@ def _train(args, command: str) -> int:
     exports = {".txt": rules.to_text, ".md": rules.to_markdown, ".py": rules.to_python}
     check_model_path(args.table, out, beside=tuple(exports))  # before training: it takes minutes
     _make_folder(out.parent, "--out's folder")
+    _check_writable(out)
     model, report = train_table(_relative(args.table), op=args.op, out=out, command=command)
     if not out.name.startswith(f"{model.op}-"):
         warn(f"{out.name}: seer.dispatch finds {model.op} models in models/ and $SEER_MODELS by their names, "
@@ -208,12 +210,16 @@ def _explain(args, command: str) -> int:
         if lacking:
             raise SeerError(f"model {args.model} names variants this install lacks: {lacking}; train it anew on a "
                             "table this seer profiled")
-    matrix = read_matrix(args.matrix).astype("float32")
-    x = torch.ones(matrix.shape[1])
+    matrix = read_matrix(args.matrix).astype("float32").tocsr()
+    # On this machine's GPU where it has one: the models say which GPU they were measured on.
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    A = torch.sparse_csr_tensor(torch.from_numpy(matrix.indptr), torch.from_numpy(matrix.indices),
+                                torch.from_numpy(matrix.data), matrix.shape).to(device)
+    x = torch.ones(matrix.shape[1], device=device)
     for path in [args.model] if args.model else model_files("spmv") or [None]:
         if path is not None:
             print(f"== {Path(path).name}")
-        print(seer.explain("spmv", (matrix, x), calls=args.calls, model=path))
+        print(seer.explain("spmv", (A, x), calls=args.calls, model=path))
     return 0
 
 
@@ -222,6 +228,17 @@ def _make_folder(path: Path, what: str) -> None:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise SeerError(f"cannot make {what} {path}: {error.strerror or error}") from None
+
+
+def _check_writable(out: Path) -> None:
+    """A SeerError now, not a traceback after minutes of training, where ``out`` cannot be written."""
+    if out.is_dir():
+        raise SeerError(f"--out {out} is a folder; name the model file, e.g. {out / 'spmv-mine.json'}")
+    try:
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.stem}-", suffix=".tmp"):
+            pass
+    except OSError as error:
+        raise SeerError(f"cannot write --out {out}: {error.strerror or error}") from None
 
 
 def _relative(path: Path) -> Path:

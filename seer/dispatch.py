@@ -15,7 +15,9 @@ preparation only repays over many calls is bound once it is likely to. The choic
 to a variant the trees for every larger count choose too: the trees are trained per count, and a
 variant that more calls would switch away from is not worth its preparation. Only where the op's
 feature module says it may pay (``redecides``: SpMV from a million nonzeros), and never inside
-CUDA graph capture (deciding may read the device back: the next call outside capture does).
+CUDA graph capture (deciding may read the device back: the next call outside capture does). A
+``calls`` hint larger than the count the cached choice was made for makes it again for the hint
+(the validated input and its features reused) and fixes it there.
 """
 from __future__ import annotations
 
@@ -142,7 +144,8 @@ _cache = DecisionCache()
 
 def clear_cache() -> None:
     """Forget every cached decision (releasing the inputs the cache kept alive) and every
-    resolved model, so that new files in ``$SEER_MODELS`` are seen and warnings repeat."""
+    resolved model, so that new files in ``$SEER_MODELS`` are seen and the models' warnings repeat
+    (the kernels' notices, such as a scipy input's, are given once a process)."""
     _cache.clear()
     _models.clear()
     _warned.clear()
@@ -165,9 +168,9 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
     ``out`` receives the result (SpMV, GEMM), sparing an allocation per call: checked for shape,
     dtype and device, and refused where it overlaps an operand in memory. ``calls`` hints how many
     times (a whole number, 1 or more) the same input will be used (repeated calls reuse the cached
-    decision; the hint tells stage 1 whether gathering more features will pay and, given on an
-    input's first call, fixes its choice: without it, the choice is made again as calls add up, see
-    the module doc).
+    decision; the hint tells stage 1 whether gathering more features will pay and fixes the
+    choice: without it, the choice is made again as calls add up, see the module doc; a hint of more
+    calls than the cached choice was made for makes it again, for the hint, once).
     ``model`` is a path or a loaded model, overriding the shipped one; ``variant`` forces a
     variant by name. Extra keyword arguments go to the op (e.g. ``group=`` for multi-GPU ops).
     """
@@ -181,13 +184,17 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
     source, operands = entry.kernels.split(inputs, **op_kwargs)
     if out is not None and not _takes_out(entry):
         raise InputError(f"{op} does not take out=: its result is allocated by the op")
+    # Checked before anything runs: an uncacheable input's first call may write out.
+    token = model if model is None else _model_token(model)
     # The cached path runs on every call after the first: keep it short (benchmarks/host_path.py).
     key = entry.kernels.cache_key(source)
     if key is not None:
-        key = (op, key, model if model is None else _model_token(model), variant)
+        key = (op, key, token, variant)
         decision = _cache.get(key)
         if decision is not None:
-            if decision.recheck_at is not None:
+            if calls is not None and calls > decision.calls and variant is None:
+                decision = _hinted(entry, key, decision, operands, calls, model)
+            elif decision.recheck_at is not None:
                 decision = _counted(entry, key, decision, operands, model)
             return decision.call(*operands) if out is None else decision.call(*operands, out=out)
     with _on_device_of(operands):
@@ -277,6 +284,9 @@ def _counted(entry: Op, key, decision: Decision, operands, model) -> Decision:
         if decision.served < decision.recheck_at:
             return decision
         selector, _ = resolve_model(entry, _device_of(decision.problem), model, decision.features.get("world_size"))
+        if selector is None:  # the model became unusable since (its file rewritten or gone): keep serving
+            decision.recheck_at = None
+            return decision
         later = selector.next_count(decision.recheck_at)  # the same whether the choice changes or not
         with _on_device_of(operands):
             fresh = _settled_choice(entry, decision, operands, model, selector.call_counts)
@@ -292,6 +302,27 @@ def _counted(entry: Op, key, decision: Decision, operands, model) -> Decision:
                 decision.recheck_at = later
                 return decision
         fresh.served, fresh.recheck_at, decision.recheck_at = decision.served, later, None
+        _cache.put(key, fresh)
+    return fresh
+
+
+def _hinted(entry: Op, key, decision: Decision, operands, calls: int, model) -> Decision:
+    """The decision for an input cached for fewer calls than ``calls`` now hints: made again for the
+    hint (on the validated problem and the features at hand), bound if its variant changed, and
+    cached with the hint's count; a hint fixes the choice, so no later recheck."""
+    if _capturing():  # deciding may gather features, a read-back capture forbids
+        return decision
+    with _recheck_lock, _on_device_of(operands):
+        if decision.calls >= calls:  # another thread decided for the hint meanwhile
+            return _cache.get(key) or decision
+        fresh = _decide(entry, decision.source, operands, calls=calls, model=model, variant=None,
+                        problem=decision.problem, gathered=_gathered(entry, decision.features))
+        if fresh.variant == decision.variant:
+            decision.calls, decision.recheck_at = calls, None
+            return decision
+        fresh.stage += f", decided again for calls={calls:,}"
+        _bound(entry, fresh)
+        fresh.served, fresh.recheck_at = decision.served, None
         _cache.put(key, fresh)
     return fresh
 

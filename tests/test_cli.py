@@ -162,3 +162,43 @@ def test_retiring_from_several_tables_checks_them_all_before_rewriting_any(tmp_p
         table_main(["retire", str(table), str(tmp_path / "none.csv"), "--variant", "a"])
     assert exit_.value.code == 2 and "none.csv does not exist" in capsys.readouterr().err
     assert table.read_bytes() == before
+
+
+@pytest.mark.usefixtures("toy_op")
+def test_train_refuses_an_out_it_cannot_write_before_training(tmp_path, capsys, monkeypatch):
+    """A folder named like a model, or a folder that takes no files, had raised a traceback after
+    the training (minutes on the SpMV table; found by a review)."""
+    import seer.train
+
+    table = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    monkeypatch.setattr(seer.train, "train_table", lambda *a, **k: pytest.fail("trained before the check"))
+    (tmp_path / "toy-m.json").mkdir()
+    assert main(["train", str(table), "--out", str(tmp_path / "toy-m.json")]) == 2
+    assert "is a folder; name the model file" in capsys.readouterr().err
+    monkeypatch.setattr("tempfile.NamedTemporaryFile", lambda **k: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
+    assert main(["train", str(table), "--out", str(tmp_path / "toy-n.json")]) == 2
+    error = capsys.readouterr().err
+    assert "cannot write --out" in error and "Permission denied" in error
+
+
+def test_explain_takes_a_whole_number_of_calls(suitesparse_dir, capsys):
+    matrix = next(suitesparse_dir.glob("HB__bcsstk*.mtx.gz"))
+    with pytest.raises(SystemExit) as exit_:
+        main(["explain", str(matrix), "--calls", "0"])
+    printed = capsys.readouterr()
+    assert exit_.value.code == 2 and "must be a whole number of 1 or more" in printed.err and "==" not in printed.out
+
+
+@pytest.mark.gpu
+def test_explain_runs_on_this_gpu(suitesparse_dir, capsys):
+    """On a GPU host the matrix is explained on the GPU, so the model measured on it serves without
+    a warning (the CLI had built CPU tensors, and every model was 'measured on ..., running on cpu')."""
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    matrix = next(suitesparse_dir.glob("HB__bcsstk*.mtx.gz"))
+    assert main(["explain", str(matrix)]) == 0
+    printed = capsys.readouterr()
+    assert "running on 'cpu'" not in printed.err and "features:" in printed.out
+    assert f"measured on {torch.cuda.get_device_name()!r}" not in printed.err  # its own model: no warning

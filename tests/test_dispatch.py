@@ -621,6 +621,47 @@ def test_the_choice_is_made_again_as_calls_add_up(monkeypatch, binds):
     assert found == [(SMALL, 1)]
 
 
+def test_a_larger_hint_on_a_cached_input_decides_again_for_it(monkeypatch, binds):
+    """README's example: a first call without a hint, then ``calls=1000`` on the same matrix. The
+    hint had been read only on a first call, so the 1-call choice served on (found by a review)."""
+    found, calls = binds
+    small, big = _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
+    model = _model_by_calls({1: small, 1000: big})
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 10**9)  # no recheck as calls add up
+    m = _matrix(60, 50, 0.1, 8)
+    x = torch.randn(50)
+    parts = _parts(m)
+    calls[0] = 1
+    _check(seer.dispatch("spmv", (parts, x), model=model), m, x)
+    for calls[0] in range(2, 5):
+        out = torch.full((60,), float("nan"))
+        seer.dispatch("spmv", (parts, x), model=model, calls=1000 if calls[0] < 4 else 10, out=out)
+        _check(out, m, x)
+    assert found == [(SMALL, 1), (BIG, 2)]  # bound once for the hint; a smaller hint after keeps it
+    [decision] = sys.modules["seer.dispatch"]._cache._entries.values()
+    assert decision.variant == BIG and decision.stage.endswith("decided again for calls=1,000")
+
+
+def test_a_model_gone_before_its_recheck_leaves_the_choice_serving(monkeypatch, binds, tmp_path):
+    """The recheck looks the model up again; a file rewritten meanwhile (or gone) resolves to the
+    hand rule, and the call raised AttributeError from a cached input (found by a review)."""
+    found, calls = binds
+    small, big = _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
+    path = _model_by_calls({1: small, 10: big, 1000: big}).save(tmp_path / "spmv-gone.json")
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
+    m = _matrix(60, 50, 0.1, 9)
+    x = torch.randn(50)
+    parts = _parts(m)
+    for calls[0] in range(1, 12):
+        if calls[0] == 5:
+            path.write_text("{ not a model")
+            sys.modules["seer.dispatch"]._models.clear()  # as when its entry left the bounded cache
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SeerWarning)  # the unusable file is warned of
+            _check(seer.dispatch("spmv", (parts, x), model=path), m, x)
+    assert found == [(SMALL, 1)]
+
+
 @pytest.mark.parametrize("by_calls, switched_at", [
     ((SMALL, BIG, BIG), 2),
     ((SMALL, BIG, SMALL, BIG), 4),  # at calls 2 and 3 the trees for more calls disagree: kept

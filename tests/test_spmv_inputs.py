@@ -207,6 +207,16 @@ def test_a_refused_first_call_leaves_out_as_it_was():
     assert torch.equal(out, torch.full((shape[0],), -7.0))
 
 
+def test_a_bad_model_is_refused_before_out_is_written():
+    """An uncacheable input (scipy) had its first call's validating product written to out before
+    the model= argument was looked at (found by a review)."""
+    m = _matrix()
+    out = torch.full((m.shape[0],), -7.0)
+    with pytest.raises(InputError, match="model must be a path"):
+        seer.dispatch("spmv", (m, torch.randn(m.shape[1])), out=out, model=123)
+    assert torch.equal(out, torch.full((m.shape[0],), -7.0))
+
+
 @pytest.mark.parametrize("member, bad, message", [
     (2, [1.0] * 5, "CSR values must be a torch.Tensor, got list"),
     (1, np.zeros(5, dtype=np.int32), "CSR indices must be a torch.Tensor, got ndarray"),
@@ -232,20 +242,42 @@ def test_a_shape_of_booleans_or_tensors():
 
 
 @pytest.mark.parametrize("variant", ["scalar_r128", "offsets_i16", "merge_c512_hot64k", "adaptive", "diagonal_major_r512"])
-def test_values_moved_off_their_alignment_are_refused(variant):
-    """Values written in place keep the decision, whose kernel was compiled for values 16 bytes
-    aligned; moved by set_ to an address that is not, the launch would fault on a GPU."""
+def test_values_moved_are_examined_again(variant):
+    """Values written in place keep the decision; moved (set_, here 4 bytes past an aligned start,
+    where a kernel compiled for 16-byte aligned values would fault on a GPU) they get a new one:
+    their address is keyed. The move here keeps the values, so y stays A x."""
     m = _matrix()
     parts, x = _parts(m), torch.randn(m.shape[1])
     for _ in range(2):  # the plan, then its bound call
         _check(seer.dispatch("spmv", (parts, x), variant=variant), m, x)
     moved = torch.empty(parts[2].numel() + 1)
     moved[1:] = parts[2]
-    parts[2].set_(moved.untyped_storage(), 1, parts[2].shape)  # 4 bytes past an aligned start
-    with pytest.raises(InputError, match="not 16-byte aligned"):
-        seer.dispatch("spmv", (parts, x), variant=variant)
-    seer.clear_cache()
+    parts[2].set_(moved.untyped_storage(), 1, parts[2].shape)
+    misses = seer.cache_info()["misses"]
     _check(seer.dispatch("spmv", (parts, x), variant=variant), m, x)
+    assert seer.cache_info()["misses"] == misses + 1
+
+
+@pytest.mark.parametrize("variant", [None, "scalar_r128", "merge_c512", "diagonal_major_r512", "torch_csr"])
+def test_values_converted_through_data_are_examined_again(variant):
+    """module.half() converts a parameter through .data: the same tensor object, the same version,
+    another dtype and storage. The cached plan had been compiled for float32 values (on a GPU it
+    would read float16 memory as float32) and refused the float16 x the matrix now takes (found by
+    a review)."""
+    m = _matrix()
+    indptr, indices, values, shape = _parts(m)
+    module = torch.nn.Module()
+    module.values = torch.nn.Parameter(values, requires_grad=False)
+    x = torch.randn(m.shape[1])
+    for _ in range(2):
+        _check(seer.dispatch("spmv", ((indptr, indices, module.values, shape), x), variant=variant), m, x)
+    module.half()
+    y = seer.dispatch("spmv", ((indptr, indices, module.values, shape), x.half()), variant=variant)
+    assert y.dtype == torch.float16
+    halved = m.copy()
+    halved.data = halved.data.astype(np.float16).astype(np.float64)
+    reference = halved @ x.half().double().numpy()
+    assert np.abs(y.double().numpy() - reference).max() <= 2e-2 * np.abs(reference).max()
 
 
 @pytest.mark.parametrize("moved", ["values", "indices"])
