@@ -13,6 +13,8 @@ Triton remote stores from every SM, 337 GB/s. Override them with :func:`set_mach
 """
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from dataclasses import dataclass
 
@@ -48,13 +50,17 @@ GATHERED: tuple[Feature, ...] = ()
 
 
 def set_machine(gemm_tflops: float | None = None, link_gbps: float | None = None) -> Machine:
-    """Replace machine constants (every rank alike); ``set_machine()`` goes back to the defaults."""
+    """Replace machine constants (every rank alike; None keeps one as it is); ``set_machine()`` goes back
+    to the defaults. Each must be a positive, finite number: a zero, negative or NaN rate makes every
+    ratio meaningless, and every choice with it."""
     global _override
     if gemm_tflops is None and link_gbps is None:
         _override = None
     else:
         current = machine()
-        _override = Machine(gemm_tflops or current.gemm_tflops, link_gbps or current.link_gbps)
+        gemm = current.gemm_tflops if gemm_tflops is None else _rate("set_machine's gemm_tflops", gemm_tflops)
+        link = current.link_gbps if link_gbps is None else _rate("set_machine's link_gbps", link_gbps)
+        _override = Machine(gemm, link)
     return machine()
 
 
@@ -74,9 +80,14 @@ def _env_rate(name: str, default: float) -> float:
         rate = float(text)
     except ValueError:
         rate = 0.0
-    if not rate > 0:
-        raise InputError(f"${name} must be a positive number, got {text!r}")
-    return rate
+    return _rate(f"${name}", rate, text)
+
+
+def _rate(name: str, value, given=None) -> float:
+    """``value`` as a float, if a positive, finite number; else an InputError naming ``name`` and ``given``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 < value < math.inf:
+        raise InputError(f"{name} must be a positive number (and finite), got {value if given is None else given!r}")
+    return float(value)
 
 
 def traffic(problem) -> tuple[int, int]:

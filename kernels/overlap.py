@@ -45,6 +45,9 @@ the stream that needs the chunk polls it across the link (bounded, like every wa
 one passes one barrier too, staging its shard in two heap buffers by turns. ``pipelined_graph``
 passes none: each rank announces that it has read the last call's partials, and a peer waits for
 that just before pushing into them. Flags carry a per-call epoch, so they never need resetting.
+Inside CUDA graph capture only the patterns without per-call host state run (:data:`CAPTURABLE`:
+``bulk_torch``, ``bulk_triton``, ``fused_sequential``), on a call shape run once before, with
+``heap.check_waits`` off; their graphs replay the heap's buffers, so they hold until ``free_all``.
 
 Dispatch: ``seer.dispatch(op, inputs, heap=...)`` with a :class:`seer.symmetric_heap.Heap` (real
 or simulated), or ``group=`` a NCCL process group whose heap is made on first use; neither means
@@ -397,13 +400,25 @@ def split(op: str, inputs, *, heap: Heap | None = None, group=None):
     if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
         raise InputError(f"{op} takes inputs ({', '.join(names)}): two matrices")
     for name, tensor in zip(names, inputs):
-        if not isinstance(tensor, torch.Tensor) or tensor.dim() != 2:
+        _check_dense(op, name, tensor)
+        if tensor.dim() != 2:
             raise InputError(f"{op}: {name} must be a 2-D torch.Tensor, got {_describe(tensor)}")
     if heap is not None and not isinstance(heap, Heap):
         raise InputError(f"{op}: heap must be a seer.symmetric_heap.Heap, got {type(heap).__name__}")
     _check_group(op, group, heap)
     a, b = inputs
     return OverlapSpec(op, tuple(a.shape), tuple(b.shape), a.dtype, a.device, heap, group), (a, b)
+
+
+def _check_dense(op: str, name: str, tensor) -> None:
+    """``tensor`` is a dense (strided) torch.Tensor: the patterns copy the inputs into the heap and hand
+    their pointers and strides to the kernels, which a sparse layout has not (a nested one has no shape)."""
+    if not isinstance(tensor, torch.Tensor):
+        raise InputError(f"{op}: {name} must be a 2-D torch.Tensor, got {type(tensor).__name__}")
+    if tensor.is_nested:
+        raise InputError(f"{op}: {name} is a nested tensor; {op} takes dense 2-D tensors")
+    if tensor.layout != torch.strided:
+        raise InputError(f"{op}: {name} is a {tensor.layout} tensor; {op} takes dense tensors ({name}.to_dense())")
 
 
 def _check_group(op: str, group, heap: Heap | None) -> None:
@@ -444,6 +459,27 @@ def check_operands(p: OverlapProblem, operands) -> None:
     named = dict(zip(INPUTS[p.op], operands))
     check_not_negated(p.op, **named)
     check_no_grad(p.op, **named)
+
+
+def validate(spec: OverlapSpec, operands) -> OverlapProblem:
+    """:func:`problem` with the operands checked, for a call that is about to run. A rank that refuses
+    the call still joins the ranks' agreement (:func:`_check_ranks_agree`), flagged, so that every
+    rank raises naming its reason, instead of its peers waiting there for it until the collective's
+    timeout. Not for ``explain``, which must start no collective."""
+    heap = spec.heap if spec.heap is not None else heap_for_group(spec.group)
+    try:
+        p = problem(spec)
+        check_operands(p, operands)
+    except InputError as refusal:
+        if heap.world_size > 1 and heap.group is not None:
+            _gather_agreement(heap, spec.op, spec.a_shape, spec.b_shape, _REFUSED_ROW, str(refusal))  # raises
+        raise
+    return p
+
+
+def first_call(spec: OverlapSpec, operands, out=None) -> tuple[OverlapProblem, None]:
+    """The registry's first-call hook: :func:`validate`; the chosen pattern computes the result."""
+    return validate(spec, operands), None
 
 
 def reference(p: OverlapProblem, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -545,22 +581,33 @@ def _advance(counter: torch.Tensor) -> torch.Tensor:
     return counter
 
 
-MAX_PLANS = 32  # graphed call shapes kept per heap (one per op, shape and weight), least recently used dropped
-
-
 def _plan(p: OverlapProblem, key: tuple, make):
     """The plan (CUDA graphs and the views around them) of call shape ``key``: ``make()``'s, kept on the heap
-    and made again once the heap's scratch buffers have moved, since graphs replay the addresses they captured."""
+    (``heap.max_plans`` of them, least recently used dropped) and made again once the heap's scratch buffers
+    have moved, since graphs replay the addresses they captured."""
     heap = p.heap
     entry = heap.graphs.get(key)
     if entry is None or entry[0] != heap.scratch_version:
         plan = make()
         entry = heap.graphs[key] = (heap.scratch_version, plan)  # after make(): it may allocate scratch
-        if len(heap.graphs) > MAX_PLANS:
+        if len(heap.graphs) > heap.max_plans:
             heap.graphs.popitem(last=False)
+            _warn_once(f"{p.op}: more call shapes and weights than heap.max_plans ({heap.max_plans}) were graphed "
+                       f"on one heap, so the least recently used plan was dropped and is captured again when next "
+                       f"called (on a GPU a capture instead of a replay; with more weights than that used in turns, on "
+                       f"every call); raise heap.max_plans to keep them all (each holds a CUDA graph's memory)")
     else:
         heap.graphs.move_to_end(key)
     return entry[1]
+
+
+_warned: set = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warn(message)
 
 
 class _GraphedCall:
@@ -577,7 +624,7 @@ class _GraphedCall:
     def __init__(self, body, a: torch.Tensor):
         self._body, self._staged, self.graph = body, None, None
         if a.device.type == "cuda":
-            self._staged = torch.empty_like(a)
+            self._staged = torch.empty(a.shape, dtype=a.dtype, device=a.device)  # any layout of a copies in
             self.graph = _capture(body, self._staged)
 
     def __call__(self, a: torch.Tensor) -> None:
@@ -1090,8 +1137,9 @@ def _rs_pipelined_graph(p, a_part, b_part):
 
 
 def _graph_key(pattern: str, a: torch.Tensor, b: torch.Tensor) -> tuple:
-    """A graphed call shape: the input's layout (it is staged) and the weight itself (the graph reads it in place)."""
-    return pattern, tuple(a.shape), a.stride(), a.dtype, b.data_ptr(), tuple(b.shape), b.stride(), b.dtype
+    """A graphed call shape: the input's shape (it is staged, so its strides do not matter) and the weight
+    itself (the graph reads it in place). Rank-local: a rank may pass its weight as another tensor."""
+    return pattern, tuple(a.shape), a.dtype, b.data_ptr(), tuple(b.shape), b.stride(), b.dtype
 
 
 class _RsGraphPlan:
@@ -1100,17 +1148,21 @@ class _RsGraphPlan:
     No barrier per call: a rank announces at the start of each replay that it has finished reading the last
     call's partials (``ready``), and a peer waits for that only before pushing into them, on the side stream,
     while its GEMM of the next peer's rows runs. Every other pattern starts with a barrier, so whatever ran
-    before is covered too. One barrier when the plan is made (every rank makes it in the same call): a rank's
-    flags are zeroed, and its epochs restart, only then, so without it a fast peer could read the flags
-    before they are zeroed, still holding an earlier plan's epochs (after ``free_all``, the same offsets),
-    and sum partials of the call before.
+    before is covered too. One barrier when the flags and the epoch counter, which every plan of the op
+    shares, are made: a rank's flags are zeroed, and its epochs restart, only then, so without it a fast peer
+    could read the flags before they are zeroed, still holding an earlier plan's epochs (after ``free_all``,
+    the same offsets), and sum partials of the call before. That happens in the same call on every rank (the
+    heap's allocations are), whereas a plan itself may be made on one rank only (its key holds the weight's
+    address, and a rank may pass its weight as a new tensor): a barrier there would wait forever.
     """
 
     def __init__(self, p, a_part, b_part):
         heap, m_loc = p.heap, p.m // p.world_size
         parts = _rs_parts(p)
+        version = heap.scratch_version
         flags = heap.scratch(f"{p.op}.graph_flags", (2 * p.world_size,), torch.int32, zero_new=True)
         counter = heap.scratch(f"{p.op}.graph_epoch", (1,), torch.int32, zero_new=True)
+        made_flags = heap.scratch_version != version
         ready = p.world_size  # the index of this rank's "done reading the last partials" flag
 
         def push(destination, partial, flags, owner, epoch):  # in one chunk, a partial's flag index is its owner
@@ -1126,7 +1178,8 @@ class _RsGraphPlan:
             _pipeline(p.device, steps, produce_on_side=False)
             _rs_await_partials(p, flags, 0, epoch)
 
-        heap.barrier()  # after this rank's flags and epoch are zeroed: see the class doc
+        if made_flags:
+            heap.barrier()  # after this rank's flags and epoch are zeroed: see the class doc
         self.parts = parts
         self.send = _GraphedCall(send, a_part)
 
@@ -1170,6 +1223,17 @@ _PARAM_NAMES = tuple(sorted({name for prefix in DEFAULT_CHUNKS for pattern in PA
                              for name in _default_params(prefix, pattern)}))
 
 
+# The row a rank that refused the call sends in the agreement, after its shapes: no dtype, pattern or parameters.
+_REFUSED_ROW = (-1, -1, *(0 for _ in _PARAM_NAMES))
+# Patterns that can be captured in a CUDA graph and replayed: their host side passes their kernels nothing that
+# changes from call to call (they signal and await no flags, so their epoch goes unused), and the heap's barriers
+# reset themselves. The others pass the call's epoch to their flag kernels (or pick a staging buffer by it) on the
+# host, so that every replay would repeat the captured call's and take stale flags for fresh ones; pipelined_graph
+# captures and replays graphs of its own, and torch_fused is PyTorch's (neither is checked under capture).
+CAPTURABLE = ("bulk_torch", "bulk_triton", "fused_sequential")
+_UNWAITED = ("bulk_torch",)  # no bounded waits to check (by reading the device back) after the call
+
+
 def _after_ranks_agree(run, pattern: str):
     """``run`` once the ranks are known to call with the same shapes, dtype and pattern: the patterns
     address their peers' memory by offsets worked out from their own shapes, and lay their buffers
@@ -1180,12 +1244,16 @@ def _after_ranks_agree(run, pattern: str):
     on each rank, or ``explain``, must not start a collective on some ranks). A peer silent on that
     first call leaves it to the collective's own timeout, not the bounded waits. Ranks that each ran
     two call shapes (or patterns) before and now mix them are not caught: that would take a
-    collective on every call."""
+    collective on every call. Inside CUDA graph capture, only the :data:`CAPTURABLE` patterns run,
+    on a call shape agreed before."""
 
     @functools.wraps(run)
     def agreed(p, a, b, **params):
         key = (p.op, p.a_shape, p.b_shape, p.dtype, pattern, tuple(sorted(params.items())))
-        if key not in p.heap.agreed_calls:
+        known = key in p.heap.agreed_calls
+        if _capturing():
+            _check_capturable(p, pattern, known)
+        if not known:
             _check_ranks_agree(p, pattern, params)
             p.heap.agreed_calls.add(key)
         return run(p, a, b, **params)
@@ -1193,30 +1261,65 @@ def _after_ranks_agree(run, pattern: str):
     return agreed
 
 
+def _capturing() -> bool:
+    # is_initialized first: no stream captures before CUDA is initialised, and the query needs CUDA.
+    return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
+
+
+def _check_capturable(p: OverlapProblem, pattern: str, agreed: bool) -> None:
+    """InputError unless ``pattern`` can run inside CUDA graph capture (seer.dispatch refuses only a
+    first call there; a cached call goes straight to the pattern)."""
+    if pattern not in CAPTURABLE:
+        raise InputError(f"{p.op}: pattern {pattern!r} cannot be captured in a CUDA graph: it hands its kernels "
+                         f"per-call state from the host (flag epochs, staging buffers taken in turns, graphs of its "
+                         f"own), which every replay would repeat, reading stale flags as fresh; capture one of "
+                         f"{list(CAPTURABLE)} (variant=), or call {p.op} outside the graph")
+    if p.heap.check_waits and pattern not in _UNWAITED:
+        raise InputError(f"{p.op}: {pattern} checks its bounded waits after every call by reading the device back, "
+                         f"which CUDA graph capture forbids; set heap.check_waits = False while capturing and call "
+                         f"heap.raise_wait_errors() after the replays")
+    if not agreed:
+        raise InputError(f"{p.op}: the first {pattern} call of these shapes on this heap is inside CUDA graph "
+                         f"capture, and the ranks' agreement on it reads the device back; call it once before "
+                         f"capturing")
+
+
 def _check_ranks_agree(p, pattern: str, params: dict) -> None:
     if p.world_size == 1 or p.heap.group is None:  # a heap without a group has no collective to ask with
         return
-    # A parameter the row cannot carry would go unchecked: flagged in the row, so that every rank
-    # refuses (one rank raising alone would leave the others waiting in this all-gather).
+    # A parameter the row cannot carry would go unchecked: refused in the row, so that every rank
+    # refuses (one rank raising alone would leave the others waiting in the all-gather).
     undeclared = sorted(set(params) - set(_PARAM_NAMES))
+    refusal = (f"pattern {pattern!r} got parameters that no pattern declares in _default_params "
+               f"({list(_PARAM_NAMES)}): {undeclared}; declare them there so that the ranks can agree on them"
+               if undeclared else None)
     named = sorted(_PATTERN_DOCS)
-    mine = torch.tensor([*p.a_shape, *p.b_shape, DTYPES.index(p.dtype), named.index(pattern),
-                         *(int(params.get(name, 0)) for name in _PARAM_NAMES), int(bool(undeclared))],
-                        dtype=torch.int64, device=p.device)
-    every = _all_gather(mine, p.heap.group).tolist()
-    flagged = [rank for rank, row in enumerate(every) if row[-1]]
-    if flagged:
-        raise InputError(f"{p.op}: pattern {pattern!r} got parameters that no pattern declares in _default_params "
-                         f"({list(_PARAM_NAMES)}) on rank(s) {flagged}" + (f": {undeclared} here" if undeclared else "")
-                         + "; declare them there so that the ranks can agree on them")
+    mine = (DTYPES.index(p.dtype), named.index(pattern), *(int(params.get(name, 0)) for name in _PARAM_NAMES))
+    every = _gather_agreement(p.heap, p.op, p.a_shape, p.b_shape, mine, refusal)
     if any(row != every[0] for row in every):
         calls = "; ".join(f"rank {rank}: {INPUTS[p.op][0]} {row[:2]}, {INPUTS[p.op][1]} {row[2:4]}, {DTYPES[row[4]]}, "
-                          f"{named[row[5]]}" + "".join(f" {name}={value}" for name, value in zip(_PARAM_NAMES, row[6:-1])
+                          f"{named[row[5]]}" + "".join(f" {name}={value}" for name, value in zip(_PARAM_NAMES, row[6:])
                                                       if value)
                           for rank, row in enumerate(every))
         raise InputError(f"{p.op}: the ranks called with different shapes, dtypes or patterns ({calls}); every rank "
                          f"must pass its share of the same GEMM and run the same pattern (the same variant=, calls= "
                          f"and model on every rank)")
+
+
+def _gather_agreement(heap: Heap, op: str, a_shape, b_shape, row, refusal: str | None) -> list[list[int]]:
+    """Every rank's ``[*a_shape, *b_shape, *row]``, by one all-gather that each rank joins, ``refusal`` or
+    not. Where any rank refused, a second gathers the reasons, and every rank raises naming them all."""
+    mine = torch.tensor([*a_shape, *b_shape, *row, refusal is not None], dtype=torch.int64, device=heap.device)
+    every = _all_gather(mine, heap.group).tolist()
+    refusing = [rank for rank, sent in enumerate(every) if sent[-1]]
+    if refusing:
+        import torch.distributed as dist
+
+        reasons = [None] * heap.world_size
+        dist.all_gather_object(reasons, refusal, group=heap.group)
+        named = "; ".join(f"rank {rank}: {reasons[rank]}" for rank in refusing)
+        raise InputError(f"{op}: refused on rank(s) {refusing}, so no rank runs the call ({named})")
+    return [sent[:-1] for sent in every]
 
 
 def _variants(prefix: str, patterns) -> dict[str, Variant]:
@@ -1233,7 +1336,7 @@ def _op_module(op: str, variants: dict[str, Variant], summary: str) -> types.Sim
     """The registry's kernel-module contract for one op (registered as ``seer.kernels.overlap:<op>``)."""
     return types.SimpleNamespace(__doc__=summary, VARIANTS=variants, split=functools.partial(split, op),
                                  cache_key=cache_key, problem=problem, check_operands=check_operands,
-                                 reference=reference)
+                                 first_call=first_call, validate=validate, reference=reference)
 
 
 all_gather_gemm = _op_module(

@@ -425,10 +425,14 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
     op's ``first_call``, which checked the operands too; ``gathered``: the gathered features, if
     an earlier decision on ``problem`` has them."""
     if problem is None:
+        validate = getattr(entry.kernels, "validate", None)
         if will_run:
             _refuse_capture()
-        problem = entry.kernels.problem(source)
-        entry.kernels.check_operands(problem, operands)
+        if will_run and validate is not None:  # e.g. the multi-GPU ops: a refusal every rank hears of
+            problem = validate(source, operands)
+        else:
+            problem = entry.kernels.problem(source)
+            entry.kernels.check_operands(problem, operands)
     device = _device_of(problem)
     if will_run:
         _check_runnable(device)
@@ -446,6 +450,8 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
     if trained_sizes and known.get("world_size") not in trained_sizes:
         _warn_once(f"{description} was trained at world sizes {trained_sizes}, running at {known.get('world_size')}: "
                    f"its choices are extrapolated; profile at this size (benchmarks/overlap.py) and train")
+    if "dtype" not in known:
+        _check_dtype_trained(selector, description, problem)
     free = gathered or entry.features.gathered_if_free(problem)
     features = {**known, **(free or {})}
 
@@ -459,6 +465,17 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
     decision = _decision(entry, choice.variant, stage, choice.path, features, description, problem, source)
     decision.calls = calls or 1
     return decision
+
+
+def _check_dtype_trained(selector, description: str, problem) -> None:
+    """A warning where the trees were trained on timings in another dtype than ``problem``'s and do
+    not read the dtype as a feature (SpMV: a campaign profiles one dtype; models from before the
+    field was recorded were all profiled in float32)."""
+    dtype = getattr(problem, "dtype", None)
+    trained = selector.training.get("dtype", "float32")
+    if isinstance(dtype, torch.dtype) and str(dtype).removeprefix("torch.") != trained:
+        _warn_once(f"{description} was trained on {trained} timings, this input is {dtype}: its choices may not be "
+                   f"the fastest; profile in that dtype (seer profile ... --dtype) and train")
 
 
 def _decision(entry, variant, stage, path, features, model, problem, source) -> Decision:

@@ -29,6 +29,9 @@ DEFAULT_HEAP_BYTES = 1 << 30  # per rank, unless SEER_HEAP_BYTES says otherwise
 # A bounded wait gives up after this many polls of its flag: about half a minute on a GPU.
 DEFAULT_MAX_SPINS = 1 << 25
 MAX_CACHED_TWINS = 4096  # peer views kept for reuse (a few per op and shape)
+# Plans of graphed call shapes kept (one per op, shape and weight: a model's layers each have theirs), each
+# holding a CUDA graph and its memory.
+DEFAULT_MAX_PLANS = 128
 BARRIER_TIMEOUT_MS = 30_000  # as long as DEFAULT_MAX_SPINS polls, roughly
 # Wait-error record: [timed-out waits, waiting rank, rank owning the flag, flag index].
 WAIT_RECORD = 4
@@ -51,7 +54,10 @@ class Heap:
 
     Ops call it after each run while ``check_waits`` is true (one device synchronisation); set it
     false to batch the check, e.g. around a timing loop or in a serving loop that must not stall
-    the host, and call :meth:`raise_wait_errors` later.
+    the host, or while capturing a CUDA graph, and call :meth:`raise_wait_errors` later.
+
+    ``max_plans`` bounds the plans of ops replayed from CUDA graphs kept in ``graphs``, least
+    recently used dropped (with a warning): raise it where a model graphs more weights than that.
     """
 
     def __init__(self, local: torch.Tensor, heap_bases: torch.Tensor, rank: int, world_size: int,
@@ -75,6 +81,7 @@ class Heap:
         # Plans of ops replayed from CUDA graphs (kernels.overlap._plan), which hold the addresses of
         # scratch buffers: scratch_version moves whenever a scratch buffer is made, so they know when.
         self.graphs: OrderedDict = OrderedDict()
+        self.max_plans = DEFAULT_MAX_PLANS
         self.scratch_version = 0
         # The (op, shapes, dtype, pattern) every rank was seen to call with (kernels.overlap._after_ranks_agree):
         # kept here, it goes with the heap, and a new heap is checked afresh.

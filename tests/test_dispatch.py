@@ -950,3 +950,29 @@ def test_scipy_input_warns_that_it_is_not_cached():
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*scipy sparse matrix.*")
         _check(seer.dispatch("spmv", (m, x)), m, x)
+
+
+@pytest.mark.filterwarnings("ignore:model for spmv was measured")
+def test_a_model_trained_in_another_dtype_is_warned_of(spmv_model):
+    """A campaign profiles one dtype and the SpMV trees do not read it: a float32-trained model
+    picked for half-precision matrices silently (found by a review). Models record it now; those
+    made before the field, like every campaign then, are float32."""
+    assert spmv_model.training["dtype"] == "float32"
+    m = _matrix()
+    indptr, indices, values, shape = _parts(m)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SeerWarning)
+        warnings.filterwarnings("ignore", "model for spmv was measured")
+        seer.dispatch("spmv", ((indptr, indices, values, shape), torch.randn(m.shape[1])), model=spmv_model)
+    half = (indptr, indices, values.half(), shape)
+    with pytest.warns(SeerWarning, match="was trained on float32 timings, this input is torch.float16"):
+        seer.dispatch("spmv", (half, torch.randn(m.shape[1]).half()), model=spmv_model)
+    older = dataclasses.replace(spmv_model, training={k: v for k, v in spmv_model.training.items() if k != "dtype"})
+    seer.clear_cache()  # the same words again: warned once a cache
+    with pytest.warns(SeerWarning, match="was trained on float32 timings"):
+        seer.explain("spmv", (half, torch.randn(m.shape[1]).half()), model=older)
+    matching = dataclasses.replace(spmv_model, training={**spmv_model.training, "dtype": "float16"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SeerWarning)
+        warnings.filterwarnings("ignore", "model for spmv was measured")
+        seer.explain("spmv", (half, torch.randn(m.shape[1]).half()), model=matching)

@@ -6,6 +6,8 @@ Outputs are poisoned: the heap is filled with NaN bytes before every pattern and
 fills with NaN (deterministic mode), so a tile nobody writes fails the comparison. The rank
 functions work on any heap: tests/test_overlap_gpu.py runs them on GPUs.
 """
+import functools
+import re
 import time
 import warnings
 from contextlib import contextmanager
@@ -350,6 +352,20 @@ def test_machine_constants_can_be_overridden(monkeypatch):
         features.known(problem)
 
 
+@pytest.mark.parametrize("constants", [{"gemm_tflops": 0}, {"gemm_tflops": -5.0}, {"link_gbps": float("nan")},
+                                       {"link_gbps": float("inf")}, {"gemm_tflops": "783"}])
+def test_machine_constants_must_be_positive_finite_numbers(constants):
+    """Zero fell back to the current value and a negative or NaN rate was taken, silently."""
+    features = _features_module()
+    (name, value), = constants.items()
+    try:
+        with pytest.raises(InputError, match=rf"set_machine's {name} must be a positive number \(and finite\)"):
+            features.set_machine(**constants)
+        assert features.machine() == features.DEFAULT_MACHINE  # nothing was set
+    finally:
+        features.set_machine()
+
+
 def test_silent_peer_raises_instead_of_hanging():
     with pytest.raises(SeerError, match=r"rank 0 gave up waiting on flag \d+ of rank 1 "
                                         r"\(gemm_reduce_scatter producer_consumer\)"):
@@ -425,6 +441,13 @@ def test_bad_inputs_are_named():
         kernels.split(torch.ones(4, 4), heap=heap)
     with pytest.raises(InputError, match="b must be a 2-D torch.Tensor"):
         kernels.split((torch.ones(4, 4), torch.ones(4)), heap=heap)
+    # Sparse operands reached the kernels (copy_ between dense and sparse tensors failed inside a pattern).
+    for sparse, layout in ((torch.ones(4, 4).to_sparse(), "sparse_coo"), (torch.ones(4, 4).to_sparse_csr(), "sparse_csr")):
+        with pytest.raises(InputError, match=rf"a_shard is a torch.{layout} tensor; .* \(a_shard.to_dense\(\)\)"):
+            kernels.split((sparse, torch.ones(4, 4)), heap=heap)
+    nested = torch.nested.nested_tensor([torch.ones(4), torch.ones(3)])
+    with pytest.raises(InputError, match="b is a nested tensor"):
+        kernels.split((torch.ones(4, 4), nested), heap=heap)
     with pytest.raises(InputError, match="supports"):
         _local_problem(heap, "all_gather_gemm", dtype=torch.int32)
     problem = _local_problem(heap, "all_gather_gemm")
@@ -525,7 +548,7 @@ def test_a_parameter_no_pattern_declares_is_refused_on_every_rank(on_rank_1):
     for message in messages:
         assert message is not None and "no pattern declares in _default_params" in message
         assert f"on rank(s) {flagged}" in message
-    assert "['lanes'] here" in messages[0]
+        assert "rank 0: pattern 'pipelined_torch' got parameters" in message and "['lanes']" in message
 
 
 def _scratch_in_growing_calls(heap):
@@ -564,3 +587,181 @@ def test_the_group_heap_needs_torch_distributed_and_a_number_of_bytes(monkeypatc
     monkeypatch.setenv("SEER_HEAP_BYTES", "inf")
     with pytest.raises(InputError, match="SEER_HEAP_BYTES must be a number of bytes"):
         symmetric_heap.default_heap_bytes()
+
+
+# ---------------------------------------------------------------- CUDA graph capture
+@contextmanager
+def _as_if_capturing():
+    """torch.cuda says the current stream is capturing a CUDA graph (the CPU cannot capture)."""
+    initialized, capturing = torch.cuda.is_initialized, torch.cuda.is_current_stream_capturing
+    torch.cuda.is_initialized = torch.cuda.is_current_stream_capturing = lambda: True
+    try:
+        yield
+    finally:
+        torch.cuda.is_initialized, torch.cuda.is_current_stream_capturing = initialized, capturing
+
+
+def _cached_calls_under_capture(heap):
+    """Every pattern of gemm_reduce_scatter through seer.dispatch, once, then again (a cached call, which
+    dispatch does not check for capture) as if capturing, with heap.check_waits on, then off: the message
+    each captured call raised, or None where it ran. Last, a new call shape's first run while capturing."""
+    op = "gemm_reduce_scatter"
+    a, b, _ = _inputs(op, heap.rank, heap.world_size, torch.float32, heap.device)
+    messages = {}
+    for pattern in _cpu_patterns(op):
+        seer.dispatch(op, (a, b), heap=heap, variant=pattern)
+        for check_waits in (True, False):
+            heap.check_waits = check_waits
+            try:
+                with _as_if_capturing():
+                    seer.dispatch(op, (a, b), heap=heap, variant=pattern)
+                messages[pattern, check_waits] = None
+            except InputError as error:
+                messages[pattern, check_waits] = str(error)
+            finally:
+                heap.check_waits = True
+    problem, operands = _problem(heap, op, *_inputs(op, heap.rank, heap.world_size, torch.float32, heap.device, 2)[:2])
+    heap.check_waits = False
+    try:
+        with _as_if_capturing():
+            get_op(op).variants["bulk_triton"].run(problem, *operands)
+    except InputError as error:
+        messages["first call"] = str(error)
+    finally:
+        heap.check_waits = True
+    return messages
+
+
+def test_only_patterns_without_per_call_host_state_run_while_capturing():
+    """A captured cached call replayed the epoch (and all_gather's staging buffer) of the capture on every
+    replay, taking stale flags for fresh ones; with heap.check_waits on, it failed with CUDA's 'operation
+    not permitted when stream is capturing'."""
+    for messages in shared_world(2).run(_cached_calls_under_capture):
+        for pattern in _cpu_patterns("gemm_reduce_scatter"):
+            on, off = messages[pattern, True], messages[pattern, False]
+            if pattern not in overlap.CAPTURABLE:
+                assert on == off and f"pattern {pattern!r} cannot be captured in a CUDA graph" in on, pattern
+                assert str(list(overlap.CAPTURABLE)) in on
+            elif pattern == "bulk_torch":  # nothing to check after it
+                assert on is None and off is None
+            else:
+                assert "set heap.check_waits = False while capturing" in on and off is None, pattern
+        assert "call it once before capturing" in messages["first call"]
+
+
+def _replays_of_captured_calls(heap, op, scale=1):
+    """(GPU) Each capturable pattern run once, captured in a CUDA graph (heap.check_waits off) and replayed on
+    new values of its input: the worst error of the replays by pattern; and the message that capturing
+    pipelined_torch raised."""
+    a, b, expected = _inputs(op, heap.rank, heap.world_size, torch.float32, heap.device, scale)
+    errors = {}
+    for pattern in overlap.CAPTURABLE:
+        run, static_a = get_op(op).variants[pattern].run, a.clone()
+        problem, _ = _problem(heap, op, static_a, b)
+        run(problem, static_a, b)  # the ranks agree on the call shape outside the graph
+        graph = torch.cuda.CUDAGraph()
+        heap.check_waits = False
+        try:
+            with torch.cuda.graph(graph):
+                out = run(problem, static_a, b)
+        finally:
+            heap.check_waits = True
+        worst = 0.0
+        for call in (2, 3, 4):
+            static_a.copy_(a * call)
+            graph.replay()
+            worst = max(worst, _relative_error(out, expected * call))
+        heap.raise_wait_errors(pattern)
+        errors[pattern] = worst
+    problem, operands = _problem(heap, op, a, b)
+    try:
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            get_op(op).variants["pipelined_torch"].run(problem, *operands)
+        refusal = None
+    except InputError as error:
+        refusal = str(error)
+    return errors, refusal
+
+
+# ---------------------------------------------------------------- pipelined_graph's plans
+def _graphed_calls_with_a_new_weight_tensor_on_one_rank(heap):
+    """pipelined_graph three times with rank 1 passing its weight as a new tensor (equal values) each time,
+    and rank 0 its input in another layout the third time: each call's error, and the plans rank 0 made."""
+    op = "gemm_reduce_scatter"
+    a, b, expected = _inputs(op, heap.rank, heap.world_size, torch.float32, heap.device)
+    run, errors = get_op(op).variants["pipelined_graph"].run, []
+    _poison_heap(heap)
+    for call in (1, 2, 3):
+        weight = b.clone() if heap.rank == 1 else b
+        scaled = a * call  # row-major; column-major the third time
+        problem, operands = _problem(heap, op, scaled.t().contiguous().t() if call == 3 else scaled, weight)
+        errors.append(_relative_error(run(problem, *operands), expected * call))
+    heap.raise_wait_errors()
+    return errors, len(heap.graphs)
+
+
+def test_a_graphed_plan_made_on_one_rank_only_passes_no_barrier():
+    """A plan is keyed by the weight's address: a rank passing its weight as a new tensor made a plan, and
+    passed the plan's barrier, alone, and the other waited for its flags until its bounded waits gave up."""
+    results = run_world(2, _graphed_calls_with_a_new_weight_tensor_on_one_rank, max_spins=20_000, timeout_s=120)
+    for errors, _ in results:
+        assert max(errors) <= 1e-5, errors
+    assert results[0][1] == 1  # the input is staged: its layout takes no plan of its own
+
+
+def _graphed_calls_over_more_weights_than_plans(heap):
+    """pipelined_graph on three weights in turns, twice over, with heap.max_plans = 2: (plans kept, the
+    warnings about dropped plans)."""
+    op = "gemm_reduce_scatter"
+    a, b, _ = _inputs(op, heap.rank, heap.world_size, torch.float32, heap.device)
+    run, weights = get_op(op).variants["pipelined_graph"].run, [b * scale for scale in (1, 2, 3)]
+    heap.max_plans = 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for weight in weights * 2:
+            problem, operands = _problem(heap, op, a, weight)
+            run(problem, *operands)
+    return len(heap.graphs), [str(w.message) for w in caught if "heap.max_plans" in str(w.message)]
+
+
+def test_a_dropped_graphed_plan_is_warned_of_once():
+    """With more weights than the plans kept (32, fixed), pipelined_graph made a plan on every call (on a
+    GPU a capture instead of a replay), and nothing said so."""
+    for kept, warned in run_world(2, _graphed_calls_over_more_weights_than_plans):
+        assert kept == 2 and len(warned) == 1, warned
+
+
+# ---------------------------------------------------------------- a call refused on one rank
+# How rank 1 spoils its b, and what the refusal says.
+REFUSED_ON_RANK_1 = {"requires grad": (lambda b: b.requires_grad_(), "b requires grad"),
+                     "float64 b": (lambda b: b.double(), r"b is \[16, 12\] torch.float64"),
+                     "unchained shapes": (lambda b: b[1:], "do not chain")}
+
+
+def _first_calls_refused_on_one_rank(heap, variant=None):
+    """seer.dispatch's first call of all_gather_gemm (``variant`` forced or not) with rank 1's b spoilt in
+    each way of REFUSED_ON_RANK_1: the message each call raised, or None where it ran."""
+    messages = {}
+    for case, (spoil, _) in REFUSED_ON_RANK_1.items():
+        a, b = torch.randn(8, 16, device=heap.device), torch.randn(16, 12, device=heap.device)
+        try:
+            seer.dispatch("all_gather_gemm", (a, spoil(b) if heap.rank == 1 else b), heap=heap, variant=variant)
+            messages[case] = None
+        except InputError as error:
+            messages[case] = str(error)
+    return messages
+
+
+def _check_refused_on_rank_1(messages) -> None:
+    for case, (_, reason) in REFUSED_ON_RANK_1.items():
+        assert messages[case] is not None, case
+        assert re.search(rf"refused on rank\(s\) \[1\], so no rank runs the call \(rank 1: all_gather_gemm: "
+                         rf".*{reason}", messages[case]), messages[case]
+
+
+@pytest.mark.parametrize("variant", [None, "bulk_triton"])
+def test_a_first_call_refused_on_one_rank_is_refused_on_every_rank(variant):
+    """The refusing rank raised at once and the others waited in the ranks' agreement until the
+    collective's timeout (NCCL's is ten minutes); a forced variant too (dispatch validates then)."""
+    for messages in run_world(2, functools.partial(_first_calls_refused_on_one_rank, variant=variant), timeout_s=60):
+        _check_refused_on_rank_1(messages)

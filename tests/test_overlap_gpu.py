@@ -162,3 +162,22 @@ def test_a_group_must_be_a_process_group_and_not_given_with_a_heap(heap):
     for messages in _results(_on_every_rank(heap, overlap_checks._group_refusals, "all_gather_gemm")):
         assert ["must be a torch.distributed process group" in m for m in messages[:2]] == [True, True]
         assert "pass heap= or group=, not both" in messages[2]
+
+
+@pytest.mark.parametrize("op", overlap_checks.OPS)
+def test_capturable_patterns_replay_in_a_cuda_graph_and_the_others_are_refused(heap, op):
+    for errors, refusal in _results(_on_every_rank(heap, overlap_checks._replays_of_captured_calls, op, 3)):
+        overlap_checks._assert_small([errors], TOLERANCE["float32"])
+        assert refusal is not None and "'pipelined_torch' cannot be captured in a CUDA graph" in refusal
+
+
+def test_a_graphed_plan_made_on_one_rank_only_passes_no_barrier(heap):
+    results = _results(_on_every_rank(heap, overlap_checks._graphed_calls_with_a_new_weight_tensor_on_one_rank))
+    for errors, _ in results:
+        assert max(errors) <= TOLERANCE["float32"], errors
+    assert results[0][1] == 1  # the input is staged: its layout takes no plan of its own
+
+
+def test_a_first_call_refused_on_one_rank_is_refused_on_every_rank(heap):
+    for messages in _results(_on_every_rank(heap, overlap_checks._first_calls_refused_on_one_rank)):
+        overlap_checks._check_refused_on_rank_1(messages)
