@@ -17,7 +17,8 @@ variant that more calls would switch away from is not worth its preparation. Onl
 feature module says it may pay (``redecides``: SpMV from a million nonzeros), and never inside
 CUDA graph capture (deciding may read the device back: the next call outside capture does). A
 ``calls`` hint larger than the count the cached choice was made for makes it again for the hint
-(the validated input and its features reused) and fixes it there.
+(the validated input and its features reused) and fixes it there; the multi-GPU ops read a hint on
+a call shape's first call only (every rank must switch patterns together).
 """
 from __future__ import annotations
 
@@ -309,8 +310,9 @@ def _counted(entry: Op, key, decision: Decision, operands, model) -> Decision:
 def _hinted(entry: Op, key, decision: Decision, operands, calls: int, model) -> Decision:
     """The decision for an input cached for fewer calls than ``calls`` now hints: made again for the
     hint (on the validated problem and the features at hand), bound if its variant changed, and
-    cached with the hint's count; a hint fixes the choice, so no later recheck."""
-    if _capturing():  # deciding may gather features, a read-back capture forbids
+    cached with the hint's count; a hint fixes the choice, so no later recheck. Not on the multi-GPU
+    ops: a rank deciding again alone (a hint on one rank) would switch patterns without its peers."""
+    if _capturing() or "world_size" in decision.features:  # capture: deciding may read the device back
         return decision
     with _recheck_lock, _on_device_of(operands):
         if decision.calls >= calls:  # another thread decided for the hint meanwhile

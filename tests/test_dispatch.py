@@ -976,3 +976,13 @@ def test_a_model_trained_in_another_dtype_is_warned_of(spmv_model):
         warnings.simplefilter("error", SeerWarning)
         warnings.filterwarnings("ignore", "model for spmv was measured")
         seer.explain("spmv", (half, torch.randn(m.shape[1]).half()), model=matching)
+
+
+def test_a_hint_on_a_cached_multi_gpu_call_decides_nothing_again(monkeypatch):
+    """A rank deciding again alone (a hint given on one rank) would switch patterns without its peers,
+    which would then wait in the new pattern's agreement: the multi-GPU ops read a hint on a call
+    shape's first call only."""
+    module = sys.modules["seer.dispatch"]
+    monkeypatch.setattr(module, "_decide", lambda *a, **k: pytest.fail("decided again"))
+    decision = module.Decision("all_gather_gemm", "bulk_torch", "stage 1", [], {"world_size": 2}, "m", None, None, None)
+    assert module._hinted(None, ("k",), decision, (), 1000, None) is decision and decision.calls == 1
