@@ -6,6 +6,7 @@ cached call alone, from the whole call down to the driver launch:
   torch_csr       ``A @ x`` (allocation, cuSPARSE descriptors, its kernel)
   dispatch        ``seer.dispatch("spmv", (A, x))``, decision cached, a new y
   dispatch_out    the same into a preallocated y
+  dispatch_arrays the matrix as separate arrays, ``(indptr, indices, values, shape)``; _out: into y
   variant_run     the variant's ``run(csr, x)`` (new y): dispatch's lookups skipped; _out: into y
   bound_call      the call ``bind(csr)`` returns, which dispatch keeps with its decision; _out: into y
   direct_launch   ``seer.launch.direct_launch``: the launcher's C entry, reading the current stream
@@ -44,8 +45,9 @@ ROUNDS = 5
 VARIANT = "vector_g16"  # a row-mapped variant: one launch, no per-call scratch
 
 
-def layers(A: torch.Tensor, x: torch.Tensor) -> dict:
-    """The call's layers as argument-less functions, each checked to compute y where it can."""
+def layers(A: torch.Tensor, x: torch.Tensor, arrays: tuple) -> dict:
+    """The call's layers as argument-less functions, each checked to compute y where it can; ``arrays``:
+    the same matrix as separate arrays."""
     csr = seer.explain("spmv", (A, x)).problem
     run, bind = spmv.VARIANTS[VARIANT].run, spmv.VARIANTS[VARIANT].bind
     y = run(csr, x)  # compiles, plans and keeps the call
@@ -62,6 +64,8 @@ def layers(A: torch.Tensor, x: torch.Tensor) -> dict:
         "torch_csr": lambda: A @ x,
         "dispatch": lambda: seer.dispatch("spmv", (A, x), variant=VARIANT),
         "dispatch_out": lambda: seer.dispatch("spmv", (A, x), out=y, variant=VARIANT),
+        "dispatch_arrays": lambda: seer.dispatch("spmv", (arrays, x), variant=VARIANT),
+        "dispatch_arrays_out": lambda: seer.dispatch("spmv", (arrays, x), out=y, variant=VARIANT),
         "variant_run": lambda: run(csr, x),
         "variant_run_out": lambda: run(csr, x, y),
         "bound_call": lambda: call(x),
@@ -73,7 +77,7 @@ def layers(A: torch.Tensor, x: torch.Tensor) -> dict:
         "new_empty": lambda: x.new_empty(csr.rows),
     }
     reference = spmv.reference(csr, x)
-    for name in ("dispatch", "variant_run_out", "bound_call", "direct_launch", "compiled_run"):
+    for name in ("dispatch", "dispatch_arrays", "variant_run_out", "bound_call", "direct_launch", "compiled_run"):
         y.fill_(float("nan"))
         result = found[name]()
         if not torch.allclose((y if result is None else result).double().cpu(), reference, rtol=1e-4, atol=1e-4):
@@ -110,7 +114,7 @@ def first_call_layers(parts: tuple, x: torch.Tensor, tries: int = FIRST_TRIES) -
 def main() -> int:
     args, case, parts, x = launch_bound_arguments(__doc__)
     A = torch.sparse_csr_tensor(*parts[:3], parts[3])
-    found = layers(A, x)
+    found = layers(A, x, parts)
     times = alternated_host_us(found, CALLS, ROUNDS)
     least = {name: min(values) for name, values in times.items()}
     first = first_call_layers(parts, x)

@@ -7,10 +7,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import host_path_ab  # noqa: E402
 
 
-def _round(folder: Path, dispatch_out: float, bound_call_out: float) -> None:
+def _round(folder: Path, dispatch_out: float, bound_call_out: float, arrays: bool = False) -> None:
     folder.mkdir(parents=True)
     host_us = {"dispatch": dispatch_out + 1, "dispatch_out": dispatch_out, "bound_call": bound_call_out + 0.5,
                "bound_call_out": bound_call_out}
+    if arrays:
+        host_us |= {"dispatch_arrays": dispatch_out + 3, "dispatch_arrays_out": dispatch_out + 2}
     data = {"environment": {"device": {"name": "Test GPU"}, "date": "2026-11-29", "versions": {"torch": "t",
             "triton": "3.6"}}, "command": "python benchmarks/host_path.py", "matrix": "HB/can_838",
             "variant": "vector_g16", "rounds": 5, "calls": 2000, "host_us": host_us}
@@ -24,3 +26,12 @@ def test_the_summary_takes_each_sides_median_of_the_layer(tmp_path):
     text = host_path_ab.summarise(tmp_path)
     assert "| before | 2.00 | 2.50 |" in text and "| after | 4.00 | 4.50 |" in text
     assert (tmp_path / "README.md").read_text() == text
+
+
+def test_the_separate_arrays_layers_are_summarised_where_every_round_has_them(tmp_path):
+    for name, out, bound in (("before1", 11.0, 9.0), ("after1", 12.0, 9.0)):
+        _round(tmp_path / name, out, bound, arrays=True)
+    text = host_path_ab.summarise(tmp_path)
+    assert "| side | dispatch_out - bound_call_out | dispatch - bound_call | dispatch_arrays_out - bound_call_out | " \
+           "dispatch_arrays - bound_call |" in text
+    assert "| before | 2.00 | 2.50 | 4.00 | 4.50 |" in text and "| after | 3.00 | 3.50 | 5.00 | 5.50 |" in text
