@@ -55,6 +55,7 @@ the default process group. Each op has a registry entry, ``seer.kernels.overlap:
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import types
 from dataclasses import dataclass
@@ -462,16 +463,19 @@ def check_operands(p: OverlapProblem, operands) -> None:
 
 
 def validate(spec: OverlapSpec, operands) -> OverlapProblem:
-    """:func:`problem` with the operands checked, for a call that is about to run. A rank that refuses
-    the call still joins the ranks' agreement (:func:`_check_ranks_agree`), flagged, so that every
-    rank raises naming its reason, instead of its peers waiting there for it until the collective's
-    timeout. Not for ``explain``, which must start no collective."""
+    """:func:`problem` with the operands checked, for a call that is about to run. On the op's first
+    call on the heap, a rank that refuses it still joins the ranks' agreement
+    (:func:`_check_ranks_agree`), flagged, so that every rank raises naming its reason instead of its
+    peers waiting there for it until the collective's timeout. Only then: once a call shape of the op
+    has been agreed (on every rank at once), a peer may be running a cached shape, which starts no
+    collective, and a refusing rank raises alone. Not for ``explain``, which must start no collective."""
     heap = spec.heap if spec.heap is not None else heap_for_group(spec.group)
     try:
         p = problem(spec)
         check_operands(p, operands)
     except InputError as refusal:
-        if heap.world_size > 1 and heap.group is not None:
+        first_of_op = not any(key[0] == spec.op for key in heap.agreed_calls)
+        if first_of_op and heap.world_size > 1 and heap.group is not None:
             _gather_agreement(heap, spec.op, spec.a_shape, spec.b_shape, _REFUSED_ROW, str(refusal))  # raises
         raise
     return p
@@ -1316,7 +1320,9 @@ def _gather_agreement(heap: Heap, op: str, a_shape, b_shape, row, refusal: str |
         import torch.distributed as dist
 
         reasons = [None] * heap.world_size
-        dist.all_gather_object(reasons, refusal, group=heap.group)
+        # On the heap's GPU: it serialises through the current device, which a refused operand's may be.
+        with torch.cuda.device(heap.device) if heap.device.type == "cuda" else contextlib.nullcontext():
+            dist.all_gather_object(reasons, refusal, group=heap.group)
         named = "; ".join(f"rank {rank}: {reasons[rank]}" for rank in refusing)
         raise InputError(f"{op}: refused on rank(s) {refusing}, so no rank runs the call ({named})")
     return [sent[:-1] for sent in every]

@@ -234,6 +234,8 @@ def _check_writable(out: Path) -> None:
     """A SeerError now, not a traceback after minutes of training, where ``out`` cannot be written."""
     if out.is_dir():
         raise SeerError(f"--out {out} is a folder; name the model file, e.g. {out / 'spmv-mine.json'}")
+    if out.exists() and not os.access(out, os.W_OK):
+        raise SeerError(f"cannot write --out {out}: the file is read-only")
     try:
         with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.stem}-", suffix=".tmp"):
             pass

@@ -323,9 +323,17 @@ def _hinted(entry: Op, key, decision: Decision, operands, calls: int, model) -> 
             decision.calls, decision.recheck_at = calls, None
             return decision
         fresh.stage += f", decided again for calls={calls:,}"
-        _bound(entry, fresh)
+        try:
+            _bound(entry, fresh)  # the new variant's preparation, paid once
+        except Exception as error:  # e.g. out of device memory: the bound variant still serves
+            _warn_once(f"{entry.name}: deciding again for calls={calls:,} chose {fresh.variant}, whose preparation "
+                       f"failed ({type(error).__name__}: {error}); keeping {decision.variant}")
+            decision.calls, decision.recheck_at = calls, None
+            return decision
         fresh.served, fresh.recheck_at = decision.served, None
         _cache.put(key, fresh)
+        # The replaced decision, still held by threads mid-call: made for the hint, no recheck to run.
+        decision.calls, decision.recheck_at = calls, None
     return fresh
 
 
@@ -452,7 +460,7 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
     if trained_sizes and known.get("world_size") not in trained_sizes:
         _warn_once(f"{description} was trained at world sizes {trained_sizes}, running at {known.get('world_size')}: "
                    f"its choices are extrapolated; profile at this size (benchmarks/overlap.py) and train")
-    if "dtype" not in known:
+    if not any(name.startswith("dtype") for name in known):  # the overlap ops read dtype_bytes
         _check_dtype_trained(selector, description, problem)
     free = gathered or entry.features.gathered_if_free(problem)
     features = {**known, **(free or {})}

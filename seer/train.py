@@ -302,8 +302,8 @@ class TwoStageSelector:
             "hyperparameters": self.hyperparameters_,
             "scores": scores,
         }
-        if "dtype" not in self.known_:  # the dtype a campaign profiled in (tables before the field: float32)
-            training["dtype"] = table.meta.get("dtype", "float32")
+        if not any(name.startswith("dtype") for name in self.known_):  # a campaign profiles one dtype:
+            training["dtype"] = table.meta.get("dtype", "float32")  # float32 before the field was recorded
         if "world_size" in self.known_:  # multi-GPU ops: the world sizes the trees have seen
             training["world_sizes"] = sorted(int(w) for w in table.frame["world_size"].dropna().unique())
         return SelectorModel(

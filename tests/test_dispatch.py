@@ -633,6 +633,7 @@ def test_a_larger_hint_on_a_cached_input_decides_again_for_it(monkeypatch, binds
     parts = _parts(m)
     calls[0] = 1
     _check(seer.dispatch("spmv", (parts, x), model=model), m, x)
+    [first] = sys.modules["seer.dispatch"]._cache._entries.values()
     for calls[0] in range(2, 5):
         out = torch.full((60,), float("nan"))
         seer.dispatch("spmv", (parts, x), model=model, calls=1000 if calls[0] < 4 else 10, out=out)
@@ -640,6 +641,7 @@ def test_a_larger_hint_on_a_cached_input_decides_again_for_it(monkeypatch, binds
     assert found == [(SMALL, 1), (BIG, 2)]  # bound once for the hint; a smaller hint after keeps it
     [decision] = sys.modules["seer.dispatch"]._cache._entries.values()
     assert decision.variant == BIG and decision.stage.endswith("decided again for calls=1,000")
+    assert first.calls == 1000 and first.recheck_at is None  # the replaced one, held by calls mid-flight
 
 
 def test_a_model_gone_before_its_recheck_leaves_the_choice_serving(monkeypatch, binds, tmp_path):
@@ -986,3 +988,17 @@ def test_a_hint_on_a_cached_multi_gpu_call_decides_nothing_again(monkeypatch):
     monkeypatch.setattr(module, "_decide", lambda *a, **k: pytest.fail("decided again"))
     decision = module.Decision("all_gather_gemm", "bulk_torch", "stage 1", [], {"world_size": 2}, "m", None, None, None)
     assert module._hinted(None, ("k",), decision, (), 1000, None) is decision and decision.calls == 1
+
+
+def test_the_multi_gpu_models_read_the_dtype_and_are_not_warned_of_it():
+    """The overlap ops' trees read dtype_bytes: a bfloat16 call with the shipped model gave a false
+    "trained on float32 timings" warning (found by a review)."""
+    from seer.symmetric_heap import Heap
+
+    heap = Heap(torch.zeros(4096, dtype=torch.uint8), torch.arange(2, dtype=torch.int64) * 4096, rank=0, world_size=2)
+    a, b = torch.ones(8, 16, dtype=torch.bfloat16), torch.ones(16, 24, dtype=torch.bfloat16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        seer.explain("all_gather_gemm", (a, b), heap=heap, model=str(sys.modules["seer.dispatch"].SHIPPED_MODELS
+                                                                  / "all_gather_gemm-h200x2.json"))
+    assert not [w for w in caught if "timings, this input is" in str(w.message)]

@@ -765,3 +765,27 @@ def test_a_first_call_refused_on_one_rank_is_refused_on_every_rank(variant):
     collective's timeout (NCCL's is ten minutes); a forced variant too (dispatch validates then)."""
     for messages in run_world(2, functools.partial(_first_calls_refused_on_one_rank, variant=variant), timeout_s=60):
         _check_refused_on_rank_1(messages)
+
+
+def _refused_alone_after_the_op_was_agreed(heap):
+    """Both ranks run a shape (agreed, cached); then rank 1 alone calls with a float64 a: (the error, the
+    seconds it took) on rank 1, None on rank 0, which does not call."""
+    a, b = torch.randn(8, 16), torch.randn(16, 12)
+    seer.dispatch("all_gather_gemm", (a, b), heap=heap, variant="bulk_torch")
+    if heap.rank == 0:
+        return None
+    started = time.monotonic()
+    try:
+        seer.dispatch("all_gather_gemm", (a.double(), b), heap=heap, variant="bulk_torch")
+    except InputError as error:
+        return str(error), time.monotonic() - started
+    return "ran", time.monotonic() - started
+
+
+def test_a_refusal_once_the_op_was_agreed_is_raised_at_once_on_its_rank():
+    """Its peers may be running a cached shape, which starts no collective: a refusing rank that joined
+    the agreement's all-gather then met a collective of the peers' pattern (gloo: a size mismatch; NCCL:
+    undefined) or none (found by a review)."""
+    results = run_world(2, _refused_alone_after_the_op_was_agreed, timeout_s=60)
+    message, seconds = results[1]
+    assert results[0] is None and "refused on rank" not in message and "float64" in message and seconds < 5
