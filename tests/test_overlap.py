@@ -740,7 +740,9 @@ REFUSED_ON_RANK_1 = {"requires grad": (lambda b: b.requires_grad_(), "b requires
 
 def _first_calls_refused_on_one_rank(heap, variant=None):
     """seer.dispatch's first call of all_gather_gemm (``variant`` forced or not) with rank 1's b spoilt in
-    each way of REFUSED_ON_RANK_1: the message each call raised, or None where it ran."""
+    each way of REFUSED_ON_RANK_1: the message each call raised, or None where it ran. On the op's first
+    call on the heap: on a heap that ran it before (the GPU tests share one), as if new on every rank."""
+    heap.agreed_calls.clear()
     messages = {}
     for case, (spoil, _) in REFUSED_ON_RANK_1.items():
         a, b = torch.randn(8, 16, device=heap.device), torch.randn(16, 12, device=heap.device)
