@@ -101,6 +101,11 @@ class DecisionCache:
             self._lock.release()
         return decision
 
+    def peek(self, key) -> Decision | None:
+        """The decision cached under ``key``, leaving the order and the counts as they were."""
+        with self._lock:
+            return self._entries.get(key)
+
     def put(self, key, decision: Decision) -> None:
         identity = _identity(key)
         with self._lock:
@@ -427,6 +432,21 @@ def explain(op: str, inputs, *, calls: int | None = None, model=None, **op_kwarg
     source, operands = entry.kernels.split(inputs, **op_kwargs)
     with _on_device_of(operands):  # gathering features may launch a pass
         return _decide(entry, source, operands, calls=calls, model=model, variant=None, will_run=False)
+
+
+def cached_decision(op: str, inputs, *, model=None, variant: str | None = None, **op_kwargs) -> Decision | None:
+    """The decision :func:`dispatch` holds for ``inputs`` (with these ``model`` and ``variant``), which
+    its next call runs, or None if it holds none. It may differ from :func:`explain`'s, which decides
+    afresh: a choice made again as calls added up, or for a larger ``calls`` hint, says so in its
+    ``stage``. Nothing is run, decided or moved in the cache."""
+    entry = get_op(op)
+    if op_kwargs:
+        _check_op_keywords(entry, op_kwargs, "seer.cached_decision", ("model", "variant"))
+    source, _ = entry.kernels.split(inputs, **op_kwargs)
+    key = entry.kernels.cache_key(source)
+    if key is None:  # an input dispatch examines on every call (a scipy matrix, strided values)
+        return None
+    return _cache.peek((op, key, model if model is None else _model_token(model), variant))
 
 
 def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True, problem=None,

@@ -1002,3 +1002,25 @@ def test_the_multi_gpu_models_read_the_dtype_and_are_not_warned_of_it():
         seer.explain("all_gather_gemm", (a, b), heap=heap, model=str(sys.modules["seer.dispatch"].SHIPPED_MODELS
                                                                   / "all_gather_gemm-h200x2.json"))
     assert not [w for w in caught if "timings, this input is" in str(w.message)]
+
+
+def test_the_cached_decision_is_what_the_next_call_runs(monkeypatch, binds):
+    """explain decides afresh; after a recheck bound another variant, cached_decision says which one the
+    next call runs, and why, without moving the cache."""
+    found, calls = binds
+    small, big = _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
+    model = _model_by_calls({1: small, 10: big, 1000: big})
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
+    m = _matrix(60, 50, 0.1, 10)
+    x = torch.randn(50)
+    parts = _parts(m)
+    assert seer.cached_decision("spmv", (parts, x), model=model) is None
+    for calls[0] in range(1, 12):
+        seer.dispatch("spmv", (parts, x), model=model)
+    info = seer.cache_info()
+    held = seer.cached_decision("spmv", (parts, x), model=model)
+    assert held.variant == BIG and held.stage.endswith("decided again at call 10")
+    assert seer.explain("spmv", (parts, x), model=model).variant == SMALL
+    assert seer.cache_info() == info
+    assert seer.cached_decision("spmv", (parts, x)) is None  # another model: another entry
+    assert seer.cached_decision("spmv", (m, x)) is None  # scipy: examined on every call, never held
