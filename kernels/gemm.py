@@ -31,7 +31,7 @@ from torch.autograd.graph import increment_version
 import triton
 import triton.language as tl
 
-from seer.errors import InputError, check_no_grad, check_not_negated, check_out_apart, check_writable, warn
+from seer.errors import InputError, check_no_grad, check_not_negated, check_out_apart, check_writable, warn_once
 from seer.launch import INTERPRETER_SMS, sm_count  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
 from seer.registry import Variant
 
@@ -406,10 +406,8 @@ def _run_tma(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.
     aligned = all(t.data_ptr() % 16 == 0 for t in (a, b) + (() if out is None else (out,))) and (
         out is None or (out.stride(0) * out.element_size()) % 16 == 0)
     if not (tma_usable(problem) and aligned):
-        if config.name not in _tma_fallbacks_told:
-            _tma_fallbacks_told.add(config.name)
-            warn(f"{config.name}: TMA needs a Hopper GPU and row-major 16-byte aligned operands; running "
-                 "the same tiles with pointer loads (said once per variant)")
+        warn_once(_tma_fallbacks_told, f"{config.name}: TMA needs a Hopper GPU and row-major 16-byte aligned "
+                  "operands; running the same tiles with pointer loads (said once per variant)", config.name)
         return _run_tiles(config, problem, a, b, out)
     c = _output(problem, out, a, b)
     if _degenerate(problem, c):

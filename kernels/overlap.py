@@ -65,10 +65,10 @@ import triton
 import triton.language as tl
 
 from seer.copy_engine import copy_rows
-from seer.errors import InputError, check_no_grad, check_not_negated, warn
+from seer.errors import InputError, check_no_grad, check_not_negated, warn, warn_once
 from seer.kernels import remote
 from seer.kernels.gemm import matmul_tile, tile_coords
-from seer.launch import LaunchCache, specialisation
+from seer.launch import LaunchCache, capturing, specialisation
 from seer.registry import Variant
 from seer.symmetric_heap import MAX_EPOCH, Heap, heap_for_group
 
@@ -596,7 +596,7 @@ def _plan(p: OverlapProblem, key: tuple, make):
         entry = heap.graphs[key] = (heap.scratch_version, plan)  # after make(): it may allocate scratch
         if len(heap.graphs) > heap.max_plans:
             heap.graphs.popitem(last=False)
-            _warn_once(f"{p.op}: more call shapes and weights than heap.max_plans ({heap.max_plans}) were graphed "
+            warn_once(_warned, f"{p.op}: more call shapes and weights than heap.max_plans ({heap.max_plans}) were graphed "
                        f"on one heap, so the least recently used plan was dropped and is captured again when next "
                        f"called (on a GPU a capture instead of a replay; with more weights than that used in turns, on "
                        f"every call); raise heap.max_plans to keep them all (each holds a CUDA graph's memory)")
@@ -605,13 +605,7 @@ def _plan(p: OverlapProblem, key: tuple, make):
     return entry[1]
 
 
-_warned: set = set()
-
-
-def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        warn(message)
+_warned: set = set()  # the notices given (once a process each)
 
 
 class _GraphedCall:
@@ -1255,7 +1249,7 @@ def _after_ranks_agree(run, pattern: str):
     def agreed(p, a, b, **params):
         key = (p.op, p.a_shape, p.b_shape, p.dtype, pattern, tuple(sorted(params.items())))
         known = key in p.heap.agreed_calls
-        if _capturing():
+        if capturing():
             _check_capturable(p, pattern, known)
         if not known:
             _check_ranks_agree(p, pattern, params)
@@ -1263,11 +1257,6 @@ def _after_ranks_agree(run, pattern: str):
         return run(p, a, b, **params)
 
     return agreed
-
-
-def _capturing() -> bool:
-    # is_initialized first: no stream captures before CUDA is initialised, and the query needs CUDA.
-    return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
 
 
 def _check_capturable(p: OverlapProblem, pattern: str, agreed: bool) -> None:

@@ -36,7 +36,7 @@ import triton
 import triton.language as tl
 
 from seer import cusparse, sparse
-from seer.errors import InputError, check_no_grad, check_not_negated, check_writable, overlap_error, warn
+from seer.errors import InputError, check_no_grad, check_not_negated, check_writable, overlap_error, warn, warn_once
 from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, current_stream, sm_count,
                          specialisation, vector_operands)
 from seer.registry import Variant
@@ -1370,9 +1370,7 @@ _warned: set = set()
 
 
 def _warn_once(kind: str, message: str) -> None:
-    if kind not in _warned:
-        _warned.add(kind)
-        warn(message)
+    warn_once(_warned, message, kind)
 
 
 def problem(matrix) -> CsrMatrix:

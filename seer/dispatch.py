@@ -35,8 +35,8 @@ from typing import Callable, Sequence
 
 import torch
 
-from seer.errors import InputError, ModelError, warn
-from seer.launch import INTERPRETING, on_device, several_gpus
+from seer.errors import InputError, ModelError, warn_once
+from seer.launch import INTERPRETING, capturing, on_device, several_gpus
 from seer.registry import Op, get_op
 
 DEFAULT_CACHE_SIZE = 128
@@ -242,13 +242,8 @@ def _first_call(entry: Op, source, operands, out, variant):
     return (_serialised(first_call) if INTERPRETING else first_call)(source, operands, out)
 
 
-def _capturing() -> bool:
-    # is_initialized, not is_available (an NVML query): no stream captures before CUDA is initialised.
-    return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
-
-
 def _refuse_capture() -> None:
-    if _capturing():
+    if capturing():
         # Validation and feature gathering read the device back, which capture forbids.
         raise InputError(
             "the first seer.dispatch call on this input is inside CUDA graph capture; call it once "
@@ -282,7 +277,7 @@ def _counted(entry: Op, key, decision: Decision, operands, model) -> Decision:
     and cached; either way the next recheck scheduled."""
     decision.served += 1  # unlocked: a count lost to a race delays the recheck by a call
     recheck_at = decision.recheck_at  # read once: another thread may clear it meanwhile
-    if recheck_at is None or decision.served < recheck_at or _capturing():
+    if recheck_at is None or decision.served < recheck_at or capturing():
         return decision
     with _recheck_lock:
         if decision.recheck_at is None:  # another thread replaced it meanwhile
@@ -299,17 +294,28 @@ def _counted(entry: Op, key, decision: Decision, operands, model) -> Decision:
             if fresh is None or fresh.variant == decision.variant:
                 decision.recheck_at = later
                 return decision
-            fresh.stage += f", decided again at call {decision.served:,}"
-            try:
-                _bound(entry, fresh)  # the new variant's preparation, paid once
-            except Exception as error:  # e.g. out of device memory: the bound variant still serves
-                _warn_once(f"{entry.name}: deciding again at call {decision.served:,} chose {fresh.variant}, whose "
-                           f"preparation failed ({type(error).__name__}: {error}); keeping {decision.variant}")
+            fresh.recheck_at = later
+            if not _replaced(entry, key, decision, fresh, f"decided again at call {decision.served:,}"):
                 decision.recheck_at = later
                 return decision
-        fresh.served, fresh.recheck_at, decision.recheck_at = decision.served, later, None
-        _cache.put(key, fresh)
+        decision.recheck_at = None
     return fresh
+
+
+def _replaced(entry: Op, key, decision: Decision, fresh: Decision, why: str) -> bool:
+    """Whether ``fresh``, the choice made again (``why``), was bound (its preparation paid once) and
+    cached in place of ``decision``. Where its preparation fails (e.g. out of device memory) the bound
+    variant keeps serving, with a warning."""
+    fresh.stage += f", {why}"
+    try:
+        _bound(entry, fresh)
+    except Exception as error:
+        _warn_once(f"{entry.name}: {why}, seer chose {fresh.variant}, whose preparation failed "
+                   f"({type(error).__name__}: {error}); keeping {decision.variant}")
+        return False
+    fresh.served = decision.served
+    _cache.put(key, fresh)
+    return True
 
 
 def _hinted(entry: Op, key, decision: Decision, operands, calls: int, model) -> Decision:
@@ -317,7 +323,7 @@ def _hinted(entry: Op, key, decision: Decision, operands, calls: int, model) -> 
     hint (on the validated problem and the features at hand), bound if its variant changed, and
     cached with the hint's count; a hint fixes the choice, so no later recheck. Not on the multi-GPU
     ops: a rank deciding again alone (a hint on one rank) would switch patterns without its peers."""
-    if _capturing() or "world_size" in decision.features:  # capture: deciding may read the device back
+    if capturing() or "world_size" in decision.features:  # capture: deciding may read the device back
         return decision
     with _recheck_lock, _on_device_of(operands):
         if decision.calls >= calls:  # another thread decided for the hint meanwhile
@@ -327,19 +333,11 @@ def _hinted(entry: Op, key, decision: Decision, operands, calls: int, model) -> 
         if fresh.variant == decision.variant:
             decision.calls, decision.recheck_at = calls, None
             return decision
-        fresh.stage += f", decided again for calls={calls:,}"
-        try:
-            _bound(entry, fresh)  # the new variant's preparation, paid once
-        except Exception as error:  # e.g. out of device memory: the bound variant still serves
-            _warn_once(f"{entry.name}: deciding again for calls={calls:,} chose {fresh.variant}, whose preparation "
-                       f"failed ({type(error).__name__}: {error}); keeping {decision.variant}")
-            decision.calls, decision.recheck_at = calls, None
-            return decision
-        fresh.served, fresh.recheck_at = decision.served, None
-        _cache.put(key, fresh)
-        # The replaced decision, still held by threads mid-call: made for the hint, no recheck to run.
+        fresh.recheck_at = None
+        replaced = _replaced(entry, key, decision, fresh, f"decided again for calls={calls:,}")
+        # Replaced or not (then still held by threads mid-call): made for the hint, no recheck to run.
         decision.calls, decision.recheck_at = calls, None
-    return fresh
+    return fresh if replaced else decision
 
 
 def _settled_choice(entry: Op, decision: Decision, operands, model, counts: list[int]) -> Decision | None:
@@ -690,9 +688,7 @@ class _HeldModel:
 
 
 def _warn_once(message: str) -> None:
-    if message not in _warned:
-        _warned.add(message)
-        warn(message)
+    warn_once(_warned, message)
 
 
 # ------------------------------------------------------------------------------ devices

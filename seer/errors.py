@@ -35,6 +35,15 @@ def warn(message: str, category: type[Warning] = SeerWarning) -> None:
     warnings.warn(message, category, stacklevel=level)
 
 
+def warn_once(told: set, message: str, key=None) -> None:
+    """:func:`warn` unless ``key`` (by default the message itself) is in ``told``, the caller's record of
+    what it has said (a module's, so that each may say its own notices once and clear them)."""
+    key = message if key is None else key
+    if key not in told:
+        told.add(key)
+        warn(message)
+
+
 def _in_seer(module: str) -> bool:
     return module == "seer" or module.startswith("seer.")
 

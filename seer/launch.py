@@ -39,6 +39,12 @@ def several_gpus() -> bool:
     return torch.cuda.is_initialized() and torch.cuda.device_count() > 1
 
 
+def capturing() -> bool:
+    """Whether the current stream is capturing a CUDA graph. is_initialized first: no stream captures
+    before CUDA is initialised, and the query needs CUDA."""
+    return torch.cuda.is_initialized() and torch.cuda.is_current_stream_capturing()
+
+
 def on_device(device: torch.device):
     """A context in which ``device`` is the current CUDA device: a no-op where it already is, where
     it is not a GPU, or where the process sees one GPU at most."""
