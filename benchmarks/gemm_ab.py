@@ -31,8 +31,8 @@ import re
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
+from scipy.stats import gmean
 
 TOKENS = (8, 128, 2048)
 LAYERS = ("llama-8b/qkv", "llama-8b/mlp_down", "llama-70b/o", "mixtral-8x7b/mlp_up")
@@ -97,10 +97,6 @@ def measure(before, after, rounds: int) -> list[dict]:
     return rows
 
 
-def geomean(values) -> float:
-    return float(np.exp(np.mean(np.log(values))))
-
-
 def markdown(result: dict) -> str:
     from seer.profiling import provenance
 
@@ -114,11 +110,11 @@ def markdown(result: dict) -> str:
     for name in dict.fromkeys(r["variant"] for r in rows):
         ratios = [r["after_ms"] / r["before_ms"] for r in rows if r["variant"] == name]
         control = " (control: no tile loop)" if name.startswith("tma") else ""
-        lines.append(f"| {name}{control} | {len(ratios)} | {geomean(ratios):.3f} | {min(ratios):.3f} | {max(ratios):.3f} |")
+        lines.append(f"| {name}{control} | {len(ratios)} | {gmean(ratios):.3f} | {min(ratios):.3f} | {max(ratios):.3f} |")
     loop = [r["after_ms"] / r["before_ms"] for r in rows if not r["variant"].startswith("tma")]
     tma = [r["after_ms"] / r["before_ms"] for r in rows if r["variant"].startswith("tma")]
-    lines += ["", f"Tile-loop variants, every shape: **{geomean(loop):.3f}** ({len(loop)} cells); "
-              f"TMA control: {geomean(tma):.3f} ({len(tma)} cells).", "",
+    lines += ["", f"Tile-loop variants, every shape: **{gmean(loop):.3f}** ({len(loop)} cells); "
+              f"TMA control: {gmean(tma):.3f} ({len(tma)} cells).", "",
               "| shape | B | variant | before µs | after µs | ratio |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['shape']} | {r['b']} | {r['variant']} | {r['before_ms'] * 1e3:.2f} | {r['after_ms'] * 1e3:.2f} | "
               f"{r['after_ms'] / r['before_ms']:.3f} |" for r in rows]

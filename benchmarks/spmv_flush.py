@@ -28,7 +28,7 @@ from typing import Callable
 import torch
 from scipy.stats import gmean
 from large_set import by_turns, check_all
-from spmv_bandwidth import minimum_bytes
+from spmv_bandwidth import minimum_bytes, share_of_copy
 from spmv_vector_loads import FAMILIES, MIN_NNZ
 
 from seer.kernels import spmv
@@ -123,10 +123,6 @@ def describe(row: dict) -> str:
             f"written+read {t['written+read'][best] * 1e3:.1f}")
 
 
-def share(row: dict, ms: float, copy_gbps: float) -> float:
-    return minimum_bytes(row["rows"], row["cols"], row["nnz"]) / (ms * 1e-3) / 1e9 / copy_gbps
-
-
 def markdown(result: dict) -> str:
     rows, ceilings = result["matrices"], result["copy_ceiling_gbps"]
     flushes = list(ceilings)
@@ -148,8 +144,8 @@ def markdown(result: dict) -> str:
         lines.append(f"| {r['id']} | {r['nnz'] / r['rows']:.1f} | {best} | "
                      + " | ".join(f"{t[f][best] * 1e3:.1f}" for f in flushes)
                      + f" | {(t['written'][best] - t['read'][best]) * 1e3:.1f} | "
-                     f"{share(r, t['written'][best], ceilings['written']):.0%} / "
-                     f"{share(r, t['read'][read_best], ceilings['read']):.0%} | {copy * 1e3:.1f} |")
+                     f"{share_of_copy(r, t['written'][best], ceilings['written']):.0%} / "
+                     f"{share_of_copy(r, t['read'][read_best], ceilings['read']):.0%} | {copy * 1e3:.1f} |")
     if rows:
         lines += ["", "Over all matrices and variants:", "", "| variant | written / read, geometric mean | "
                   "written - read, median µs | written+read / read |", "|---|---|---|---|"]
@@ -159,7 +155,7 @@ def markdown(result: dict) -> str:
                          f"{statistics.median(a - b for a, b in zip(w, rd)) * 1e3:.1f} | "
                          f"{gmean([a / b for a, b in zip(wr, rd)]):.3f} |")
         for flush in ("written", "read"):
-            shares = [share(r, min(r["time_ms"][flush][v] for v in VARIANTS), ceilings[flush]) for r in rows]
+            shares = [share_of_copy(r, min(r["time_ms"][flush][v] for v in VARIANTS), ceilings[flush]) for r in rows]
             lines.append("")
             lines.append(f"Best variant per matrix under the *{flush}* flush, against the 1 GiB copy under the same "
                          f"flush: median {statistics.median(shares):.0%} of copy (min {min(shares):.0%}, "
