@@ -439,8 +439,13 @@ def cache_key(spec: OverlapSpec):
     return (spec.op, spec.a_shape, spec.b_shape, spec.dtype, str(spec.device), where), ()
 
 
+def _heap_of(spec: OverlapSpec) -> Heap:
+    """The heap given, else the group's (made on its first use)."""
+    return spec.heap if spec.heap is not None else heap_for_group(spec.group)
+
+
 def problem(spec: OverlapSpec) -> OverlapProblem:
-    heap = spec.heap if spec.heap is not None else heap_for_group(spec.group)
+    heap = _heap_of(spec)
     if spec.dtype not in DTYPES:
         raise InputError(f"{spec.op} supports {[str(d) for d in DTYPES]}, got {spec.dtype}")
     if spec.device != heap.device:
@@ -469,7 +474,7 @@ def validate(spec: OverlapSpec, operands) -> OverlapProblem:
     peers waiting there for it until the collective's timeout. Only then: once a call shape of the op
     has been agreed (on every rank at once), a peer may be running a cached shape, which starts no
     collective, and a refusing rank raises alone. Not for ``explain``, which must start no collective."""
-    heap = spec.heap if spec.heap is not None else heap_for_group(spec.group)
+    heap = _heap_of(spec)
     try:
         p = problem(spec)
         check_operands(p, operands)
