@@ -36,6 +36,7 @@ from typing import Callable, Sequence
 import torch
 
 from seer.errors import InputError, ModelError, warn_once
+from seer.features_base import reads_dtype
 from seer.launch import INTERPRETING, capturing, on_device, several_gpus
 from seer.registry import Op, get_op
 
@@ -478,7 +479,7 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
     if trained_sizes and known.get("world_size") not in trained_sizes:
         _warn_once(f"{description} was trained at world sizes {trained_sizes}, running at {known.get('world_size')}: "
                    f"its choices are extrapolated; profile at this size (benchmarks/overlap.py) and train")
-    if not any(name.startswith("dtype") for name in known):  # the overlap ops read dtype_bytes
+    if not reads_dtype(known):
         _check_dtype_trained(selector, description, problem)
     free = gathered or entry.features.gathered_if_free(problem)
     features = {**known, **(free or {})}

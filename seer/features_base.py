@@ -61,3 +61,9 @@ class Feature:
         if "." in text:
             text = text.rstrip("0").rstrip(".")
         return f"{text} {self.unit}".rstrip()
+
+
+def reads_dtype(feature_names) -> bool:
+    """Whether trees on these features see the dtype (GEMM's ``dtype``, the overlap ops' ``dtype_bytes``);
+    where not, a model holds for the one dtype its campaign profiled (SpMV)."""
+    return any(name.startswith("dtype") for name in feature_names)

@@ -55,6 +55,7 @@ from sklearn.model_selection import GroupKFold
 from sklearn.tree import DecisionTreeRegressor
 
 from seer.errors import ModelError, ProfileTableError, warn
+from seer.features_base import reads_dtype
 from seer.model import GATHER, SelectorModel, nearest_calls, op_feature_module
 from seer.table import ProfileTable, device_of, meta_path, read_table, table_sha256
 from seer.tree import Tree, log_regret, node_choices
@@ -302,8 +303,8 @@ class TwoStageSelector:
             "hyperparameters": self.hyperparameters_,
             "scores": scores,
         }
-        if not any(name.startswith("dtype") for name in self.known_):  # a campaign profiles one dtype:
-            training["dtype"] = table.meta.get("dtype", "float32")  # float32 before the field was recorded
+        if not reads_dtype(self.known_):  # a campaign profiles one dtype: float32 before the field was recorded
+            training["dtype"] = table.meta.get("dtype", "float32")
         if "world_size" in self.known_:  # multi-GPU ops: the world sizes the trees have seen
             training["world_sizes"] = sorted(int(w) for w in table.frame["world_size"].dropna().unique())
         return SelectorModel(
