@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 
 from seer.errors import InputError, check_no_grad, check_not_negated, check_out_apart, check_writable, warn_once
-from seer.launch import INTERPRETER_SMS, sm_count  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
+from seer.launch import INTERPRETER_SMS, sm_count, through_triton  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
 from seer.registry import Variant
 
 
@@ -316,8 +316,8 @@ def _run_tiles(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torc
 
 
 def _launch_tiles(config: GemmConfig, problem: GemmProblem, a, b, c) -> None:
-    _gemm_kernel[(config.grid_size(problem),)](
-        a, b, c, problem.M, problem.N, problem.K, *a.stride(), *b.stride(), *c.stride(), **config.meta())
+    through_triton(_gemm_kernel, (config.grid_size(problem),),
+                   a, b, c, problem.M, problem.N, problem.K, *a.stride(), *b.stride(), *c.stride(), **config.meta())
 
 
 def _split_k(launch):
@@ -343,9 +343,9 @@ def _split_k(launch):
 def _run_splitk(config, problem, a, b, c, splits, k_per_split, tiles) -> None:
     M, N = problem.M, problem.N
     partial = torch.empty((splits, M, N), dtype=torch.float32, device=problem.device)
-    _gemm_splitk_kernel[(tiles, splits)](a, b, partial, M, N, problem.K, *a.stride(), *b.stride(), k_per_split,
-                                         **config.meta())
-    _sum_splits_kernel[(triton.cdiv(M * N, _SUM_BLOCK),)](partial, c, M * N, splits, BLOCK=_SUM_BLOCK)
+    through_triton(_gemm_splitk_kernel, (tiles, splits),
+                   a, b, partial, M, N, problem.K, *a.stride(), *b.stride(), k_per_split, **config.meta())
+    through_triton(_sum_splits_kernel, (triton.cdiv(M * N, _SUM_BLOCK),), partial, c, M * N, splits, BLOCK=_SUM_BLOCK)
 
 
 _arrivals: dict[tuple, torch.Tensor] = {}
@@ -366,9 +366,9 @@ def _arrival_counters(device: torch.device, count: int) -> torch.Tensor:
 @_split_k
 def _run_splitk_fixup(config, problem, a, b, c, splits, k_per_split, tiles) -> None:
     partial = torch.empty(tiles * splits * config.block_m * config.block_n, dtype=torch.float32, device=problem.device)
-    _gemm_splitk_fixup_kernel[(tiles, splits)](
-        a, b, c, partial, _arrival_counters(problem.device, tiles), problem.M, problem.N, problem.K,
-        *a.stride(), *b.stride(), *c.stride(), k_per_split, splits, **config.meta())
+    through_triton(_gemm_splitk_fixup_kernel, (tiles, splits),
+                   a, b, c, partial, _arrival_counters(problem.device, tiles), problem.M, problem.N, problem.K,
+                   *a.stride(), *b.stride(), *c.stride(), k_per_split, splits, **config.meta())
 
 
 # triton.set_allocator holds its allocator per thread (a context variable): set in each thread once.
@@ -414,8 +414,8 @@ def _run_tma(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.
         return c
     if problem.device.type == "cuda":  # a worker thread of a server too: "no allocator was set" there
         _allocate_descriptors_in_this_thread()
-    _gemm_tma_kernel[(config.grid_size(problem),)](
-        a, b, c, problem.M, problem.N, problem.K, a.stride(0), b.stride(0), c.stride(0), **config.meta())
+    through_triton(_gemm_tma_kernel, (config.grid_size(problem),),
+                   a, b, c, problem.M, problem.N, problem.K, a.stride(0), b.stride(0), c.stride(0), **config.meta())
     return c
 
 

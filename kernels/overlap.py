@@ -68,7 +68,7 @@ from seer.copy_engine import copy_rows
 from seer.errors import InputError, check_no_grad, check_not_negated, warn, warn_once
 from seer.kernels import remote
 from seer.kernels.gemm import matmul_tile, tile_coords
-from seer.launch import LaunchCache, capturing, specialisation
+from seer.launch import LaunchCache, capturing, specialisation, through_triton
 from seer.registry import Variant
 from seer.symmetric_heap import MAX_EPOCH, Heap, heap_for_group
 
@@ -776,7 +776,7 @@ def _cdiv(a: int, b: int) -> int:
 # ---------------------------------------------------------------- all_gather_gemm
 def _ag_launch(p, programs, producers, shard, gathered, b, c, flags, epoch, *, signal=False, a_from=A_GATHERED):
     t, h = p.tiles, p.heap
-    _ag_kernel[(programs,)](
+    through_triton(_ag_kernel, (programs,),
         shard, gathered, b, c, flags, epoch, h.wait_errors, h.max_spins, h.rank, h.world_size, h.heap_bases,
         shard.shape[0], p.n, p.k, b.stride(0), b.stride(1), c.stride(0), c.stride(1), producers,
         BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k, GROUP_M=t.group_m, COPY_K=t.copy_k,
@@ -872,7 +872,7 @@ def _ag_torch_fused(p, a_shard, b):
 # ---------------------------------------------------------------- gemm_all_scatter
 def _as_launch(p, programs, producers, a, b, mine, flags, epoch, *, push=False, signal=False, wait=False):
     t, h = p.tiles, p.heap
-    _as_kernel[(programs,)](
+    through_triton(_as_kernel, (programs,),
         a, b, mine, flags, epoch, h.wait_errors, h.max_spins, h.rank, h.world_size, h.heap_bases,
         p.m, mine.shape[1], p.k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), mine.stride(0), producers,
         BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k, GROUP_M=t.group_m,
@@ -968,7 +968,7 @@ def _as_bulk_torch(p, a, b_shard):
 def _rs_launch(p, programs, producers, a, b, parts, out, flags, epoch, *, push=False, signal=False,
                from_peers=False, wait=False):
     t, h = p.tiles, p.heap
-    _rs_kernel[(programs,)](
+    through_triton(_rs_kernel, (programs,),
         a, b, parts, out, flags, epoch, h.wait_errors, h.max_spins, h.rank, h.world_size, h.heap_bases,
         out.shape[0], p.n, a.shape[1], a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), producers,
         BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k, GROUP_M=t.group_m,

@@ -38,7 +38,7 @@ import triton.language as tl
 from seer import cusparse, sparse
 from seer.errors import InputError, check_no_grad, check_not_negated, check_writable, overlap_error, warn, warn_once
 from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, current_stream, sm_count,
-                         specialisation, vector_operands)
+                         specialisation, through_triton, vector_operands)
 from seer.registry import Variant
 from seer.sparse import (STRIDED, CsrMatrix, add_up_counts, as_csr, check_dense_vector, dense_vector_check,
                          program_counts, row_statistics, zero_counts)
@@ -644,8 +644,8 @@ def _find_rows_following_pattern(csr: CsrMatrix) -> tuple[torch.Tensor, torch.Te
     """Two small reductions and one pass over the structure; no read-back, so the host never waits."""
     pattern_row = torch.argmax(csr.indptr[1:] - csr.indptr[:-1])
     follows = torch.empty(csr.rows, dtype=torch.int8, device=csr.device)
-    _follows_pattern_kernel[(cdiv(csr.rows, _FOLLOWS_TILE["ROWS"]),)](
-        csr.indptr, csr.indices, pattern_row, follows, csr.rows, **_FOLLOWS_TILE, num_warps=4)
+    through_triton(_follows_pattern_kernel, (cdiv(csr.rows, _FOLLOWS_TILE["ROWS"]),),
+                   csr.indptr, csr.indices, pattern_row, follows, csr.rows, **_FOLLOWS_TILE, num_warps=4)
     return pattern_row, follows
 
 
@@ -682,8 +682,8 @@ def sampled_offset_bounds(csr: CsrMatrix) -> torch.Tensor:
     bounds = torch.zeros(BOUND_SLOTS, 2, dtype=csr.indices.dtype, device=csr.device)
     stride = max(1, csr.rows // SAMPLED_ROW_ENDS)
     sampled = cdiv(csr.rows, stride)
-    _row_end_offsets_kernel[(cdiv(sampled, 1024),)](csr.indptr, csr.indices, bounds, sampled, stride,
-                                                    BLOCK=1024, num_warps=4)
+    through_triton(_row_end_offsets_kernel, (cdiv(sampled, 1024),),
+                   csr.indptr, csr.indices, bounds, sampled, stride, BLOCK=1024, num_warps=4)
     return bounds
 
 
@@ -700,9 +700,9 @@ def column_offsets(csr: CsrMatrix) -> torch.Tensor | None:
     bounds = sampled_offset_bounds(csr)
     offsets = torch.empty(csr.nnz, dtype=torch.int16, device=csr.device)
     rows_per_program, group = _vector_tile(cdiv(csr.nnz, csr.rows))
-    _column_offsets_kernel[(cdiv(csr.rows, rows_per_program),)](
-        csr.indptr, csr.indices, offsets, bounds, csr.rows, ROWS=rows_per_program, G=group, SLOTS=BOUND_SLOTS,
-        num_warps=4)
+    through_triton(_column_offsets_kernel, (cdiv(csr.rows, rows_per_program),),
+                   csr.indptr, csr.indices, offsets, bounds, csr.rows,
+                   ROWS=rows_per_program, G=group, SLOTS=BOUND_SLOTS, num_warps=4)
     return offsets if fits_16_bits(*offset_range(bounds)) else None
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import threading
 from typing import Callable
 
 import torch
@@ -96,6 +97,21 @@ def addresses(args: tuple) -> tuple:
 INTERPRETER_SMS = 4
 
 
+# Triton (3.6 to 3.9) stores a compiled kernel's launcher before it loads the kernel's function
+# handle (``CompiledKernel._init_handles``), and the load lets other threads run: a thread launching
+# the same kernel meanwhile launches handle 0, "invalid resource handle" (tests/test_dispatch_gpu.py's
+# threads failed so under triton 3.9 on an H200). seer's launches through Triton's own path, the only
+# ones that compile and load, therefore take turns; direct launches, of kernels loaded, do not wait.
+_TRITON_PATH = threading.Lock()
+
+
+def through_triton(kernel, grid: tuple, *args, **options):
+    """``kernel[grid](*args, **options)`` (compiling and loading if needed), one thread at a time;
+    returns the compiled kernel."""
+    with _TRITON_PATH:
+        return kernel[grid](*args, **options)
+
+
 @functools.lru_cache(maxsize=None)
 def sm_count(device: torch.device) -> int:
     """Streaming multiprocessors of a CUDA device (cached), or :data:`INTERPRETER_SMS` elsewhere."""
@@ -140,7 +156,7 @@ class LaunchCache:
 
     def first_launch(self, key, grid: tuple, args: tuple, options: dict) -> None:
         """Triton's own launch (compiling if needed); keeps the direct launch of what it compiled."""
-        compiled = self.kernel[grid](*args, **options)
+        compiled = through_triton(self.kernel, grid, *args, **options)
         if not INTERPRETING and _launchable(compiled):
             self._ready[key] = direct_launch(compiled)
 
@@ -207,5 +223,6 @@ def current_stream() -> int:
 
 
 def _launchable(compiled) -> bool:
-    """The compiled-kernel attributes the direct path needs (triton 3.2 to 3.9 have them)."""
-    return all(hasattr(compiled, name) for name in ("run", "function", "packed_metadata"))
+    """The compiled-kernel attributes the direct path needs (triton 3.2 to 3.9 have them), its
+    function handle loaded (a handle of 0 kept in a direct launch would fail every launch)."""
+    return all(hasattr(compiled, name) for name in ("run", "function", "packed_metadata")) and bool(compiled.function)

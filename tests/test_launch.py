@@ -63,8 +63,9 @@ def test_input_launches_keep_launch_options_apart(monkeypatch):
     the second compiles its own, and each later launch runs its own."""
     import seer.launch as launch
 
-    class Compiled:  # what Triton's first launch returns; the direct path needs these names
-        run = function = packed_metadata = None
+    class Compiled:  # what Triton's first launch returns; the direct path needs these names, a handle loaded
+        run = packed_metadata = None
+        function = 0x7F00
 
         def __init__(self, warps):
             self.warps = warps
@@ -81,6 +82,84 @@ def test_input_launches_keep_launch_options_apart(monkeypatch):
     for warps in (4, 8, 4, 8):  # the first two compile, the last two launch directly
         launches[warps].launch(("x",), 1, (), ())
     assert len(cache._ready) == 2 and ran == [4, 8]
+
+
+def test_launches_through_tritons_path_take_turns():
+    """Triton publishes a kernel's launcher before it loads the kernel's function handle, and a thread
+    launching meanwhile launched handle 0 (an H200 under triton 3.9): seer's launches through
+    Triton's path, which compile and load, run one thread at a time."""
+    import threading
+    import time
+
+    from seer import launch
+
+    inside, most = [0], [0]
+
+    class Kernel:
+        def __getitem__(self, grid):
+            def run(*args, **options):
+                inside[0] += 1
+                most[0] = max(most[0], inside[0])
+                time.sleep(0.02)  # long enough for every other thread to arrive
+                inside[0] -= 1
+            return run
+
+    kernel = Kernel()
+    cache = LaunchCache(kernel)
+    workers = [threading.Thread(target=launch.through_triton, args=(kernel, (1,), i)) for i in range(3)]
+    workers += [threading.Thread(target=cache.first_launch, args=(("input", i), (1,), (i,), {})) for i in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert most[0] == 1
+
+
+def test_a_kernel_whose_handle_is_not_loaded_gets_no_direct_launch(monkeypatch):
+    """A direct launch keeps the function handle it was made with: made from a handle still 0 it
+    would fail on every call, so that launch stays on Triton's path until the handle is there."""
+    from seer import launch
+
+    class Compiled:
+        run = packed_metadata = object()
+        function = 0
+
+    class Kernel:
+        def __getitem__(self, grid):
+            return lambda *args: Compiled
+
+    monkeypatch.setattr(launch, "INTERPRETING", False)
+    monkeypatch.setattr(launch, "direct_launch", lambda compiled: "direct")
+    cache = LaunchCache(Kernel())
+    cache.first_launch("key", (1,), (), {})
+    assert cache.ready("key") is None
+    Compiled.function = 0x7F00
+    cache.first_launch("key", (1,), (), {})
+    assert cache.ready("key") == "direct"
+
+
+def test_the_library_launches_jit_kernels_only_through_through_triton():
+    """``kernel[grid](...)`` written anywhere in seer would skip the turns above."""
+    import importlib
+    import pkgutil
+
+    import triton
+
+    import seer
+    import seer.features
+    import seer.kernels
+
+    found = []
+    for package in (seer, seer.kernels, seer.features):
+        for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+            module = importlib.import_module(info.name)
+            for node in ast.walk(ast.parse(inspect.getsource(module))):
+                if (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
+                        and isinstance(node.func.value, (ast.Name, ast.Attribute))
+                        and isinstance(getattr(module, ast.unparse(node.func.value), None),
+                                       triton.runtime.KernelInterface)):
+                    found.append(f"{info.name}, line {node.lineno}")
+    assert not found, f"launched without seer.launch.through_triton: {found}"
 
 
 def test_on_device_switches_only_to_another_gpu_of_several(monkeypatch):
