@@ -86,6 +86,7 @@ class DecisionCache:
         self._current: dict = {}  # an input's identity -> the key of its cached state
         self._lock = threading.Lock()
         self.hits = self.misses = 0
+        self.generation = 0  # clears so far: a decision made across a clear is not cached
 
     def get(self, key):
         # acquire/try/finally, not `with`, on the path every cached call takes; hashing the key
@@ -107,9 +108,14 @@ class DecisionCache:
         with self._lock:
             return self._entries.get(key)
 
-    def put(self, key, decision: Decision) -> None:
+    def put(self, key, decision: Decision, generation: int) -> None:
+        """Cache ``decision`` unless the cache was cleared since ``generation`` (:attr:`generation`
+        read before the decision was made): a call in flight across ``clear_cache()`` must not bring
+        back what the clear released."""
         identity = _identity(key)
         with self._lock:
+            if generation != self.generation:
+                return
             replaced = self._current.get(identity)
             if replaced is not None and replaced != key:
                 self._entries.pop(replaced, None)
@@ -130,11 +136,19 @@ class DecisionCache:
             if self._current.get(identity) == key:
                 del self._current[identity]
 
+    def replace(self, key, decision: Decision, fresh: Decision) -> None:
+        """``fresh`` in place of ``decision`` where ``key`` still holds it (not cleared or evicted
+        meanwhile)."""
+        with self._lock:
+            if self._entries.get(key) is decision:
+                self._entries[key] = fresh
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
             self._current.clear()
             self.hits = self.misses = 0
+            self.generation += 1
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -152,9 +166,13 @@ _cache = DecisionCache()
 def clear_cache() -> None:
     """Forget every cached decision (releasing the inputs the cache kept alive) and every
     resolved model, so that new files in ``$SEER_MODELS`` are seen and the models' warnings repeat
-    (the kernels' notices, such as a scipy input's, are given once a process)."""
+    (the kernels' notices, such as a scipy input's, are given once a process). A call in flight
+    meanwhile caches neither its decision nor its model."""
+    global _models_generation
     _cache.clear()
-    _models.clear()
+    with _models_lock:
+        _models.clear()
+        _models_generation += 1
     _warned.clear()
 
 
@@ -204,19 +222,56 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
             elif decision.recheck_at is not None:
                 decision = _counted(entry, key, decision, operands, model)
             return decision.call(*operands) if out is None else decision.call(*operands, out=out)
-    with _on_device_of(operands):
-        problem, result = _first_call(entry, source, operands, out, variant)
-        decision = _bound(entry, _decide(entry, source, operands, calls=calls, model=model, variant=variant,
-                                         problem=problem))
-        if calls is None and variant is None:
-            _schedule_recheck(entry, decision, model)
-        if result is None:
-            result = decision.call(*operands) if out is None else decision.call(*operands, out=out)
-    if key is not None:
-        if getattr(entry.kernels, "KEYS_BY_VALUE", False):
-            decision.source = None  # no id in its key to keep unique: the caller's tensors are not held
-        _cache.put(key, decision)
+        generation = _cache.generation
+        making = _first_calls.claim(key)
+        if making is not None:  # another thread is deciding for this input: its decision will be cached
+            making.wait()
+            return dispatch(op, inputs, out=out, calls=calls, model=model, variant=variant, **op_kwargs)
+    try:
+        with _on_device_of(operands):
+            problem, result = _first_call(entry, source, operands, out, variant)
+            decision = _bound(entry, _decide(entry, source, operands, calls=calls, model=model, variant=variant,
+                                             problem=problem))
+            if calls is None and variant is None:
+                _schedule_recheck(entry, decision, model)
+            if result is None:
+                result = decision.call(*operands) if out is None else decision.call(*operands, out=out)
+        if key is not None:
+            if getattr(entry.kernels, "KEYS_BY_VALUE", False):
+                decision.source = None  # no id in its key to keep unique: the caller's tensors are not held
+            _cache.put(key, decision, generation)
+    finally:
+        if key is not None:
+            _first_calls.done(key)
     return result
+
+
+class FirstCalls:
+    """The inputs whose first call a thread is making. Threads that miss the cache on one of them
+    wait for that call's decision instead of making their own: each would validate, decide and
+    prepare again, and on a large matrix N threads' preparations (a copy of the values, a sorted
+    stack of column slices) held at once can exhaust the device's memory."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._making: dict = {}
+
+    def claim(self, key) -> threading.Event | None:
+        """None if the calling thread is to make ``key``'s first call (it must call :meth:`done`),
+        else the event the thread making it sets once its decision is cached (or the call failed:
+        a waiter then tries itself)."""
+        with self._lock:
+            making = self._making.get(key)
+            if making is None:
+                self._making[key] = threading.Event()
+            return making
+
+    def done(self, key) -> None:
+        with self._lock:
+            self._making.pop(key).set()
+
+
+_first_calls = FirstCalls()
 
 
 def _check_calls(calls) -> None:
@@ -315,7 +370,7 @@ def _replaced(entry: Op, key, decision: Decision, fresh: Decision, why: str) -> 
                    f"({type(error).__name__}: {error}); keeping {decision.variant}")
         return False
     fresh.served = decision.served
-    _cache.put(key, fresh)
+    _cache.replace(key, decision, fresh)
     return True
 
 
@@ -530,6 +585,7 @@ def _serialised(run: Callable) -> Callable:
 _models: OrderedDict = OrderedDict()
 _MODELS_HELD = 32
 _models_lock = threading.Lock()
+_models_generation = 0  # clears so far: a model resolved across a clear is not kept
 _warned: set = set()
 
 
@@ -549,8 +605,11 @@ def resolve_model(entry: Op, device: torch.device, model=None, world_size: int |
         if resolved is not None:
             _models.move_to_end(token)
             return resolved
+        generation = _models_generation
     resolved = _resolve(entry, device, model, world_size)
     with _models_lock:
+        if generation != _models_generation:  # cleared meanwhile: $SEER_MODELS may name others now
+            return resolved
         _models[token] = resolved
         while len(_models) > _MODELS_HELD:
             _models.popitem(last=False)

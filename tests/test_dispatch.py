@@ -401,6 +401,90 @@ def test_threads_dispatch_at_once():
     assert seer.cache_info()["size"] == 4
 
 
+def _at_once(worker, threads: int) -> list:
+    """``worker()`` in ``threads`` threads released together; the exceptions they raised."""
+    start, errors = threading.Barrier(threads), []
+
+    def run():
+        try:
+            start.wait()
+            worker()
+        except Exception as exc:  # collected and returned to the main thread
+            errors.append(exc)
+
+    running = [threading.Thread(target=run) for _ in range(threads)]
+    for t in running:
+        t.start()
+    for t in running:
+        t.join()
+    return errors
+
+
+def _slowed(monkeypatch, name: str, made: list, fail_first: bool = False, started: threading.Event | None = None):
+    """seer.dispatch's ``name`` counted in ``made`` and slowed, so that other threads arrive meanwhile
+    (``started`` set as it begins)."""
+    import time
+
+    dispatch_module = sys.modules["seer.dispatch"]  # ``seer.dispatch`` names the function
+    step = getattr(dispatch_module, name)
+
+    def slow(*args, **kwargs):
+        made.append(name)
+        if started is not None:
+            started.set()
+        time.sleep(0.2)
+        if fail_first and len(made) == 1:
+            raise RuntimeError("the first call failed")
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(dispatch_module, name, slow)
+
+
+def test_threads_missing_one_input_at_once_make_one_first_call(monkeypatch):
+    """Every thread that missed the cache made its own first call (validation, decision, preparation):
+    on a large matrix, N threads' preparations at once. The others wait for the first one's decision."""
+    m, made = _matrix(80, 60, 0.1), []
+    parts = _parts(m)
+    _slowed(monkeypatch, "_decide", made)
+
+    def worker():
+        x = torch.randn(60)
+        _check(seer.dispatch("spmv", (parts, x)), m, x)
+
+    assert _at_once(worker, 6) == []
+    assert made == ["_decide"]
+    assert seer.cache_info()["size"] == 1
+
+
+def test_waiting_threads_try_again_when_the_first_call_fails(monkeypatch):
+    m, made = _matrix(80, 60, 0.1), []
+    parts = _parts(m)
+    _slowed(monkeypatch, "_decide", made, fail_first=True)
+
+    def worker():
+        x = torch.randn(60)
+        _check(seer.dispatch("spmv", (parts, x)), m, x)
+
+    errors = _at_once(worker, 4)
+    assert [str(e) for e in errors] == ["the first call failed"]
+    assert made == ["_decide", "_decide"]  # the failed one, then one of the waiting threads'
+
+
+def test_a_clear_during_a_first_call_keeps_neither_its_decision_nor_its_model(monkeypatch):
+    """A call in flight across clear_cache() cached its decision and its model afterwards: after a
+    new $SEER_MODELS and a clear, new inputs kept being decided by the old model."""
+    dispatch_module = sys.modules["seer.dispatch"]
+    m, made, resolving = _matrix(80, 60, 0.1), [], threading.Event()
+    _slowed(monkeypatch, "_resolve", made, started=resolving)
+    worker = threading.Thread(target=seer.dispatch, args=("spmv", (_parts(m), torch.randn(60))))
+    worker.start()
+    assert resolving.wait(60)
+    seer.clear_cache()
+    worker.join()
+    assert made == ["_resolve"]
+    assert seer.cache_info()["size"] == 0 and not dispatch_module._models
+
+
 def test_corrupted_and_foreign_models_fall_back(tmp_path, spmv_model):
     m = _matrix()
     x = torch.randn(m.shape[1])
