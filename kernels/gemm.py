@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 
 from seer.errors import InputError, check_no_grad, check_not_negated, check_out_apart, check_writable, warn_once
-from seer.launch import INTERPRETER_SMS, sm_count, through_triton  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
+from seer.launch import INTERPRETER_SMS, capturing, sm_count, through_triton  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
 from seer.registry import Variant
 
 
@@ -353,7 +353,12 @@ _arrivals: dict[tuple, torch.Tensor] = {}
 
 def _arrival_counters(device: torch.device, count: int) -> torch.Tensor:
     """Zeroed per-tile counters for :func:`_gemm_splitk_fixup_kernel`, one buffer per device and
-    stream (kernels on one stream run in order, so they can share it; kernels leave it zeroed)."""
+    stream (kernels on one stream run in order, so they can share it; kernels leave it zeroed).
+    Under CUDA graph capture, a buffer of the graph's own that the graph zeroes: graphs are captured
+    on one stream (torch's own) and may be replayed beside each other, or outlive the graph whose
+    memory a kept buffer came from."""
+    if capturing():
+        return torch.zeros(count, dtype=torch.int32, device=device)
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
     key = (device, stream)
     counters = _arrivals.get(key)

@@ -805,10 +805,15 @@ def _split_scratch(device: torch.device, splits: int, stride: int, row_blocks: i
 def _per_stream(make: Callable[[], tuple], device: torch.device) -> Callable[[], tuple]:
     """``get()``: ``(arguments, their addresses)`` that ``make()`` built for the current CUDA stream,
     on the first call there. Scratch shared by launches on two streams at once would mix their
-    sums; a launch's own stream orders it after the last one on that stream."""
+    sums; a launch's own stream orders it after the last one on that stream. Under CUDA graph
+    capture, built afresh for each capture: graphs are captured on one stream (torch's own) and may
+    be replayed beside each other, or outlive the graph whose memory kept scratch came from."""
     on_cuda, made = device.type == "cuda", {}
 
     def get() -> tuple:
+        if on_cuda and torch.cuda.is_current_stream_capturing():
+            arguments = make()
+            return arguments, addresses(arguments)
         stream = current_stream() if on_cuda else 0
         found = made.get(stream)
         if found is None:

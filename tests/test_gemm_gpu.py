@@ -4,6 +4,7 @@ import warnings
 import pytest
 import torch
 
+from graph_checks import assert_graphs_keep_their_own_scratch
 from seer.kernels import gemm
 from test_gemm import TOLERANCE, check_k_step_past_2_to_31, seers_candidates, sums_16_bits_would_lose
 
@@ -100,6 +101,23 @@ def test_splitk_is_deterministic(name):
     first = variant.run(p, a, b)
     assert all(torch.equal(first, variant.run(p, a, b)) for _ in range(20))
     check_variant(variant, a, b)
+
+
+def test_splitk_arrival_counters_of_two_graphs_stay_apart():
+    """The fixup variant's per-tile arrival counters were kept per stream, so every graph (all captured
+    on torch's one capture stream) shared one buffer, made in the first graph's memory and zeroed only
+    by its replays: two graphs replayed at once counted each other's slices."""
+    variant = gemm.CANDIDATES["splitk16fix_16x64x128_w4s4g1"]
+    pairs = [operands(16, 4096, 4096, torch.bfloat16, seed=seed) for seed in (1, 2)]
+    p = gemm.problem(pairs[0])
+    outs = [torch.empty(16, 4096, dtype=torch.bfloat16, device="cuda") for _ in pairs]
+
+    def check(i):
+        err = relative_error(outs[i], *pairs[i])
+        assert err < TOLERANCE[torch.bfloat16], f"graph {i}: relative error {err:.3g}"
+
+    assert_graphs_keep_their_own_scratch([lambda i=i: variant.run(p, *pairs[i], out=outs[i]) for i in (0, 1)],
+                                         lambda i: outs[i].fill_(float("nan")), check)
 
 
 @pytest.mark.parametrize("name", ["splitk16_16x64x128_w4s4g1", "splitk16fix_16x64x128_w4s4g1"])

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 import torch
+from graph_checks import assert_graphs_keep_their_own_scratch
 from test_spmv_diagonal import expected_follows, nearly_banded
 from test_spmv_kernels import assert_graph_replays, assert_spmv_close, random_vector, run_and_check, to_seer
 
@@ -179,6 +180,20 @@ def test_split_diagonals_replay_from_a_cuda_graph():
     before it."""
     csr, exact = split_band_on_the_gpu()
     assert_graph_replays(spmv.VARIANTS[NAME].run, csr, exact, np.random.default_rng(8), torch.float32)
+
+
+@pytest.mark.gpu
+def test_split_diagonals_of_two_graphs_keep_their_own_sums():
+    """The splits' partial sums and counts were kept per stream, so two graphs of one matrix (both
+    captured on torch's one capture stream) shared them, and their replays at once mixed their sums."""
+    csr, exact = split_band_on_the_gpu()
+    rng = np.random.default_rng(14)
+    xs = [random_vector(rng, csr.cols, torch.float32).cuda() for _ in range(2)]
+    outs = [torch.empty(csr.rows, device="cuda") for _ in range(2)]
+    assert_graphs_keep_their_own_scratch(
+        [lambda i=i: spmv.VARIANTS[NAME].run(csr, xs[i], outs[i]) for i in (0, 1)],
+        lambda i: outs[i].fill_(float("nan")),
+        lambda i: assert_spmv_close(outs[i].cpu(), exact, xs[i].cpu(), torch.float32))
 
 
 @pytest.mark.gpu
