@@ -21,9 +21,31 @@ from typing import Callable
 import torch
 import triton
 
-from seer.errors import InputError
+from seer.errors import InputError, warn
 
 INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def interpreter_conflict(triton_version: str, numpy_version: str) -> str | None:
+    """What keeps this Triton's interpreter from running seer's kernels with this numpy, or None.
+    Triton 3.6's interpreter takes a program id as an int through ``int()`` of a one-element
+    array, which numpy 2.4 refuses (3.7 squeezes it first): every kernel then fails with a
+    TypeError naming neither."""
+    def release(version: str) -> tuple:
+        return tuple(int(part) for part in version.split(".")[:2])
+
+    if release(triton_version) == (3, 6) and release(numpy_version) >= (2, 4):
+        return (f"triton {triton_version}'s interpreter (TRITON_INTERPRET=1) cannot run with numpy "
+                f"{numpy_version}: every kernel will fail with 'only 0-dimensional arrays can be converted "
+                "to Python scalars'; install numpy<2.4 or triton>=3.7")
+    return None
+
+
+if INTERPRETING:
+    import numpy
+
+    if (conflict := interpreter_conflict(triton.__version__, numpy.__version__)) is not None:
+        warn(conflict)
 # How the C entry of the Triton launcher's (``CompiledKernel.run``) takes its arguments, for the
 # versions checked (tests/test_launch.py reads the launcher's source for the order): 3.6 builds
 # one module per kernel whose entry takes the kernel's arguments spread out; 3.7 to 3.9 have one

@@ -162,6 +162,17 @@ def test_the_library_launches_jit_kernels_only_through_through_triton():
     assert not found, f"launched without seer.launch.through_triton: {found}"
 
 
+def test_triton_3_6s_interpreter_beside_numpy_2_4_is_named():
+    """Found running the CPU suite under triton 3.6 with numpy 2.4.6: 594 tests failed with a
+    TypeError from inside Triton; numpy 2.3.5 ran them."""
+    from seer.launch import interpreter_conflict
+
+    assert "numpy<2.4 or triton>=3.7" in interpreter_conflict("3.6.0", "2.4.6")
+    assert interpreter_conflict("3.6.0", "2.3.5") is None
+    assert interpreter_conflict("3.7.1", "2.4.6") is None
+    assert interpreter_conflict("3.9.0", "2.5.2") is None
+
+
 def test_on_device_switches_only_to_another_gpu_of_several(monkeypatch):
     import contextlib
 
