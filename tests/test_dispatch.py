@@ -522,7 +522,8 @@ def test_warnings_name_the_callers_line(tmp_path, spmv_model):
         seer.clear_cache()
         with pytest.warns(SeerWarning, match=message) as record:
             call()
-        assert {w.filename for w in record} == {__file__}, message
+        # seer's own: triton 3.6's interpreter adds numpy's DeprecationWarnings from its own file
+        assert {w.filename for w in record if issubclass(w.category, SeerWarning)} == {__file__}, message
 
 
 def test_forced_variant_and_bad_requests():
