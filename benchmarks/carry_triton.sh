@@ -4,11 +4,12 @@
 # fetches the Python 3.12 wheel of VERSION, drops what seer never loads (the AMD libraries, CUPTI,
 # proton, and the ptxas this Triton does not use on sm_90), packs the rest with xz (~59 MB) and
 # splits it into parts of 29 MB, each in its own folder under .carry, to be carried by one call each
-# while the machine stays held (idle 30 s) and joined by the last:
+# while the machine stays held (idle 30 s) and joined by the last. From the repository root:
 #   bash benchmarks/carry_triton.sh 3.9.0
 #   call 1, carry .carry/triton-3.9.0-aa:  mkdir -p /tmp/triton && cp .carry/triton-3.9.0-aa/* /tmp/triton/
-#   call 2, carry .carry/triton-3.9.0-ab:  cat /tmp/triton/* .carry/triton-3.9.0-ab/* | xz -d | tar x -C /tmp/site
-#           && export PYTHONPATH=/tmp/site && ...   (the image's torch 2.11 stays)
+#   (a third part, if the archive grows past 58 MiB: one more call like the first)
+#   last call, carry .carry/triton-3.9.0-ab:  mkdir -p /tmp/site && cat /tmp/triton/* .carry/triton-3.9.0-ab/*
+#           | xz -d | tar x -C /tmp/site && export PYTHONPATH=/tmp/site && ...   (the image's torch 2.11 stays)
 # benchmarks/results/gpu-tests.md records the runs made so.
 set -euo pipefail
 version=${1:?usage: carry_triton.sh VERSION}

@@ -354,9 +354,9 @@ _arrivals: dict[tuple, torch.Tensor] = {}
 def _arrival_counters(device: torch.device, count: int) -> torch.Tensor:
     """Zeroed per-tile counters for :func:`_gemm_splitk_fixup_kernel`, one buffer per device and
     stream (kernels on one stream run in order, so they can share it; kernels leave it zeroed).
-    Under CUDA graph capture, a buffer of the graph's own that the graph zeroes: graphs are captured
-    on one stream (torch's own) and may be replayed beside each other, or outlive the graph whose
-    memory a kept buffer came from."""
+    Under CUDA graph capture, a buffer of the graph's own that the graph zeroes: graphs may be
+    captured on one stream (torch's own, unless given another) and replayed beside each other, or
+    outlive the graph whose memory a kept buffer came from."""
     if capturing():
         return torch.zeros(count, dtype=torch.int32, device=device)
     stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0

@@ -806,8 +806,9 @@ def _per_stream(make: Callable[[], tuple], device: torch.device) -> Callable[[],
     """``get()``: ``(arguments, their addresses)`` that ``make()`` built for the current CUDA stream,
     on the first call there. Scratch shared by launches on two streams at once would mix their
     sums; a launch's own stream orders it after the last one on that stream. Under CUDA graph
-    capture, built afresh for each capture: graphs are captured on one stream (torch's own) and may
-    be replayed beside each other, or outlive the graph whose memory kept scratch came from."""
+    capture, built afresh for each capture: graphs may be captured on one stream (torch's own,
+    unless given another) and replayed beside each other, or outlive the graph whose memory kept
+    scratch came from."""
     on_cuda, made = device.type == "cuda", {}
 
     def get() -> tuple:

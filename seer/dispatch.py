@@ -169,10 +169,10 @@ def clear_cache() -> None:
     (the kernels' notices, such as a scipy input's, are given once a process). A call in flight
     meanwhile caches neither its decision nor its model."""
     global _models_generation
-    _cache.clear()
-    with _models_lock:
+    with _models_lock:  # the models first: a call missing the cleared cache must not find an old model
         _models.clear()
         _models_generation += 1
+    _cache.clear()
     _warned.clear()
 
 
@@ -225,6 +225,7 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
         generation = _cache.generation
         making = _first_calls.claim(key)
         if making is not None:  # another thread is deciding for this input: its decision will be cached
+            _refuse_capture()  # as a first call would, rather than wait with the capture open
             making.wait()
             return dispatch(op, inputs, out=out, calls=calls, model=model, variant=variant, **op_kwargs)
     try:
@@ -258,8 +259,8 @@ class FirstCalls:
 
     def claim(self, key) -> threading.Event | None:
         """None if the calling thread is to make ``key``'s first call (it must call :meth:`done`),
-        else the event the thread making it sets once its decision is cached (or the call failed:
-        a waiter then tries itself)."""
+        else the event the thread making it sets once that call is over (its decision cached, or
+        not: failed, or made across a clear; a waiter that then misses makes its own)."""
         with self._lock:
             making = self._making.get(key)
             if making is None:
@@ -268,7 +269,9 @@ class FirstCalls:
 
     def done(self, key) -> None:
         with self._lock:
-            self._making.pop(key).set()
+            making = self._making.pop(key, None)
+        if making is not None:
+            making.set()
 
 
 _first_calls = FirstCalls()
@@ -359,9 +362,10 @@ def _counted(entry: Op, key, decision: Decision, operands, model) -> Decision:
 
 
 def _replaced(entry: Op, key, decision: Decision, fresh: Decision, why: str) -> bool:
-    """Whether ``fresh``, the choice made again (``why``), was bound (its preparation paid once) and
-    cached in place of ``decision``. Where its preparation fails (e.g. out of device memory) the bound
-    variant keeps serving, with a warning."""
+    """Whether ``fresh``, the choice made again (``why``), was bound (its preparation paid once); it is
+    cached in place of ``decision`` where the cache still holds that (not cleared or evicted meanwhile).
+    Where its preparation fails (e.g. out of device memory) the bound variant keeps serving, with a
+    warning."""
     fresh.stage += f", {why}"
     try:
         _bound(entry, fresh)
