@@ -6,14 +6,18 @@ from typing import Callable, Sequence
 
 import torch
 
+BURSTS, REPLAYS = 5, 20
 
-def assert_graphs_keep_their_own_scratch(calls: Sequence[Callable[[], None]], poison: Callable[[int], None],
-                                         check: Callable[[int], None]) -> None:
-    """``calls``: two products, each on its own operands into its own output. Each runs once (compiling
-    and making the scratch its stream keeps), then each is captured in a graph of its own, both on
-    torch's one capture stream; the second graph is replayed first, then both 20 times at once on
-    two streams. ``poison(i)`` fills output i with NaN, ``check(i)`` compares it with a reference.
-    Scratch kept per stream was shared by both graphs, and their replays at once mixed their sums."""
+
+def assert_graphs_keep_their_own_scratch(calls: Sequence[Callable[[], None]], outs: Sequence[torch.Tensor],
+                                         check: Callable[[int, torch.Tensor], None]) -> None:
+    """``calls``: two products, each on its own operands into its own output ``outs[i]``. Each runs
+    once (compiling and making the scratch its stream keeps), then each is captured in a graph of its
+    own, both on torch's one capture stream; the second graph is replayed first, then both at once on
+    two streams, in :data:`BURSTS` bursts of :data:`REPLAYS`, each replay's output copied aside on
+    its stream.
+    ``check(i, y)`` compares a result of product i with its reference. Scratch kept per stream was
+    shared by both graphs, and their replays at once mixed their sums."""
     for call in calls:
         call()
     torch.cuda.synchronize()
@@ -23,18 +27,28 @@ def assert_graphs_keep_their_own_scratch(calls: Sequence[Callable[[], None]], po
         with torch.cuda.graph(graph):
             call()
         graphs.append(graph)
-    poison(1)
+    outs[1].fill_(float("nan"))
     graphs[1].replay()
     torch.cuda.synchronize()
-    check(1)
+    check(1, outs[1])
     streams = [torch.cuda.Stream() for _ in graphs]
-    for i in range(len(graphs)):
-        poison(i)
+    kept = [torch.full((BURSTS * REPLAYS, *out.shape), float("nan"), dtype=out.dtype, device=out.device)
+            for out in outs]
+    for out in outs:
+        out.fill_(float("nan"))
     torch.cuda.synchronize()
-    for _ in range(20):
-        for stream, graph in zip(streams, graphs):
+    for burst in range(BURSTS):
+        for stream in streams:
             with torch.cuda.stream(stream):
-                graph.replay()
-    torch.cuda.synchronize()
+                # Replays are shorter on the device than on the host: queued behind a sleep, both
+                # streams' replays are all waiting when the sleeps end, and run side by side.
+                torch.cuda._sleep(5_000_000)
+        for replay in range(burst * REPLAYS, (burst + 1) * REPLAYS):
+            for i, (stream, graph) in enumerate(zip(streams, graphs)):
+                with torch.cuda.stream(stream):
+                    graph.replay()
+                    kept[i][replay].copy_(outs[i])
+        torch.cuda.synchronize()
     for i in range(len(graphs)):
-        check(i)
+        for y in kept[i]:
+            check(i, y)
