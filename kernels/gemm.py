@@ -23,7 +23,8 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from typing import Callable
 
 import numpy as np
 import torch
@@ -32,7 +33,8 @@ import triton
 import triton.language as tl
 
 from seer.errors import InputError, check_no_grad, check_not_negated, check_out_apart, check_writable, warn_once
-from seer.launch import INTERPRETER_SMS, capturing, sm_count, through_triton  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
+from seer.launch import (INTERPRETER_SMS, InputLaunches, LaunchCache, capturing, sm_count,  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
+                         specialisation, through_triton)
 from seer.registry import Variant
 
 
@@ -265,15 +267,22 @@ class GemmConfig:
         return dict(BLOCK_M=self.block_m, BLOCK_N=self.block_n, BLOCK_K=self.block_k, GROUP_M=self.group_m,
                     num_warps=self.num_warps, num_stages=self.num_stages)
 
+    def constexprs(self) -> tuple:
+        """The kernels' compile-time arguments, in their order (last in every signature)."""
+        return self.block_m, self.block_n, self.block_k, self.group_m
+
+    def tiles(self, problem: GemmProblem) -> int:
+        return triton.cdiv(problem.M, self.block_m) * triton.cdiv(problem.N, self.block_n)
+
     def grid_size(self, problem: GemmProblem) -> int:
-        tiles = triton.cdiv(problem.M, self.block_m) * triton.cdiv(problem.N, self.block_n)
+        tiles = self.tiles(problem)
         return min(tiles, problem.num_sms * self.occupancy) if self.persistent else tiles
 
     def splits(self, problem: GemmProblem) -> tuple[int, int]:
         """(number of K slices, K per slice, a multiple of BLOCK_K) actually used for ``problem``."""
         k_blocks = max(1, triton.cdiv(problem.K, self.block_k))
         # At least one tile: an empty C (M or N of 0) has none, and its partials would fit any split.
-        tiles = max(1, triton.cdiv(problem.M, self.block_m) * triton.cdiv(problem.N, self.block_n))
+        tiles = max(1, self.tiles(problem))
         fit = max(1, SPLITK_WORKSPACE_BYTES // (4 * tiles * self.block_m * self.block_n))
         blocks_per_split = triton.cdiv(k_blocks, min(self.split_k, k_blocks, fit))
         return triton.cdiv(k_blocks, blocks_per_split), blocks_per_split * self.block_k
@@ -308,44 +317,62 @@ def _degenerate(problem: GemmProblem, c: torch.Tensor) -> bool:
     return problem.M == 0 or problem.N == 0 or problem.K == 0
 
 
-def _run_tiles(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
-    c = _output(problem, out, a, b)
-    if not _degenerate(problem, c):
-        _launch_tiles(config, problem, a, b, c)
-    return c
+# Each kernel's launches: the first of each specialisation through Triton's path, the rest direct
+# (no Triton binder, no lock): ~half a small product's host time (results/gemm-host-<device>.md).
+_tiles_launch = LaunchCache(_gemm_kernel)
+_splitk_launch = LaunchCache(_gemm_splitk_kernel)
+_sum_splits_launch = LaunchCache(_sum_splits_kernel)
+_fixup_launch = LaunchCache(_gemm_splitk_fixup_kernel)
 
 
-def _launch_tiles(config: GemmConfig, problem: GemmProblem, a, b, c) -> None:
-    through_triton(_gemm_kernel, (config.grid_size(problem),),
-                   a, b, c, problem.M, problem.N, problem.K, *a.stride(), *b.stride(), *c.stride(), **config.meta())
+def _launches(cache: LaunchCache, config: GemmConfig | None, problem: GemmProblem, fixed: tuple) -> InputLaunches:
+    """``cache``'s launches for one config and problem, found by the pointers' alignment alone: every
+    other argument is ``fixed`` by the two (C's strides too: C is contiguous, its rows N apart)."""
+    options = {} if config is None else {"num_warps": config.num_warps, "num_stages": config.num_stages}
+    name = None if config is None else config.name
+    return InputLaunches(cache, (problem.device, problem.dtype, name, specialisation(*fixed)), options)
 
 
-def _split_k(launch):
-    """run() of a split-K variant around ``launch(config, problem, a, b, c, splits, k_per_split, tiles)``:
-    an empty product needs no launch, and one slice is the plain tile kernel."""
-
-    def run(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
-        c = _output(problem, out, a, b)
-        if _degenerate(problem, c):  # before the slices: an empty C has no tiles to split
-            return c
-        splits, k_per_split = config.splits(problem)
-        if splits == 1:
-            _launch_tiles(config, problem, a, b, c)
-        else:
-            tiles = triton.cdiv(problem.M, config.block_m) * triton.cdiv(problem.N, config.block_n)
-            launch(config, problem, a, b, c, splits, k_per_split, tiles)
-        return c
-
-    return run
+def _pointers(*tensors: torch.Tensor) -> tuple[tuple, tuple]:
+    """``(alignment key, addresses)`` of a launch's tensors: whether each is 16-byte aligned, which
+    Triton specialises on, and where each is."""
+    addresses = tuple([t.data_ptr() for t in tensors])
+    return tuple([at % 16 == 0 for at in addresses]), addresses
 
 
-@_split_k
-def _run_splitk(config, problem, a, b, c, splits, k_per_split, tiles) -> None:
-    M, N = problem.M, problem.N
-    partial = torch.empty((splits, M, N), dtype=torch.float32, device=problem.device)
-    through_triton(_gemm_splitk_kernel, (tiles, splits),
-                   a, b, partial, M, N, problem.K, *a.stride(), *b.stride(), k_per_split, **config.meta())
-    through_triton(_sum_splits_kernel, (triton.cdiv(M * N, _SUM_BLOCK),), partial, c, M * N, splits, BLOCK=_SUM_BLOCK)
+def _tiles_plan(config: GemmConfig, problem: GemmProblem) -> Callable:
+    """``launch(a, b, c)``: one program per output tile (or per SM, persistent)."""
+    grid = config.grid_size(problem)
+    fixed = (problem.M, problem.N, problem.K, *problem.a_strides, *problem.b_strides, problem.N, 1,
+             *config.constexprs())
+    launches = _launches(_tiles_launch, config, problem, fixed)
+
+    def launch(a, b, c) -> None:
+        key, addresses = _pointers(a, b, c)
+        launches.launch(key, grid, (a, b, c, *fixed), (*addresses, *fixed))
+
+    return launch
+
+
+def _splitk_plan(config: GemmConfig, problem: GemmProblem) -> Callable:
+    """Programs (tile, slice) write fp32 partials, a second kernel sums them; one slice: tiles."""
+    splits, k_per_split = config.splits(problem)
+    if splits == 1:
+        return _tiles_plan(config, problem)
+    M, N, tiles = problem.M, problem.N, config.tiles(problem)
+    fixed = (M, N, problem.K, *problem.a_strides, *problem.b_strides, k_per_split, *config.constexprs())
+    sums_fixed, sums_grid = (M * N, splits, _SUM_BLOCK), triton.cdiv(M * N, _SUM_BLOCK)
+    products = _launches(_splitk_launch, config, problem, fixed)
+    sums = _launches(_sum_splits_launch, None, problem, sums_fixed)
+
+    def launch(a, b, c) -> None:
+        partial = torch.empty((splits, M, N), dtype=torch.float32, device=problem.device)
+        key, (a_at, b_at, partial_at) = _pointers(a, b, partial)
+        products.launch(key, tiles, (a, b, partial, *fixed), (a_at, b_at, partial_at, *fixed), splits)
+        key, (_, c_at) = _pointers(partial, c)
+        sums.launch(key, sums_grid, (partial, c, *sums_fixed), (partial_at, c_at, *sums_fixed))
+
+    return launch
 
 
 _arrivals: dict[tuple, torch.Tensor] = {}
@@ -368,12 +395,57 @@ def _arrival_counters(device: torch.device, count: int) -> torch.Tensor:
     return counters
 
 
-@_split_k
-def _run_splitk_fixup(config, problem, a, b, c, splits, k_per_split, tiles) -> None:
-    partial = torch.empty(tiles * splits * config.block_m * config.block_n, dtype=torch.float32, device=problem.device)
-    through_triton(_gemm_splitk_fixup_kernel, (tiles, splits),
-                   a, b, c, partial, _arrival_counters(problem.device, tiles), problem.M, problem.N, problem.K,
-                   *a.stride(), *b.stride(), *c.stride(), k_per_split, splits, **config.meta())
+def _splitk_fixup_plan(config: GemmConfig, problem: GemmProblem) -> Callable:
+    """Split-K in one launch: the last program of a tile to arrive sums its partials; one slice: tiles."""
+    splits, k_per_split = config.splits(problem)
+    if splits == 1:
+        return _tiles_plan(config, problem)
+    tiles = config.tiles(problem)
+    fixed = (problem.M, problem.N, problem.K, *problem.a_strides, *problem.b_strides, problem.N, 1, k_per_split,
+             splits, *config.constexprs())
+    partial_size = tiles * splits * config.block_m * config.block_n
+    launches = _launches(_fixup_launch, config, problem, fixed)
+
+    def launch(a, b, c) -> None:
+        partial = torch.empty(partial_size, dtype=torch.float32, device=problem.device)
+        arrivals = _arrival_counters(problem.device, tiles)
+        key, addresses = _pointers(a, b, c, partial, arrivals)
+        launches.launch(key, tiles, (a, b, c, partial, arrivals, *fixed), (*addresses, *fixed), splits)
+
+    return launch
+
+
+_PLANS = {"tiles": _tiles_plan, "splitk": _splitk_plan, "splitk_fixup": _splitk_fixup_plan}
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(config: GemmConfig, problem: GemmProblem) -> Callable:
+    """The launch of ``config`` on ``problem`` for :func:`_run_planned` (a bound call keeps its own)."""
+    return _PLANS[config.kind](config, problem)
+
+
+def _run_planned(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
+    c = _output(problem, out, a, b)
+    if not _degenerate(problem, c):
+        _plan(config, problem)(a, b, c)
+    return c
+
+
+def _bind_planned(config: GemmConfig, problem: GemmProblem) -> Callable:
+    """``call(a, b, out=None)`` for dispatch to keep with a cached decision: the plan made once."""
+    launch = _PLANS[config.kind](config, problem)
+    strides = (problem.a_strides, problem.b_strides)
+
+    def call(a, b, out=None) -> torch.Tensor:
+        check_operands(problem, (a, b))
+        if (a.stride(), b.stride()) != strides:  # the plan's launches pass the problem's strides
+            raise InputError(f"gemm: operand strides {a.stride()}, {b.stride()} differ from the problem's {strides}")
+        c = _output(problem, out, a, b)
+        if not _degenerate(problem, c):
+            launch(a, b, c)
+        return c
+
+    return call
 
 
 # triton.set_allocator holds its allocator per thread (a context variable): set in each thread once.
@@ -413,7 +485,7 @@ def _run_tma(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.
     if not (tma_usable(problem) and aligned):
         warn_once(_tma_fallbacks_told, f"{config.name}: TMA needs a Hopper GPU and row-major 16-byte aligned "
                   "operands; running the same tiles with pointer loads (said once per variant)", config.name)
-        return _run_tiles(config, problem, a, b, out)
+        return _run_planned(replace(config, kind="tiles"), problem, a, b, out)
     c = _output(problem, out, a, b)
     if _degenerate(problem, c):
         return c
@@ -422,9 +494,6 @@ def _run_tma(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.
     through_triton(_gemm_tma_kernel, (config.grid_size(problem),),
                    a, b, c, problem.M, problem.N, problem.K, a.stride(0), b.stride(0), c.stride(0), **config.meta())
     return c
-
-
-_LAUNCHERS = {"tiles": _run_tiles, "splitk": _run_splitk, "splitk_fixup": _run_splitk_fixup, "tma": _run_tma}
 
 
 def run_torch_matmul(problem: GemmProblem, a, b, out=None) -> torch.Tensor:
@@ -444,7 +513,10 @@ _KIND_DOCS = {
 
 def as_variant(config: GemmConfig) -> Variant:
     doc = _KIND_DOCS[config.kind] + (", persistent" if config.persistent else "")
-    return Variant(config.name, functools.partial(_LAUNCHERS[config.kind], config), asdict(config), doc=doc)
+    if config.kind == "tma":  # launched through Triton's path: the descriptors' scratch comes from its allocator
+        return Variant(config.name, functools.partial(_run_tma, config), asdict(config), doc=doc)
+    return Variant(config.name, functools.partial(_run_planned, config), asdict(config), doc=doc,
+                   bind=functools.partial(_bind_planned, config))
 
 
 def _family() -> list[GemmConfig]:

@@ -157,7 +157,7 @@ class LaunchCache:
     direct path passes them instead: Triton's launcher takes an int pointer as is, where a tensor
     costs a ``data_ptr()`` call and a driver query of the address, ~0.45 us of host time each
     (``benchmarks/results/launch-pointers-h100.md``). The caller has checked the devices.
-    Grids are one-dimensional.
+    Grids have one or two dimensions.
     """
 
     def __init__(self, kernel):
@@ -169,10 +169,10 @@ class LaunchCache:
         if ready is None:
             self.first_launch(key, grid, args, options)
         else:
-            ready(grid[0], args if direct_args is None else direct_args)
+            ready(grid[0], args if direct_args is None else direct_args, *grid[1:])
 
     def ready(self, key) -> Callable | None:
-        """The direct launch compiled for ``key`` (called as ``ready(grid_x, direct_args)``), or None
+        """The direct launch compiled for ``key`` (called as ``ready(grid_x, direct_args[, grid_y])``), or None
         before the first launch of ``key`` and always under the interpreter."""
         return None if INTERPRETING else self._ready.get(key)
 
@@ -193,20 +193,20 @@ class InputLaunches:
         self.cache, self.input_key, self.options = cache, (input_key, tuple(sorted(options.items()))), options
         self._ready: dict = {}
 
-    def launch(self, operand_key, grid_x: int, args: tuple, direct_args: tuple) -> None:
+    def launch(self, operand_key, grid_x: int, args: tuple, direct_args: tuple, grid_y: int = 1) -> None:
         ready = self._ready.get(operand_key)
         if ready is None:
             key = (self.input_key, operand_key)
             ready = self.cache.ready(key)
             if ready is None:
-                self.cache.first_launch(key, (grid_x,), args, self.options)
+                self.cache.first_launch(key, (grid_x, grid_y), args, self.options)
                 return
             self._ready[operand_key] = ready
-        ready(grid_x, direct_args)
+        ready(grid_x, direct_args, grid_y)
 
 
 def direct_launch(compiled) -> Callable:
-    """``launch(grid_x, args)`` of a compiled kernel on the current stream.
+    """``launch(grid_x, args, grid_y=1)`` of a compiled kernel on the current stream.
 
     Where this Triton's launcher layout is known (:data:`LAUNCHER_LAYOUT`) and the kernel needs no
     scratch memory, it calls the launcher's C entry, skipping its Python wrapper (which only
@@ -223,17 +223,17 @@ def direct_launch(compiled) -> Callable:
             fixed = (*head, compiled.packed_metadata, None, None, None, None, None,
                      launcher.arg_annotations, launcher.kernel_signature)
 
-            def launch(grid_x: int, args: tuple) -> None:
-                entry(grid_x, 1, 1, current_stream(), *fixed, args)
+            def launch(grid_x: int, args: tuple, grid_y: int = 1) -> None:
+                entry(grid_x, grid_y, 1, current_stream(), *fixed, args)
         else:
             fixed = (*head, None, None, compiled.packed_metadata, None, None, None)
 
-            def launch(grid_x: int, args: tuple) -> None:
-                entry(grid_x, 1, 1, current_stream(), *fixed, *args)
+            def launch(grid_x: int, args: tuple, grid_y: int = 1) -> None:
+                entry(grid_x, grid_y, 1, current_stream(), *fixed, *args)
         return launch
 
-    def launch(grid_x: int, args: tuple) -> None:
-        launcher(grid_x, 1, 1, current_stream(), compiled.function, compiled.packed_metadata, None, None, None,
+    def launch(grid_x: int, args: tuple, grid_y: int = 1) -> None:
+        launcher(grid_x, grid_y, 1, current_stream(), compiled.function, compiled.packed_metadata, None, None, None,
                  *args)
     return launch
 

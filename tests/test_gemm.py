@@ -230,13 +230,13 @@ def test_tma_falls_back_for_an_out_its_descriptor_cannot_store_to(monkeypatch, m
     else:
         out = torch.full((1, 81), float("nan"), dtype=torch.bfloat16)[:, :72]  # row stride 162 bytes
     assert out.is_contiguous()
-    launched, pointer_loads = [], gemm._run_tiles
+    launched, pointer_loads = [], gemm._run_planned
 
     def spied(*args, **kwargs):
         launched.append(True)
         return pointer_loads(*args, **kwargs)
 
-    monkeypatch.setattr(gemm, "_run_tiles", spied)
+    monkeypatch.setattr(gemm, "_run_planned", spied)
     monkeypatch.setattr(gemm, "_tma_fallbacks_told", set())
     with pytest.warns(SeerWarning, match="pointer loads"):
         result = variant.run(gemm.problem((a, b)), a, b, out=out)
@@ -363,6 +363,42 @@ def test_check_operands_catches_changed_shapes():
     p = gemm.problem(operands(4, 8, 16, torch.float16))
     with pytest.raises(InputError, match="do not match"):
         gemm.check_operands(p, operands(4, 8, 32, torch.float16))
+
+
+# The kinds with a plan (one per kind: tiles, persistent tiles, split-K in two launches and in one).
+PLANNED = ("tile_16x64x128_w4s4g1", "tile_persistent_64x128x64_w4s4g8", "splitk2_64x64x64_w4s4g8",
+           "splitk4fix_16x64x128_w4s4g1")
+
+
+@pytest.mark.parametrize("name", PLANNED)
+def test_a_bound_call_computes_what_run_does(name):
+    """dispatch keeps ``bind``'s call with a cached decision; every later call on the same shapes
+    goes through it, with a new out and, on the GPU, its direct launches."""
+    variant = gemm.CANDIDATES[name]
+    a, b = operands(5, 40, 1000, torch.bfloat16, seed=3)
+    p = gemm.problem((a, b))
+    assert not variant.params["kind"].startswith("splitk") or variant.run.args[0].splits(p)[0] > 1
+    call = variant.bind(p)
+    for seed in (4, 5):
+        a, b = operands(5, 40, 1000, torch.bfloat16, seed=seed)
+        out = torch.full((5, 40), float("nan"), dtype=torch.bfloat16)
+        assert call(a, b, out=out) is out
+        assert relative_error(out, a, b) < TOLERANCE[torch.bfloat16]
+        assert relative_error(call(a, b), a, b) < TOLERANCE[torch.bfloat16]
+
+
+def test_a_bound_call_refuses_operands_of_other_strides():
+    """Its launches pass the problem's strides: a B stored by columns would be read as by rows."""
+    a, b = operands(5, 40, 70, torch.bfloat16)
+    call = gemm.CANDIDATES["tile_16x64x128_w4s4g1"].bind(gemm.problem((a, b)))
+    with pytest.raises(InputError, match="strides"):
+        call(a, b.T.contiguous().T)
+
+
+def test_tma_variants_have_no_bound_call():
+    """TMA launches through Triton's path: its descriptors' scratch comes from Triton's allocator."""
+    assert all((variant.bind is None) == (variant.params["kind"] in ("tma", "vendor"))
+               for variant in gemm.CANDIDATES.values())
 
 
 def test_registry_sees_the_op():

@@ -120,6 +120,34 @@ def test_splitk_arrival_counters_of_two_graphs_stay_apart():
                                          outs, check)
 
 
+def off_16_bytes(t: torch.Tensor) -> torch.Tensor:
+    """A copy of ``t`` with the same strides, 2 bytes past a 16-byte boundary."""
+    storage = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    moved = storage[1:].view(t.shape)
+    moved.copy_(t)
+    return moved
+
+
+@pytest.mark.parametrize("name", sorted(n for n, v in gemm.VARIANTS.items() if v.bind is not None))
+def test_direct_launches_follow_the_pointers_alignment(name):
+    """A plan's launches after the first of a specialisation are direct, keyed by the pointers'
+    16-byte alignment: operands and out aligned, then each 2 bytes off (Triton compiles those
+    without the alignment hint), then aligned again, each twice, out poisoned each time."""
+    variant = gemm.CANDIDATES[name]
+    m, n, k = 40, 264, 1032  # K long enough for every split-K variant to split
+    p = gemm.problem(operands(m, n, k, torch.bfloat16))
+    call = variant.bind(p)
+    for round_, misaligned in enumerate((set(), set(), {"a"}, {"a"}, {"b", "out"}, {"b", "out"}, set(), set())):
+        a, b = operands(m, n, k, torch.bfloat16, seed=round_)
+        out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+        a, b, out = (off_16_bytes(t) if label in misaligned else t for label, t in (("a", a), ("b", b), ("out", out)))
+        out.fill_(float("nan"))
+        assert call(a, b, out=out) is out
+        err = relative_error(out, a, b)
+        assert err < TOLERANCE[torch.bfloat16], f"round {round_}, {sorted(misaligned)} off 16 bytes: error {err:.3g}"
+    assert variant.run(p, a, b, out=out) is out and relative_error(out, a, b) < TOLERANCE[torch.bfloat16]
+
+
 @pytest.mark.parametrize("name", ["splitk16_16x64x128_w4s4g1", "splitk16fix_16x64x128_w4s4g1"])
 def test_splitk_slices_past_2_to_the_31_elements_of_b(name):
     """The last slices start at rows of B whose offset, k_start * N, passes 2**31 elements (an LM

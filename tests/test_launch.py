@@ -76,7 +76,7 @@ def test_input_launches_keep_launch_options_apart(monkeypatch):
 
     ran = []
     monkeypatch.setattr(launch, "INTERPRETING", False)
-    monkeypatch.setattr(launch, "direct_launch", lambda compiled: lambda grid_x, args: ran.append(compiled.warps))
+    monkeypatch.setattr(launch, "direct_launch", lambda compiled: lambda grid_x, args, grid_y=1: ran.append(compiled.warps))
     cache = LaunchCache(Kernel())
     launches = {warps: InputLaunches(cache, ("matrix",), {"num_warps": warps}) for warps in (4, 8)}
     for warps in (4, 8, 4, 8):  # the first two compile, the last two launch directly
