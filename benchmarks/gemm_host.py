@@ -44,13 +44,13 @@ def triton_path(config: gemm.GemmConfig, p: gemm.GemmProblem, a, b, out) -> torc
                        *c.stride(), **meta)
         return c
     splits, k_per_split = config.splits(p)
-    tiles = triton.cdiv(p.M, config.block_m) * triton.cdiv(p.N, config.block_n)
+    tiles = config.tiles(p)
     if config.kind == "splitk":
         partial = torch.empty((splits, p.M, p.N), dtype=torch.float32, device=p.device)
         through_triton(gemm._gemm_splitk_kernel, (tiles, splits), a, b, partial, p.M, p.N, p.K, *a.stride(),
                        *b.stride(), k_per_split, **meta)
-        through_triton(gemm._sum_splits_kernel, (triton.cdiv(p.M * p.N, 1024),), partial, c, p.M * p.N, splits,
-                       BLOCK=1024)
+        through_triton(gemm._sum_splits_kernel, (triton.cdiv(p.M * p.N, gemm._SUM_BLOCK),), partial, c, p.M * p.N,
+                       splits, BLOCK=gemm._SUM_BLOCK)
         return c
     partial = torch.empty(tiles * splits * config.block_m * config.block_n, dtype=torch.float32, device=p.device)
     through_triton(gemm._gemm_splitk_fixup_kernel, (tiles, splits), a, b, c, partial,

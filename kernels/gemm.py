@@ -272,6 +272,7 @@ class GemmConfig:
         return self.block_m, self.block_n, self.block_k, self.group_m
 
     def tiles(self, problem: GemmProblem) -> int:
+        """Output tiles of ``problem``: one program each, but for the persistent kernels."""
         return triton.cdiv(problem.M, self.block_m) * triton.cdiv(problem.N, self.block_n)
 
     def grid_size(self, problem: GemmProblem) -> int:
@@ -327,7 +328,8 @@ _fixup_launch = LaunchCache(_gemm_splitk_fixup_kernel)
 
 def _launches(cache: LaunchCache, config: GemmConfig | None, problem: GemmProblem, fixed: tuple) -> InputLaunches:
     """``cache``'s launches for one config and problem, found by the pointers' alignment alone: every
-    other argument is ``fixed`` by the two (C's strides too: C is contiguous, its rows N apart)."""
+    other argument is ``fixed`` by the two. C's strides too, as (N, 1): a contiguous C has other
+    strides only along a dimension of size 1, whose one index multiplies its stride by 0."""
     options = {} if config is None else {"num_warps": config.num_warps, "num_stages": config.num_stages}
     name = None if config is None else config.name
     return InputLaunches(cache, (problem.device, problem.dtype, name, specialisation(*fixed)), options)
@@ -367,10 +369,9 @@ def _splitk_plan(config: GemmConfig, problem: GemmProblem) -> Callable:
 
     def launch(a, b, c) -> None:
         partial = torch.empty((splits, M, N), dtype=torch.float32, device=problem.device)
-        key, (a_at, b_at, partial_at) = _pointers(a, b, partial)
-        products.launch(key, tiles, (a, b, partial, *fixed), (a_at, b_at, partial_at, *fixed), splits)
-        key, (_, c_at) = _pointers(partial, c)
-        sums.launch(key, sums_grid, (partial, c, *sums_fixed), (partial_at, c_at, *sums_fixed))
+        key, (a_at, b_at, partial_at, c_at) = _pointers(a, b, partial, c)
+        products.launch(key[:3], tiles, (a, b, partial, *fixed), (a_at, b_at, partial_at, *fixed), splits)
+        sums.launch(key[2:], sums_grid, (partial, c, *sums_fixed), (partial_at, c_at, *sums_fixed))
 
     return launch
 
@@ -424,28 +425,32 @@ def _plan(config: GemmConfig, problem: GemmProblem) -> Callable:
     return _PLANS[config.kind](config, problem)
 
 
-def _run_planned(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
+def _planned_call(launch: Callable, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
+    """C by ``launch``, a plan of ``problem``, whose launches pass the problem's strides and are keyed
+    by its dtype and device: operands that differ in any of them are refused, not misread."""
+    check_operands(problem, (a, b))
+    if (a.stride(), b.stride()) != (problem.a_strides, problem.b_strides):
+        raise InputError(f"gemm: operand strides {a.stride()}, {b.stride()} differ from the problem's "
+                         f"{problem.a_strides}, {problem.b_strides}")
     c = _output(problem, out, a, b)
-    if not _degenerate(problem, c):
-        _plan(config, problem)(a, b, c)
+    if _degenerate(problem, c):
+        return c
+    if problem.device.type == "cuda" and torch._C._cuda_getDevice() != problem.device.index:
+        # Triton compiles, loads and launches on the current GPU, and the launch kept is keyed by the operands'.
+        with torch.cuda.device(problem.device):
+            launch(a, b, c)
+    else:
+        launch(a, b, c)
     return c
+
+
+def _run_planned(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
+    return _planned_call(_plan(config, problem), problem, a, b, out)
 
 
 def _bind_planned(config: GemmConfig, problem: GemmProblem) -> Callable:
     """``call(a, b, out=None)`` for dispatch to keep with a cached decision: the plan made once."""
-    launch = _PLANS[config.kind](config, problem)
-    strides = (problem.a_strides, problem.b_strides)
-
-    def call(a, b, out=None) -> torch.Tensor:
-        check_operands(problem, (a, b))
-        if (a.stride(), b.stride()) != strides:  # the plan's launches pass the problem's strides
-            raise InputError(f"gemm: operand strides {a.stride()}, {b.stride()} differ from the problem's {strides}")
-        c = _output(problem, out, a, b)
-        if not _degenerate(problem, c):
-            launch(a, b, c)
-        return c
-
-    return call
+    return functools.partial(_planned_call, _PLANS[config.kind](config, problem), problem)
 
 
 # triton.set_allocator holds its allocator per thread (a context variable): set in each thread once.
@@ -477,7 +482,8 @@ def tma_usable(problem: GemmProblem) -> bool:
     return row_major and aligned_rows
 
 
-def _run_tma(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
+def _run_tma(config: GemmConfig, fallback: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
+    """``fallback``: the same tiles with pointer loads, for operands TMA cannot load."""
     # C's base and rows too (``out``'s; a new C is aligned): its descriptor stores there, and a
     # misaligned one faults the CUDA context. One row is contiguous whatever its stride says.
     aligned = all(t.data_ptr() % 16 == 0 for t in (a, b) + (() if out is None else (out,))) and (
@@ -485,7 +491,7 @@ def _run_tma(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.
     if not (tma_usable(problem) and aligned):
         warn_once(_tma_fallbacks_told, f"{config.name}: TMA needs a Hopper GPU and row-major 16-byte aligned "
                   "operands; running the same tiles with pointer loads (said once per variant)", config.name)
-        return _run_planned(replace(config, kind="tiles"), problem, a, b, out)
+        return _run_planned(fallback, problem, a, b, out)
     c = _output(problem, out, a, b)
     if _degenerate(problem, c):
         return c
@@ -514,7 +520,8 @@ _KIND_DOCS = {
 def as_variant(config: GemmConfig) -> Variant:
     doc = _KIND_DOCS[config.kind] + (", persistent" if config.persistent else "")
     if config.kind == "tma":  # launched through Triton's path: the descriptors' scratch comes from its allocator
-        return Variant(config.name, functools.partial(_run_tma, config), asdict(config), doc=doc)
+        return Variant(config.name, functools.partial(_run_tma, config, replace(config, kind="tiles")), asdict(config),
+                       doc=doc)
     return Variant(config.name, functools.partial(_run_planned, config), asdict(config), doc=doc,
                    bind=functools.partial(_bind_planned, config))
 
@@ -651,7 +658,7 @@ def check_operands(problem: GemmProblem, operands) -> None:
     if (tuple(a.shape), tuple(b.shape)) != ((problem.M, problem.K), (problem.K, problem.N)):
         raise InputError(f"gemm: operands {tuple(a.shape)} @ {tuple(b.shape)} do not match the problem "
                          f"{problem.M}x{problem.K} @ {problem.K}x{problem.N}")
-    if a.dtype != problem.dtype or b.dtype != problem.dtype or a.device != problem.device:
+    if a.dtype != problem.dtype or b.dtype != problem.dtype or a.device != problem.device or b.device != problem.device:
         raise InputError("gemm: operand dtype or device changed since the problem was examined")
     if a.is_neg() or b.is_neg():
         check_not_negated("gemm", a=a, b=b)

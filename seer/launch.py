@@ -212,7 +212,8 @@ def direct_launch(compiled) -> Callable:
     scratch memory, it calls the launcher's C entry, skipping its Python wrapper (which only
     allocates that scratch memory; ~1.5 us of host time a launch, ``benchmarks/results/
     host-path-h100.md``); otherwise ``compiled.run``. Launch hooks are not called: Triton calls
-    none unless a profiler has set one."""
+    none unless a profiler has set one. Triton settings changed after a kernel's first launch (its
+    debug flag, say) reach only kernels launched first after the change."""
     launcher = compiled.run
     plain = (not getattr(launcher, "global_scratch_size", 1) and not getattr(launcher, "profile_scratch_size", 1)
              and not getattr(launcher, "gsan_enabled", False))

@@ -1,4 +1,5 @@
 """GEMM op on the CPU: Triton kernels under the interpreter against float64, contract, features."""
+import functools
 import math
 import re
 import warnings
@@ -387,12 +388,19 @@ def test_a_bound_call_computes_what_run_does(name):
         assert relative_error(call(a, b), a, b) < TOLERANCE[torch.bfloat16]
 
 
-def test_a_bound_call_refuses_operands_of_other_strides():
-    """Its launches pass the problem's strides: a B stored by columns would be read as by rows."""
+@pytest.mark.parametrize("call_of", ["bind", "run"])
+def test_a_planned_call_refuses_operands_the_problem_does_not_describe(call_of):
+    """A plan's launches pass the problem's strides, and the launches it keeps are keyed by the
+    problem's dtype: a B stored by columns would be read as by rows, and a kernel compiled for
+    other operands kept under the problem's key."""
     a, b = operands(5, 40, 70, torch.bfloat16)
-    call = gemm.CANDIDATES["tile_16x64x128_w4s4g1"].bind(gemm.problem((a, b)))
+    p, variant = gemm.problem((a, b)), gemm.CANDIDATES["tile_16x64x128_w4s4g1"]
+    call = variant.bind(p) if call_of == "bind" else functools.partial(variant.run, p)
     with pytest.raises(InputError, match="strides"):
         call(a, b.T.contiguous().T)
+    with pytest.raises(InputError, match="dtype"):
+        call(a.half(), b.half())
+    assert relative_error(call(a, b), a, b) < TOLERANCE[torch.bfloat16]
 
 
 def test_tma_variants_have_no_bound_call():

@@ -148,6 +148,23 @@ def test_direct_launches_follow_the_pointers_alignment(name):
     assert variant.run(p, a, b, out=out) is out and relative_error(out, a, b) < TOLERANCE[torch.bfloat16]
 
 
+@pytest.mark.multigpu
+@pytest.mark.parametrize("name", ["tile_16x64x128_w4s4g1", "splitk2_64x64x64_w4s4g8"])
+def test_planned_calls_on_a_gpu_that_is_not_the_current_one(name):
+    """A plan's first launch compiles and loads on the current GPU, and the launch kept is keyed by the
+    operands' GPU: the operands' GPU is made current around it. Then the kept launch runs with
+    either GPU current. Needs two GPUs: ``python -m pytest -m multigpu tests/test_gemm_gpu.py``."""
+    variant = gemm.CANDIDATES[name]
+    a, b = (t.to("cuda:1") for t in operands(64, 264, 1032, torch.bfloat16, seed=5))
+    p = gemm.problem((a, b))
+    for current in (0, 1, 0):
+        with torch.cuda.device(current):
+            out = torch.full((64, 264), float("nan"), dtype=torch.bfloat16, device="cuda:1")
+            assert variant.run(p, a, b, out=out) is out and torch.cuda.current_device() == current
+        torch.cuda.synchronize(1)
+        assert relative_error(out, a, b) < TOLERANCE[torch.bfloat16], f"{current} current"
+
+
 @pytest.mark.parametrize("name", ["splitk16_16x64x128_w4s4g1", "splitk16fix_16x64x128_w4s4g1"])
 def test_splitk_slices_past_2_to_the_31_elements_of_b(name):
     """The last slices start at rows of B whose offset, k_start * N, passes 2**31 elements (an LM

@@ -84,6 +84,32 @@ def test_input_launches_keep_launch_options_apart(monkeypatch):
     assert len(cache._ready) == 2 and ran == [4, 8]
 
 
+def test_input_launches_pass_a_second_grid_dimension_both_ways(monkeypatch):
+    """Split-K's grid is (tiles, slices): its first launch (Triton's path) and every later direct one
+    get both dimensions."""
+    import seer.launch as launch
+
+    class Compiled:
+        run = packed_metadata = None
+        function = 0x7F00
+
+    grids, direct = [], []
+
+    class Kernel:
+        def __getitem__(self, grid):
+            grids.append(grid)
+            return lambda *args: Compiled()
+
+    monkeypatch.setattr(launch, "INTERPRETING", False)
+    monkeypatch.setattr(launch, "direct_launch", lambda compiled: lambda grid_x, args, grid_y=1: direct.append(
+        (grid_x, grid_y)))
+    launches = InputLaunches(LaunchCache(Kernel()), ("problem",), {})
+    for _ in range(2):
+        launches.launch(("aligned",), 7, (), (), 3)
+    launches.launch(("aligned",), 5, (), ())
+    assert grids == [(7, 3)] and direct == [(7, 3), (5, 1)]
+
+
 def test_launches_through_tritons_path_take_turns():
     """Triton publishes a kernel's launcher before it loads the kernel's function handle, and a thread
     launching meanwhile launched handle 0 (an H200 under triton 3.9): seer's launches through
