@@ -255,23 +255,30 @@ class FirstCalls:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._making: dict = {}
+        self._making: dict = {}  # key -> (event set when its first call is over, the thread making it)
 
     def claim(self, key) -> threading.Event | None:
         """None if the calling thread is to make ``key``'s first call (it must call :meth:`done`),
         else the event the thread making it sets once that call is over (its decision cached, or
-        not: failed, or made across a clear; a waiter that then misses makes its own)."""
+        not: failed, or made across a clear; a waiter that then misses makes its own). Raises if
+        the calling thread is the one making it: it would wait on itself for ever."""
         with self._lock:
             making = self._making.get(key)
             if making is None:
-                self._making[key] = threading.Event()
-            return making
+                self._making[key] = (threading.Event(), threading.get_ident())
+                return None
+        event, maker = making
+        if maker == threading.get_ident():
+            raise InputError("seer.dispatch was called on an input during that input's own first call on this "
+                             "thread (from a model or callback the first call runs); call it once before, or "
+                             "pass another tensor")
+        return event
 
     def done(self, key) -> None:
         with self._lock:
             making = self._making.pop(key, None)
         if making is not None:
-            making.set()
+            making[0].set()
 
 
 _first_calls = FirstCalls()

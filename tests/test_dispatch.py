@@ -456,6 +456,35 @@ def test_threads_missing_one_input_at_once_make_one_first_call(monkeypatch):
     assert seer.cache_info()["size"] == 1
 
 
+def test_a_first_call_dispatching_on_its_own_input_is_refused_not_hung(monkeypatch):
+    """A first call that reaches seer.dispatch on the same input (a model or callback it runs) would
+    wait for its own first call to end: refused, and the input served afterwards."""
+    m = _matrix(80, 60, 0.1)
+    parts, x = _parts(m), torch.randn(60)
+    dispatch_module = sys.modules["seer.dispatch"]
+    decide = dispatch_module._decide
+
+    def decide_reentering(*args, **kwargs):
+        monkeypatch.setattr(dispatch_module, "_decide", decide)
+        seer.dispatch("spmv", (parts, x))
+
+    monkeypatch.setattr(dispatch_module, "_decide", decide_reentering)
+    raised = []
+
+    def first_call():
+        try:
+            seer.dispatch("spmv", (parts, x))
+        except InputError as exc:
+            raised.append(exc)
+
+    caller = threading.Thread(target=first_call, daemon=True)  # a hang fails the test instead of the run
+    caller.start()
+    caller.join(timeout=60)
+    assert not caller.is_alive(), "the first call waits on itself"
+    assert len(raised) == 1 and "own first call" in str(raised[0])
+    _check(seer.dispatch("spmv", (parts, x)), m, x)
+
+
 def test_waiting_threads_try_again_when_the_first_call_fails(monkeypatch):
     m, made = _matrix(80, 60, 0.1), []
     parts = _parts(m)
