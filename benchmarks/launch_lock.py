@@ -1,13 +1,15 @@
 """Host time of the lock around Triton's own launch path (`seer.launch.through_triton`).
 
-Every GEMM call launches through Triton's ``kernel[grid](...)``, and since session 41 one process-wide
-lock is held around it (Triton 3.9 let a second thread launch a kernel whose binary another thread
-was still loading). This times, on one small product that the device runs faster than the host can
-launch it, the call of a Triton GEMM variant into a given ``out``:
+Since session 41 one process-wide lock is held around Triton's ``kernel[grid](...)`` (Triton 3.9 let
+a second thread launch a kernel whose binary another thread was still loading). Every GEMM call
+launched that way until session 42, whose plans launch the tile and split-K kernels directly after
+their first launch; TMA calls and every first launch still do. This times, on one small product that
+the device runs faster than the host can launch it, a Triton GEMM call into a given ``out`` the way
+it launched until then (``gemm_host.triton_path``):
   locked      as shipped
   unlocked    the lock swapped for a no-op context for that loop
 host wall time per call (the loop's time over its length, the device drained at both ends), the
-least of ``--rounds`` alternated loops of ``--calls``; every form's product checked against
+least of ``--rounds`` alternated loops of ``--calls``; each form's product checked against
 torch.matmul in float32 first.
 
     python benchmarks/launch_lock.py [--out benchmarks/results]
@@ -21,6 +23,7 @@ import sys
 import torch
 
 import seer.launch
+from gemm_host import triton_path  # benchmarks/, first on the path when this script runs
 from seer.kernels import gemm
 from seer.profiling import device_tag, environment, host_call_us, provenance, write_result
 
@@ -28,17 +31,18 @@ VARIANTS = ("tile_64x128x64_w4s4g8", "splitk16fix_16x64x128_w4s4g1")
 SHAPE = (128, 128, 128)
 
 
-def _checked_call(name: str, a: torch.Tensor, b: torch.Tensor):
-    variant = gemm.CANDIDATES[name]
-    p = gemm.problem((a, b))
+def _checked_call(name: str, a: torch.Tensor, b: torch.Tensor, forms: dict):
+    config, p = gemm.CANDIDATES[name].run.args[0], gemm.problem((a, b))
     out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
-    out.fill_(float("nan"))
-    variant.run(p, a, b, out=out)
+    call = lambda: triton_path(config, p, a, b, out)  # noqa: E731
     expected = a.float() @ b.float()
-    error = ((out.float() - expected).norm() / expected.norm()).item()
-    if not error < 1e-2:
-        raise AssertionError(f"{name}: relative error {error:.3g} against torch.matmul in float32")
-    return lambda: variant.run(p, a, b, out=out)
+    for form, lock in forms.items():
+        out.fill_(float("nan"))
+        _timed(call, lock, 1)
+        error = ((out.float() - expected).norm() / expected.norm()).item()
+        if not error < 1e-2:
+            raise AssertionError(f"{name}, {form}: relative error {error:.3g} against torch.matmul in float32")
+    return call
 
 
 def _timed(call, lock, calls: int) -> float:
@@ -63,7 +67,7 @@ def main() -> int:
     b = torch.randn(k, n, dtype=torch.bfloat16, device=device, generator=gen) / k ** 0.5
     forms = {"locked": seer.launch._TRITON_PATH, "unlocked": contextlib.nullcontext()}
     samples = {name: {form: [] for form in forms} for name in VARIANTS}
-    calls = {name: _checked_call(name, a, b) for name in VARIANTS}
+    calls = {name: _checked_call(name, a, b, forms) for name in VARIANTS}
     for _ in range(args.rounds):
         for name, call in calls.items():
             for form, lock in forms.items():

@@ -14,8 +14,9 @@ def assert_graphs_keep_their_own_scratch(calls: Sequence[Callable[[], None]], ou
     """``calls``: two products, each on its own operands into its own output ``outs[i]``. Each runs
     once (compiling and making the scratch its stream keeps), then each is captured in a graph of its
     own, both on torch's one capture stream; the second graph is replayed first, then both at once on
-    two streams, in :data:`BURSTS` bursts of :data:`REPLAYS`, each replay's output copied aside on
-    its stream.
+    two streams, in :data:`BURSTS` bursts of :data:`REPLAYS`, each replay's output poisoned before it
+    and copied aside after it on its stream (a replay that left tiles unwritten would otherwise pass
+    on the last one's values).
     ``check(i, y)`` compares a result of product i with its reference. Scratch kept per stream was
     shared by both graphs, and their replays at once mixed their sums."""
     for call in calls:
@@ -46,6 +47,7 @@ def assert_graphs_keep_their_own_scratch(calls: Sequence[Callable[[], None]], ou
         for replay in range(burst * REPLAYS, (burst + 1) * REPLAYS):
             for i, (stream, graph) in enumerate(zip(streams, graphs)):
                 with torch.cuda.stream(stream):
+                    outs[i].fill_(float("nan"))
                     graph.replay()
                     kept[i][replay].copy_(outs[i])
         torch.cuda.synchronize()
