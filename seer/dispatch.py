@@ -328,7 +328,28 @@ def _schedule_recheck(entry: Op, decision: Decision, model) -> None:
         decision.recheck_at = selector.next_count(decision.calls)
 
 
-_recheck_lock = threading.Lock()
+class _DecidingAgain:
+    """The one lock under which inputs are decided again (a hint, or a recheck as calls add up),
+    refusing the thread that holds it: deciding runs model code, and a model that called
+    ``seer.dispatch`` into another re-decision would wait on its own thread for ever."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._holder: int | None = None
+
+    def __enter__(self):
+        if self._holder == threading.get_ident():  # only this thread could have stored its own id
+            raise InputError("seer.dispatch was called while this thread decides an input again (from a model "
+                             "or callback the decision runs); call it outside the model")
+        self._lock.acquire()
+        self._holder = threading.get_ident()
+
+    def __exit__(self, *exc) -> None:
+        self._holder = None
+        self._lock.release()
+
+
+_recheck_lock = _DecidingAgain()
 
 # Deciding again changes only to a variant the trees for every larger count choose too (NOTES SpMV
 # 46). False: the first rule, the tree for the calls reached alone. Which of the two loses less

@@ -758,6 +758,36 @@ def test_a_larger_hint_on_a_cached_input_decides_again_for_it(monkeypatch, binds
     assert first.calls == 1000 and first.recheck_at is None  # the replaced one, held by calls mid-flight
 
 
+def test_deciding_again_from_inside_a_decision_is_refused_not_hung(monkeypatch):
+    """A hint decides the input again under one lock, running model code; code that reached
+    seer.dispatch with a larger hint from there waited on its own thread's lock for ever."""
+    m = _matrix(80, 60, 0.1)
+    parts, x = _parts(m), torch.randn(60)
+    seer.dispatch("spmv", (parts, x))
+    dispatch_module = sys.modules["seer.dispatch"]
+    decide = dispatch_module._decide
+
+    def decide_reentering(*args, **kwargs):
+        monkeypatch.setattr(dispatch_module, "_decide", decide)
+        seer.dispatch("spmv", (parts, x), calls=10**6)
+
+    monkeypatch.setattr(dispatch_module, "_decide", decide_reentering)
+    raised = []
+
+    def hinted_call():
+        try:
+            seer.dispatch("spmv", (parts, x), calls=1000)
+        except InputError as exc:
+            raised.append(exc)
+
+    caller = threading.Thread(target=hinted_call, daemon=True)  # a hang fails the test instead of the run
+    caller.start()
+    caller.join(timeout=60)
+    assert not caller.is_alive(), "deciding again waits on itself"
+    assert len(raised) == 1 and "decides an input again" in str(raised[0])
+    _check(seer.dispatch("spmv", (parts, x), calls=1000), m, x)
+
+
 def test_a_model_gone_before_its_recheck_leaves_the_choice_serving(monkeypatch, binds, tmp_path):
     """The recheck looks the model up again; a file rewritten meanwhile (or gone) resolves to the
     hand rule, and the call raised AttributeError from a cached input (found by a review)."""
