@@ -456,32 +456,43 @@ def test_threads_missing_one_input_at_once_make_one_first_call(monkeypatch):
     assert seer.cache_info()["size"] == 1
 
 
-def test_a_first_call_dispatching_on_its_own_input_is_refused_not_hung(monkeypatch):
-    """A first call that reaches seer.dispatch on the same input (a model or callback it runs) would
-    wait for its own first call to end: refused, and the input served afterwards."""
-    m = _matrix(80, 60, 0.1)
-    parts, x = _parts(m), torch.randn(60)
+def _reentering_decide(monkeypatch, inner) -> None:
+    """seer.dispatch's next decision runs ``inner()`` first (as model code calling back would), once."""
     dispatch_module = sys.modules["seer.dispatch"]
     decide = dispatch_module._decide
 
     def decide_reentering(*args, **kwargs):
         monkeypatch.setattr(dispatch_module, "_decide", decide)
-        seer.dispatch("spmv", (parts, x))
+        inner()
 
     monkeypatch.setattr(dispatch_module, "_decide", decide_reentering)
+
+
+def _refused_not_hung(call, refusal: str) -> None:
+    """``call()`` raises an InputError matching ``refusal``, in a thread: a hang fails the test instead
+    of the run."""
     raised = []
 
-    def first_call():
+    def run():
         try:
-            seer.dispatch("spmv", (parts, x))
+            call()
         except InputError as exc:
             raised.append(exc)
 
-    caller = threading.Thread(target=first_call, daemon=True)  # a hang fails the test instead of the run
+    caller = threading.Thread(target=run, daemon=True)
     caller.start()
     caller.join(timeout=60)
-    assert not caller.is_alive(), "the first call waits on itself"
-    assert len(raised) == 1 and "own first call" in str(raised[0])
+    assert not caller.is_alive(), "the call waits on its own thread"
+    assert len(raised) == 1 and refusal in str(raised[0])
+
+
+def test_a_first_call_dispatching_on_its_own_input_is_refused_not_hung(monkeypatch):
+    """A first call that reaches seer.dispatch on the same input (a model or callback it runs) would
+    wait for its own first call to end: refused, and the input served afterwards."""
+    m = _matrix(80, 60, 0.1)
+    parts, x = _parts(m), torch.randn(60)
+    _reentering_decide(monkeypatch, lambda: seer.dispatch("spmv", (parts, x)))
+    _refused_not_hung(lambda: seer.dispatch("spmv", (parts, x)), "own first call")
     _check(seer.dispatch("spmv", (parts, x)), m, x)
 
 
@@ -764,27 +775,8 @@ def test_deciding_again_from_inside_a_decision_is_refused_not_hung(monkeypatch):
     m = _matrix(80, 60, 0.1)
     parts, x = _parts(m), torch.randn(60)
     seer.dispatch("spmv", (parts, x))
-    dispatch_module = sys.modules["seer.dispatch"]
-    decide = dispatch_module._decide
-
-    def decide_reentering(*args, **kwargs):
-        monkeypatch.setattr(dispatch_module, "_decide", decide)
-        seer.dispatch("spmv", (parts, x), calls=10**6)
-
-    monkeypatch.setattr(dispatch_module, "_decide", decide_reentering)
-    raised = []
-
-    def hinted_call():
-        try:
-            seer.dispatch("spmv", (parts, x), calls=1000)
-        except InputError as exc:
-            raised.append(exc)
-
-    caller = threading.Thread(target=hinted_call, daemon=True)  # a hang fails the test instead of the run
-    caller.start()
-    caller.join(timeout=60)
-    assert not caller.is_alive(), "deciding again waits on itself"
-    assert len(raised) == 1 and "decides an input again" in str(raised[0])
+    _reentering_decide(monkeypatch, lambda: seer.dispatch("spmv", (parts, x), calls=10**6))
+    _refused_not_hung(lambda: seer.dispatch("spmv", (parts, x), calls=1000), "decides an input again")
     _check(seer.dispatch("spmv", (parts, x), calls=1000), m, x)
 
 
