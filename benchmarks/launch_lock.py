@@ -23,7 +23,7 @@ import sys
 import torch
 
 import seer.launch
-from gemm_host import triton_path  # benchmarks/, first on the path when this script runs
+from gemm_host import check, operands, triton_path  # benchmarks/, first on the path when this script runs
 from seer.kernels import gemm
 from seer.profiling import device_tag, environment, host_call_us, provenance, write_result
 
@@ -35,13 +35,7 @@ def _checked_call(name: str, a: torch.Tensor, b: torch.Tensor, forms: dict):
     config, p = gemm.CANDIDATES[name].run.args[0], gemm.problem((a, b))
     out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
     call = lambda: triton_path(config, p, a, b, out)  # noqa: E731
-    expected = a.float() @ b.float()
-    for form, lock in forms.items():
-        out.fill_(float("nan"))
-        _timed(call, lock, 1)
-        error = ((out.float() - expected).norm() / expected.norm()).item()
-        if not error < 1e-2:
-            raise AssertionError(f"{name}, {form}: relative error {error:.3g} against torch.matmul in float32")
+    check(name, {form: lambda lock=lock: _timed(call, lock, 1) for form, lock in forms.items()}, a, b, out)
     return call
 
 
@@ -62,9 +56,7 @@ def main() -> int:
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     m, n, k = SHAPE
-    gen = torch.Generator(device=device).manual_seed(0)
-    a = torch.randn(m, k, dtype=torch.bfloat16, device=device, generator=gen)
-    b = torch.randn(k, n, dtype=torch.bfloat16, device=device, generator=gen) / k ** 0.5
+    a, b = operands(m, n, k, device)
     forms = {"locked": seer.launch._TRITON_PATH, "unlocked": contextlib.nullcontext()}
     samples = {name: {form: [] for form in forms} for name in VARIANTS}
     calls = {name: _checked_call(name, a, b, forms) for name in VARIANTS}

@@ -33,8 +33,8 @@ import triton
 import triton.language as tl
 
 from seer.errors import InputError, check_no_grad, check_not_negated, check_out_apart, check_writable, warn_once
-from seer.launch import (INTERPRETER_SMS, InputLaunches, LaunchCache, capturing, sm_count,  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
-                         specialisation, through_triton)
+from seer.launch import (INTERPRETER_SMS, InputLaunches, LaunchCache, capturing, on_device,  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
+                         sm_count, specialisation, through_triton)
 from seer.registry import Variant
 
 
@@ -262,14 +262,17 @@ class GemmConfig:
         shape = f"{self.block_m}x{self.block_n}x{self.block_k}"
         return f"{prefix}_{shape}_w{self.num_warps}s{self.num_stages}g{self.group_m}"
 
-    def meta(self) -> dict:
-        """Compile-time arguments of the Triton launch."""
-        return dict(BLOCK_M=self.block_m, BLOCK_N=self.block_n, BLOCK_K=self.block_k, GROUP_M=self.group_m,
-                    num_warps=self.num_warps, num_stages=self.num_stages)
-
     def constexprs(self) -> tuple:
         """The kernels' compile-time arguments, in their order (last in every signature)."""
         return self.block_m, self.block_n, self.block_k, self.group_m
+
+    def options(self) -> dict:
+        """Triton's launch options (compiled in, but no kernel arguments)."""
+        return {"num_warps": self.num_warps, "num_stages": self.num_stages}
+
+    def meta(self) -> dict:
+        """The compile-time arguments by name, with the launch options: a launch through Triton's path."""
+        return dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M"), self.constexprs()), **self.options())
 
     def tiles(self, problem: GemmProblem) -> int:
         """Output tiles of ``problem``: one program each, but for the persistent kernels."""
@@ -330,8 +333,7 @@ def _launches(cache: LaunchCache, config: GemmConfig | None, problem: GemmProble
     """``cache``'s launches for one config and problem, found by the pointers' alignment alone: every
     other argument is ``fixed`` by the two. C's strides too, as (N, 1): a contiguous C has other
     strides only along a dimension of size 1, whose one index multiplies its stride by 0."""
-    options = {} if config is None else {"num_warps": config.num_warps, "num_stages": config.num_stages}
-    name = None if config is None else config.name
+    options, name = ({}, None) if config is None else (config.options(), config.name)
     return InputLaunches(cache, (problem.device, problem.dtype, name, specialisation(*fixed)), options)
 
 
@@ -433,14 +435,10 @@ def _planned_call(launch: Callable, problem: GemmProblem, a, b, out=None) -> tor
         raise InputError(f"gemm: operand strides {a.stride()}, {b.stride()} differ from the problem's "
                          f"{problem.a_strides}, {problem.b_strides}")
     c = _output(problem, out, a, b)
-    if _degenerate(problem, c):
-        return c
-    if problem.device.type == "cuda" and torch._C._cuda_getDevice() != problem.device.index:
+    if not _degenerate(problem, c):
         # Triton compiles, loads and launches on the current GPU, and the launch kept is keyed by the operands'.
-        with torch.cuda.device(problem.device):
+        with on_device(problem.device):
             launch(a, b, c)
-    else:
-        launch(a, b, c)
     return c
 
 
