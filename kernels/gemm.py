@@ -32,7 +32,7 @@ from torch.autograd.graph import increment_version
 import triton
 import triton.language as tl
 
-from seer.errors import InputError, check_no_grad, check_not_negated, check_out_apart, check_writable, warn_once
+from seer.errors import InputError, check_no_grad, check_not_negated, check_writable, overlap_error, warn_once
 from seer.launch import (INTERPRETER_SMS, InputLaunches, LaunchCache, capturing, on_device,  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
                          sm_count, specialisation, through_triton)
 from seer.registry import Variant
@@ -309,9 +309,25 @@ def _output(problem: GemmProblem, out: torch.Tensor | None, a: torch.Tensor, b: 
     if out.requires_grad:  # as for a and b: no variant (torch.matmul's out= neither) writes it for autograd
         check_no_grad("gemm", out=out)
     check_writable("gemm", out)
-    check_out_apart(out, a=a, b=b)
+    _check_apart(problem, out, a, b)
     increment_version(out)  # written in place by a kernel: autograd must see it, as torch's out= shows it
     return out
+
+
+def _check_apart(problem: GemmProblem, c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """Raise unless C (contiguous, ``problem``'s M x N) shares no memory with a or b: the spans the
+    operands' elements can occupy, so strided views interleaving in one buffer count as overlapping.
+    Written out for two dimensions, at a third of the host time of a loop over any tensor's (every
+    call given an out pays it); the operands' own shapes, as ``run_torch_matmul`` takes them unchecked."""
+    size = problem.dtype.itemsize
+    low = c.data_ptr()
+    high = low + problem.M * problem.N * size
+    for name, operand in (("a", a), ("b", b)):
+        (rows, cols), (row_stride, col_stride) = operand.shape, operand.stride()
+        if rows and cols:
+            start = operand.data_ptr()
+            if start < high and low < start + ((rows - 1) * row_stride + (cols - 1) * col_stride + 1) * size:
+                raise overlap_error(name)
 
 
 def _degenerate(problem: GemmProblem, c: torch.Tensor) -> bool:
@@ -427,13 +443,18 @@ def _plan(config: GemmConfig, problem: GemmProblem) -> Callable:
     return _PLANS[config.kind](config, problem)
 
 
-def _planned_call(launch: Callable, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
-    """C by ``launch``, a plan of ``problem``, whose launches pass the problem's strides and are keyed
-    by its dtype and device: operands that differ in any of them are refused, not misread."""
+def _check_described(problem: GemmProblem, a, b) -> None:
+    """Refuse operands ``problem`` does not describe: the launches take its shapes and strides."""
     check_operands(problem, (a, b))
     if (a.stride(), b.stride()) != (problem.a_strides, problem.b_strides):
         raise InputError(f"gemm: operand strides {a.stride()}, {b.stride()} differ from the problem's "
                          f"{problem.a_strides}, {problem.b_strides}")
+
+
+def _planned_call(launch: Callable, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
+    """C by ``launch``, a plan of ``problem``, whose launches pass the problem's strides and are keyed
+    by its dtype and device: operands that differ in any of them are refused, not misread."""
+    _check_described(problem, a, b)
     c = _output(problem, out, a, b)
     if not _degenerate(problem, c):
         # Triton compiles, loads and launches on the current GPU, and the launch kept is keyed by the operands'.
@@ -482,6 +503,7 @@ def tma_usable(problem: GemmProblem) -> bool:
 
 def _run_tma(config: GemmConfig, fallback: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
     """``fallback``: the same tiles with pointer loads, for operands TMA cannot load."""
+    _check_described(problem, a, b)  # its descriptors take the problem's shape and row-major operands
     # C's base and rows too (``out``'s; a new C is aligned): its descriptor stores there, and a
     # misaligned one faults the CUDA context. One row is contiguous whatever its stride says.
     aligned = all(t.data_ptr() % 16 == 0 for t in (a, b) + (() if out is None else (out,))) and (

@@ -508,8 +508,8 @@ def _check_apart(y: torch.Tensor, x: torch.Tensor, rows: int, cols: int, size: i
     """Raise unless y (``rows`` elements of ``size`` bytes) is apart from x (``cols`` elements), from
     the matrix's ``arrays`` (``(name, array, bytes)``: every program reads them while others write
     y) and from itself (a stride of 0 would write every row into one element). Arithmetic on the
-    memory spans, at a third of :func:`seer.errors.check_out_apart`'s host time: every call given
-    an out pays it (``benchmarks/out_check.py``); the arrays' sizes are the plan's."""
+    memory spans, at a third of the host time of a loop over any tensor's dimensions: every call
+    given an out pays it (``benchmarks/out_check.py``); the arrays' sizes are the plan's."""
     if not rows:
         return
     low, stride = y.data_ptr(), y.stride()[0]  # stride() then [0]: a third of stride(0)'s host time

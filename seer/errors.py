@@ -48,29 +48,6 @@ def _in_seer(module: str) -> bool:
     return module == "seer" or module.startswith("seer.")
 
 
-
-def check_out_apart(out, **operands) -> None:
-    """Raise :func:`overlap_error` if ``out`` shares memory with any of ``operands``: a result
-    written over an operand the kernel is still reading would be silently wrong. Compares the spans
-    of memory the tensors' elements can occupy, so strided views that interleave in one buffer count
-    as overlapping too."""
-    low, high = memory_span(out)
-    for name, operand in operands.items():
-        operand_low, operand_high = memory_span(operand)
-        if operand_low < high and low < operand_high:
-            raise overlap_error(name)
-
-
-def memory_span(tensor) -> tuple[int, int]:
-    """``[first byte, past the last byte)`` that ``tensor``'s elements can occupy (torch strides are
-    never negative); an empty span for an empty tensor."""
-    start = tensor.data_ptr()
-    if tensor.numel() == 0:
-        return start, start
-    last = sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride()))
-    return start, start + (last + 1) * tensor.element_size()
-
-
 def overlap_error(name: str) -> InputError:
     return InputError(f"out overlaps {name} in memory: the result cannot be written over an operand that is "
                       f"read to compute it; pass an out that shares no memory with {name}")

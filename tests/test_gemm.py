@@ -301,6 +301,30 @@ def test_out_overlapping_an_operand_is_refused():
                 variant.run(p, a, b, out=out)
     assert torch.equal(a, kept[0]) and torch.equal(b, kept[1])
 
+
+def test_out_check_agrees_with_numpy_on_views_of_one_buffer():
+    """The spans' arithmetic against numpy's bounds test (``may_share_memory``), on operands that are
+    random strided views of the buffer C is cut from: adjacent, interleaved, empty and apart."""
+    rng = np.random.default_rng(0)
+    buffer = torch.randn(600, dtype=torch.float16)
+    refused = 0
+    for _ in range(400):
+        m, n, k = (int(v) for v in rng.integers(0, 5, size=3))
+        p = gemm.problem((torch.empty(m, k, dtype=torch.float16), torch.empty(k, n, dtype=torch.float16)))
+        c = buffer[int(rng.integers(0, 60)):][:m * n].view(m, n)
+        a, b = (torch.as_strided(buffer, shape, [int(v) for v in rng.integers(0, 20, size=2)],
+                                 int(rng.integers(0, 60))) for shape in ((m, k), (k, n)))
+        expected = next((name for name, operand in (("a", a), ("b", b))
+                         if np.may_share_memory(operand.numpy(), c.numpy())), None)
+        if expected is None:
+            gemm._check_apart(p, c, a, b)
+        else:
+            refused += 1
+            with pytest.raises(InputError, match=f"overlaps {expected}"):
+                gemm._check_apart(p, c, a, b)
+    assert 100 < refused < 300, refused  # both answers were tested
+
+
 # ---------------------------------------------------------------- dispatch contract
 def test_split_cache_key_problem_and_reference():
     a, b = operands(6, 10, 8, torch.bfloat16)
@@ -388,13 +412,15 @@ def test_a_bound_call_computes_what_run_does(name):
         assert relative_error(call(a, b), a, b) < TOLERANCE[torch.bfloat16]
 
 
-@pytest.mark.parametrize("call_of", ["bind", "run"])
-def test_a_planned_call_refuses_operands_the_problem_does_not_describe(call_of):
+@pytest.mark.parametrize("name,call_of", [("tile_16x64x128_w4s4g1", "bind"), ("tile_16x64x128_w4s4g1", "run"),
+                                          ("tma_16x128x128_w4s4g1", "run")])
+def test_a_call_refuses_operands_the_problem_does_not_describe(name, call_of):
     """A plan's launches pass the problem's strides, and the launches it keeps are keyed by the
     problem's dtype: a B stored by columns would be read as by rows, and a kernel compiled for
-    other operands kept under the problem's key."""
-    a, b = operands(5, 40, 70, torch.bfloat16)
-    p, variant = gemm.problem((a, b)), gemm.CANDIDATES["tile_16x64x128_w4s4g1"]
+    other operands kept under the problem's key. TMA's descriptors take the problem's shape and
+    its row-major layout (K = 72: rows of 16-byte multiples, which TMA loads)."""
+    a, b = operands(5, 40, 72, torch.bfloat16)
+    p, variant = gemm.problem((a, b)), gemm.CANDIDATES[name]
     call = variant.bind(p) if call_of == "bind" else functools.partial(variant.run, p)
     with pytest.raises(InputError, match="strides"):
         call(a, b.T.contiguous().T)
