@@ -77,9 +77,11 @@ def _fair_words(rng: np.random.Generator, count: int) -> np.ndarray:
 
 
 def _random_values(rng: np.random.Generator, count: int, dtype) -> np.ndarray:
-    """Magnitudes uniform in [0.5, 1) with random signs, written as float32 bit patterns in place."""
+    """Magnitudes uniform in [0.5, 1) with random signs, written as float32 bit patterns in place;
+    for a narrower ``dtype`` the mantissa bits it lacks are cleared, so that rounding cannot reach 1."""
     bits = _fair_words(rng, count)
-    bits &= np.uint32(0x807FFFFF)  # keep a random sign and mantissa
+    dropped = max(0, 23 - np.finfo(dtype).nmant)
+    bits &= np.uint32(0x807FFFFF & ~((1 << dropped) - 1))  # keep a random sign and mantissa
     bits |= np.uint32(0x3F000000)  # exponent of 0.5
     return bits.view(np.float32).astype(dtype, copy=False)
 

@@ -5,9 +5,13 @@ adds the archive handling, a canonical CSR result and errors that name the file.
 """
 from __future__ import annotations
 
+import bz2
+import gzip
+import io
 import re
 import tarfile
-from contextlib import contextmanager
+import zlib
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Callable, Iterator, NamedTuple
@@ -28,9 +32,9 @@ SSSTATS_COLUMNS = (
     "posdef", "psym", "nsym", "kind", "nentries",
 )
 _MANIFEST_COLUMNS = ("group", "name", "rows", "cols", "nnz_file", "kind", "file")
-# What scipy, gzip and tarfile raise on a damaged file; all become an InputError naming it.
+# What scipy, gzip, zlib and tarfile raise on a damaged file; all become an InputError naming it.
 # (OverflowError: scipy's reader on an integer entry beyond int64.)
-_PARSE_ERRORS = (ValueError, OverflowError, OSError, EOFError, tarfile.TarError)
+_PARSE_ERRORS = (ValueError, OverflowError, OSError, EOFError, zlib.error, tarfile.TarError)
 
 
 class MatrixHeader(NamedTuple):
@@ -50,7 +54,8 @@ class MatrixInfo:
 
     ``nnz`` is the entry count of the CSR that :func:`read_matrix` returns (manifest ``nnz_file``).
     Folders without a manifest only give headers: there a symmetric file's ``nnz`` is the upper
-    bound ``2 * entries`` (the diagonal counted twice). ``stats`` is the matching row of the
+    bound ``2 * entries`` (the diagonal counted twice), and a dense (``array``) file's is rows x cols,
+    of which :func:`read_matrix` keeps the nonzeros. ``stats`` is the matching row of the
     collection index (``ssstats.csv``) when the folder has one.
     """
 
@@ -95,12 +100,12 @@ def read_matrix(path) -> sp.csr_matrix:
     summed and explicit zeros kept (they are stored entries). Index arrays are int32 when they fit.
     """
     path = _existing_file(path)
-    matrix = _parse(path, scipy.io.mmread)
+    matrix = _parse(path, scipy.io.mmread, whole=True)
     if np.iscomplexobj(matrix):
         raise InputError(f"{path} holds a complex matrix; seer reads real matrices only")
     try:
         csr = sp.csr_matrix(matrix, dtype=np.float64)
-    except MemoryError as err:  # the row pointers of a size line's rows do not fit in memory
+    except (MemoryError, ValueError) as err:  # the row pointers of a size line's rows: too many for memory or numpy
         raise InputError(f"cannot read Matrix Market file {path}: its {matrix.shape[0]:,} rows do not fit in "
                          f"memory ({err})") from err
     csr.sum_duplicates()
@@ -124,6 +129,8 @@ def list_matrices(folder, *, max_nnz: int | None = None, limit: int | None = Non
     ``.tar.gz`` files and reads their headers (group: the part of the file name before ``__``, else
     the name of the folder holding the file). ``ssstats.csv`` in the folder is attached as ``stats``.
     """
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise InputError(f"limit must be a whole number >= 0 or None, got {limit!r}")
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"matrix folder {folder} does not exist or is not a folder")
@@ -178,10 +185,11 @@ def _existing_file(path) -> Path:
     return path
 
 
-def _parse(path: Path, parser):
-    """Run a scipy Matrix Market parser on ``path``; any parse failure names the file."""
+def _parse(path: Path, parser, whole: bool = False):
+    """Run a scipy Matrix Market parser on ``path``; any parse failure names the file. ``whole``: the
+    parser reads every entry, and a compressed file is then read to its end (see :func:`_matrix_source`)."""
     try:
-        with _matrix_source(path) as source:
+        with _matrix_source(path, whole) as source:
             return parser(source)
     except InputError:
         raise
@@ -189,15 +197,57 @@ def _parse(path: Path, parser):
         raise InputError(f"cannot read Matrix Market file {path}: {err}") from err
 
 
+_DECOMPRESSED = {".gz": gzip.open, ".bz2": bz2.open}  # by suffix, as scipy's reader tells them
+
+
 @contextmanager
-def _matrix_source(path: Path) -> Iterator:
-    """What scipy reads: the path itself, or the main matrix streamed out of an archive."""
-    if not path.name.endswith(ARCHIVE_SUFFIXES):
-        yield str(path)
+def _matrix_source(path: Path, whole: bool) -> Iterator:
+    """What scipy reads: the path itself, or a stream of the file (or of an archive's main matrix)
+    that ends in a newline, because scipy 1.17's reader crashes the process on a last entry line
+    with a token too many and no newline. With ``whole``, a compressed file is read to its end after
+    the parser is done: gzip checks its CRC there, which a member of an archive ends before."""
+    in_archive = path.name.endswith(ARCHIVE_SUFFIXES)
+    if not in_archive and path.suffix not in _DECOMPRESSED and _ends_in_newline(path):
+        yield str(path)  # scipy's reader reads the file itself, in parallel
         return
-    with tarfile.open(path, "r:*") as archive:
-        with archive.extractfile(_main_member(archive, path)) as stream:
-            yield stream
+    with ExitStack() as stack:
+        if in_archive:
+            archive = stack.enter_context(tarfile.open(path, "r:*"))
+            compressed = archive.fileobj
+            stream = stack.enter_context(archive.extractfile(_main_member(archive, path)))
+        else:
+            compressed = stream = stack.enter_context(_DECOMPRESSED.get(path.suffix, open)(path, "rb"))
+        yield io.BufferedReader(_EndingInNewline(stream), 1 << 20)
+        if whole:
+            while compressed.read(1 << 20):
+                pass
+
+
+def _ends_in_newline(path: Path) -> bool:
+    with open(path, "rb") as file:
+        if not file.seek(0, io.SEEK_END):
+            return True  # empty: scipy says so
+        file.seek(-1, io.SEEK_END)
+        return file.read(1) == b"\n"
+
+
+class _EndingInNewline(io.RawIOBase):
+    """``stream``'s bytes, then a newline if they did not end in one."""
+
+    def __init__(self, stream):
+        self._stream, self._last = stream, b"\n"
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._stream.read(len(buffer))
+        if data:
+            self._last = data[-1:]
+        elif self._last != b"\n":
+            data = self._last = b"\n"
+        buffer[:len(data)] = data
+        return len(data)
 
 
 def _main_member(archive: tarfile.TarFile, path: Path) -> tarfile.TarInfo:

@@ -3,6 +3,8 @@ import collections
 import gzip
 import io
 import shutil
+import subprocess
+import sys
 import tarfile
 
 import numpy as np
@@ -223,6 +225,8 @@ MALFORMED = {
                              "Integer out of range"),
     # Its CSR's row pointers would take 745 GiB: a raw MemoryError before, fatal to a campaign.
     "impossible_sizes": (GOOD_HEADER + "100000000000 100000000000 1\n1 1 1\n", "memory"),
+    # Past numpy's largest array: a raw ValueError before, which no campaign skips.
+    "sizes_past_numpy": (GOOD_HEADER + "2305843009213693952 3 0\n", "memory"),
 }
 
 
@@ -237,13 +241,59 @@ def test_malformed_file_names_file_and_problem(tmp_path, case, compress):
     assert path.name in str(raised.value)
 
 
-@pytest.mark.parametrize("damage", ["cut_gzip", "not_gzip", "cut_archive"])
+def _bad_block_type(gzipped: bytes) -> bytes:
+    """The same gzip file with its first deflate block saying type 3, which does not exist: zlib's own
+    error (recompressed without a file name, so that the block starts at byte 10)."""
+    fresh = gzip.compress(gzip.decompress(gzipped), mtime=0)
+    return fresh[:10] + bytes([0x07]) + fresh[11:]
+
+
+@pytest.mark.parametrize("damage", ["cut_gzip", "not_gzip", "cut_archive", "bad_block_type"])
 def test_damaged_compression_names_file(tmp_path, suitesparse_dir, damage):
     raw = real_path(suitesparse_dir, "HB/bcsstk01").read_bytes()
     path = tmp_path / ("m.tar.gz" if damage == "cut_archive" else "m.mtx.gz")
-    path.write_bytes({"cut_gzip": raw[: len(raw) // 2], "not_gzip": b"plain text", "cut_archive": raw[:40]}[damage])
+    path.write_bytes({"cut_gzip": raw[: len(raw) // 2], "not_gzip": b"plain text", "cut_archive": raw[:40],
+                      "bad_block_type": _bad_block_type(raw)}[damage])
     with pytest.raises(InputError, match=r"m\.(mtx|tar)\.gz"):
         read_matrix(path)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_last_line_with_a_token_too_many_and_no_newline_does_not_crash(tmp_path, compress):
+    """scipy 1.17's reader ends the process (SIGSEGV) on it: read in a child process, so that a
+    regression fails this test instead of the run."""
+    text = GOOD_HEADER + "3 3 2\n1 1 1\n2 2 4 5"  # extra tokens are ignored, as scipy does on any line
+    path = tmp_path / f"m.mtx{'.gz' if compress else ''}"
+    path.write_bytes(gzip.compress(text.encode()) if compress else text.encode())
+    child = subprocess.run([sys.executable, "-c", "import sys; from seer.datasets.suitesparse import read_matrix; "
+                            "print(read_matrix(sys.argv[1]).toarray().tolist())", str(path)],
+                           capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr[-2000:]
+    assert child.stdout.strip() == "[[1.0, 0.0, 0.0], [0.0, 4.0, 0.0], [0.0, 0.0, 0.0]]"
+
+
+def _archive_bytes(members: dict) -> bytes:
+    """An uncompressed tar of ``members`` (name -> bytes)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def test_an_archive_whose_gzip_check_fails_is_refused(tmp_path):
+    """The main matrix is streamed out of the archive and ends before gzip's trailer, whose CRC
+    was never read: a damaged archive came back as a matrix with wrong values."""
+    data = (GOOD_HEADER + "3 3 2\n1 1 1\n2 2 2\n").encode()
+    compressed = bytearray(gzip.compress(_archive_bytes({"m/m.mtx": data}), mtime=0))
+    compressed[-8] ^= 0xFF  # the CRC32 of the trailer: the data itself decompresses as written
+    path = tmp_path / "m.tar.gz"
+    path.write_bytes(bytes(compressed))
+    with pytest.raises(InputError, match=r"m\.tar\.gz: CRC check failed"):
+        read_matrix(path)
+    assert read_header(path).entries == 2  # a header alone does not read the archive to its end
 
 
 def test_missing_file(tmp_path):
@@ -298,6 +348,9 @@ def test_list_filters(suitesparse_dir):
     assert small and all(info.nnz <= 1000 for info in small)
     assert len(small) == sum(info.nnz <= 1000 for info in list_matrices(suitesparse_dir))
     assert list_matrices(suitesparse_dir, limit=5) == list_matrices(suitesparse_dir)[:5]
+    for limit in (-1, 2.5, True):  # -1 had listed all but the largest
+        with pytest.raises(InputError, match=f"limit must be a whole number >= 0 or None, got {limit!r}"):
+            list_matrices(suitesparse_dir, limit=limit)
 
 
 def test_list_folder_without_manifest(tmp_path, suitesparse_dir):
@@ -328,8 +381,10 @@ def test_one_unreadable_file_is_left_out_of_a_folder_with_a_warning(tmp_path, su
     folder.mkdir()
     shutil.copy(real_path(suitesparse_dir, "HB/bcsstk01"), folder)
     (folder / "Bad__broken.mtx.gz").write_bytes(b"plain text, not gzip")
-    with pytest.warns(SeerWarning, match=r"left out: .*Bad__broken\.mtx\.gz"):
+    (folder / "Bad__inflate.mtx.gz").write_bytes(_bad_block_type(real_path(suitesparse_dir, "HB/bcsstk01").read_bytes()))
+    with pytest.warns(SeerWarning, match=r"left out: .*Bad__broken\.mtx\.gz") as told:
         assert [info.id for info in list_matrices(folder)] == ["HB/bcsstk01"]
+    assert any("Bad__inflate.mtx.gz" in str(warning.message) for warning in told)
 
 
 def _unzipped(path, folder):

@@ -77,8 +77,11 @@ def test_values_are_spread_and_signed():
     assert len(np.unique(values)) > 0.9 * len(values)
 
 
-def test_dtype_option():
-    assert banded(100, 2, dtype=np.float64).dtype == np.float64
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_dtype_option_keeps_values_under_one(dtype):
+    """float16 rounded the largest magnitudes up to 1.0 (27 of 128k values)."""
+    values = banded(64_000, 1, dtype=dtype).data
+    assert values.dtype == dtype and 0.5 <= np.abs(values).min() and np.abs(values).max() < 1
 
 
 # ---------------------------------------------------------------------------------------------
