@@ -524,6 +524,7 @@ def _run_tma(config: GemmConfig, fallback: GemmConfig, problem: GemmProblem, a, 
 
 def run_torch_matmul(problem: GemmProblem, a, b, out=None) -> torch.Tensor:
     """The vendor library (cuBLAS on CUDA) through ``torch.matmul``."""
+    check_operands(problem, (a, b))  # else torch would resize an out of the problem's shape to other operands'
     if out is None:
         return torch.matmul(a, b)
     return torch.matmul(a, b, out=_output(problem, out, a, b))
@@ -537,11 +538,17 @@ _KIND_DOCS = {
 }
 
 
+def _problem_fixed(run: Callable) -> Callable:
+    """``bind`` for a variant without a plan whose ``run`` checks the operands itself: that ``run``
+    for the problem (dispatch's default call would check them twice)."""
+    return lambda problem: functools.partial(run, problem)
+
+
 def as_variant(config: GemmConfig) -> Variant:
     doc = _KIND_DOCS[config.kind] + (", persistent" if config.persistent else "")
     if config.kind == "tma":  # launched through Triton's path: the descriptors' scratch comes from its allocator
-        return Variant(config.name, functools.partial(_run_tma, config, replace(config, kind="tiles")), asdict(config),
-                       doc=doc)
+        run = functools.partial(_run_tma, config, replace(config, kind="tiles"))
+        return Variant(config.name, run, asdict(config), doc=doc, bind=_problem_fixed(run))
     return Variant(config.name, functools.partial(_run_planned, config), asdict(config), doc=doc,
                    bind=functools.partial(_bind_planned, config))
 
@@ -577,7 +584,8 @@ def _family() -> list[GemmConfig]:
             + [GemmConfig("tma", *t[:6], persistent=t[6]) for t in tma])
 
 
-TORCH_MATMUL = Variant("torch_matmul", run_torch_matmul, {"kind": "vendor"}, doc=run_torch_matmul.__doc__)
+TORCH_MATMUL = Variant("torch_matmul", run_torch_matmul, {"kind": "vendor"}, doc=run_torch_matmul.__doc__,
+                       bind=_problem_fixed(run_torch_matmul))
 CANDIDATES: dict[str, Variant] = {"torch_matmul": TORCH_MATMUL, **{c.name: as_variant(c) for c in _family()}}
 
 # Shipped subset: the greedy cover (greedy_cover, k=12) of a sweep on an H100 (torch 2.11, triton

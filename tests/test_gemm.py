@@ -413,7 +413,7 @@ def test_a_bound_call_computes_what_run_does(name):
 
 
 @pytest.mark.parametrize("name,call_of", [("tile_16x64x128_w4s4g1", "bind"), ("tile_16x64x128_w4s4g1", "run"),
-                                          ("tma_16x128x128_w4s4g1", "run")])
+                                          ("tma_16x128x128_w4s4g1", "bind"), ("tma_16x128x128_w4s4g1", "run")])
 def test_a_call_refuses_operands_the_problem_does_not_describe(name, call_of):
     """A plan's launches pass the problem's strides, and the launches it keeps are keyed by the
     problem's dtype: a B stored by columns would be read as by rows, and a kernel compiled for
@@ -429,10 +429,25 @@ def test_a_call_refuses_operands_the_problem_does_not_describe(name, call_of):
     assert relative_error(call(a, b), a, b) < TOLERANCE[torch.bfloat16]
 
 
-def test_tma_variants_have_no_bound_call():
-    """TMA launches through Triton's path: its descriptors' scratch comes from Triton's allocator."""
-    assert all((variant.bind is None) == (variant.params["kind"] in ("tma", "vendor"))
-               for variant in gemm.CANDIDATES.values())
+def test_every_variant_has_a_bound_call():
+    """The variants without a plan (TMA: its descriptors' scratch comes from Triton's allocator through
+    Triton's path; cuBLAS) bind their run to the problem: it checks the operands, once a call."""
+    assert all(variant.bind is not None for variant in gemm.CANDIDATES.values())
+    assert all(isinstance(variant.bind(None), functools.partial) == (variant.params["kind"] in ("tma", "vendor"))
+               for variant in gemm.CANDIDATES.values() if variant.params["kind"] in ("tma", "vendor"))
+
+
+@pytest.mark.parametrize("call_of", ["bind", "run"])
+def test_torch_matmul_refuses_operands_the_problem_does_not_describe(call_of):
+    """torch resized an out of the problem's shape to other operands' (a deprecation warning alone)."""
+    a, b = operands(13, 7, 29, torch.float16)
+    p, variant = gemm.problem((a, b)), gemm.TORCH_MATMUL
+    call = variant.bind(p) if call_of == "bind" else functools.partial(variant.run, p)
+    out = torch.full((13, 7), float("nan"), dtype=torch.float16)
+    with pytest.raises(InputError, match="do not match the problem"):
+        call(a[:12], b, out=out)
+    assert out.shape == (13, 7) and out.isnan().all()
+    assert call(a, b, out=out) is out and relative_error(out, a, b) < TOLERANCE[torch.float16]
 
 
 def test_registry_sees_the_op():
