@@ -590,7 +590,8 @@ def _values_at(values: torch.Tensor, aligned: bool) -> int:
     at = values.data_ptr()
     if aligned and at % 16:
         raise InputError("the matrix values were moved (set_) to an address that is not 16-byte aligned since "
-                         "seer planned this matrix's kernel for an aligned one; call seer.clear_cache() first")
+                         "seer planned this matrix's kernel for an aligned one; seer.dispatch plans it again on its "
+                         "next call (the move changes its cache key): bind the variant again")
     return at
 
 
@@ -1341,7 +1342,7 @@ def _key(matrix, tracked: bool):
         indptr, indices, values = matrix.indptr, matrix.indices, matrix.values
         # Contiguity too: values moved by set_ onto strided memory must reach _rechecked's refusal.
         return (id(matrix),), (indptr._version if tracked else None, indices._version if tracked else None,
-                               values.shape, values.data_ptr(), values.is_contiguous(),
+                               values.shape, values.data_ptr(), values.dtype, values.is_contiguous(),
                                values.requires_grad and torch.is_grad_enabled())
     if isinstance(matrix, (tuple, list)) and len(matrix) == 4 and all(_dense_tensor(t) for t in matrix[:3]):
         indptr, indices, values, shape = matrix
@@ -1384,19 +1385,19 @@ def problem(matrix) -> CsrMatrix:
 
 
 def _rechecked(matrix: CsrMatrix) -> CsrMatrix:
-    """A ``CsrMatrix`` made earlier, checked again where it may have changed since: validated anew
-    if it was checked and its index arrays were written in place (one made unchecked stays so), and
-    its values' length and gradient checked as when it was made."""
+    """A ``CsrMatrix`` made earlier (or by hand), checked again where it may have changed since:
+    its arrays' metadata as when it was made (values resized, or converted through ``.data`` to
+    another dtype or device), its plans dropped if its values moved, and validated anew if it was
+    checked and its index arrays were written in place, or never checked (one made unchecked on
+    purpose stays so)."""
     strided = [name for name in ("indptr", "indices", "values") if not getattr(matrix, name).is_contiguous()]
     if strided:  # moved since (set_ with strides): the kernels and plans read each array as contiguous
         raise InputError(f"CSR {' and '.join(strided)} moved onto non-contiguous memory since the matrix was made; "
                          "make it anew with seer.sparse.as_csr, which takes contiguous copies")
+    sparse.check_metadata(matrix)
+    matrix.forget_plans_of_moved_values()
     if not sparse.still_valid(matrix):
         sparse.check_structure(matrix)
-    if matrix.values.numel() != matrix.indices.numel():
-        raise InputError(f"CSR values ({matrix.values.numel()}) and indices ({matrix.indices.numel()}) differ in "
-                         "length: the values were resized since the matrix was made")
-    check_no_grad("spmv", values=matrix.values)
     return matrix
 
 

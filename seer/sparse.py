@@ -45,6 +45,7 @@ _GOLDEN = tl.constexpr(_GOLDEN_FRACTION)
 SHIFT_SAMPLE_DEFINITION = f"one row in each stretch of rows // {SHIFT_SAMPLES}, placed by the golden-ratio sequence"
 _ROW_SUMS = ("row_length_sums",)  # scratch key of the sums the validation pass measured
 _ADDRESSES = ("addresses",)  # scratch key of the arrays' device addresses
+_VALUES_AT = ("values_at",)  # scratch key of the values' address and dtype when the plans were made
 
 
 class RowLengthSums(NamedTuple):
@@ -60,13 +61,15 @@ class RowLengthSums(NamedTuple):
 @dataclass(eq=False, frozen=True)
 class CsrMatrix:
     """A CSR matrix whose structure has been checked (``checked``), unless made with
-    ``as_csr(..., check=False)``.
+    ``as_csr(..., check=False)``; one made by hand (``checked`` None) is checked, metadata and
+    structure, the first time seer examines it.
 
     ``scratch`` holds per-matrix preprocessing that kernels compute once and reuse
     (row bins, chunk boundaries, rows that follow a diagonal pattern, the validation pass's
     row-length sums); it is dropped with the matrix. Use :meth:`cached`, which rebuilds an entry
-    when ``indptr`` or ``indices`` has changed. The arrays cannot be reassigned (plans made from
-    them would go stale unseen): write into them in place, or make a new matrix.
+    when ``indptr`` or ``indices`` has changed, and :meth:`forget_plans_of_moved_values`. The arrays
+    cannot be reassigned (plans made from them would go stale unseen): write into them in place, or
+    make a new matrix.
     """
 
     indptr: torch.Tensor
@@ -74,7 +77,7 @@ class CsrMatrix:
     values: torch.Tensor
     shape: tuple[int, int]
     scratch: dict = field(default_factory=dict, repr=False)
-    checked: bool = field(default=False, repr=False)
+    checked: bool | None = field(default=None, repr=False)
 
     @property
     def rows(self) -> int:
@@ -111,6 +114,19 @@ class CsrMatrix:
         """What :meth:`cached` holds for ``key`` if still current, else None; never builds."""
         entry = self.scratch.get(key)
         return entry[3] if entry is not None and self._stamped(entry) else None
+
+    def forget_plans_of_moved_values(self) -> None:
+        """Drop the plans in ``scratch`` if the values moved or changed dtype since they were made
+        (``set_``, or ``.data`` replaced as ``module.half()`` and ``module.to()`` do; neither
+        moves their version): plans hold copies of the values, kernels compiled for their dtype and
+        alignment. The validation's row-length sums stay: the structure is the same."""
+        now = (self.values.data_ptr(), self.values.dtype)
+        if self.scratch.setdefault(_VALUES_AT, now) != now:
+            sums = self.scratch.get(_ROW_SUMS)
+            self.scratch.clear()
+            if sums is not None:
+                self.scratch[_ROW_SUMS] = sums
+            self.scratch[_VALUES_AT] = now
 
     def addresses(self) -> tuple[int, int, int]:
         """Device addresses of indptr, indices and values, for launches that pass raw pointers.
@@ -164,9 +180,12 @@ def as_csr(matrix, *, check: bool = True) -> CsrMatrix:
         return matrix
     indptr, indices, values, shape = _unpack(matrix)
     csr = CsrMatrix(indptr, indices, values, shape)
-    _check_metadata(csr)
+    check_metadata(csr)
+    csr.forget_plans_of_moved_values()  # notes where the values are
     if check:
         check_structure(csr)
+    else:
+        object.__setattr__(csr, "checked", False)
     return csr
 
 
@@ -233,7 +252,9 @@ def is_scipy_sparse(obj) -> bool:
     return sp.issparse(obj)
 
 
-def _check_metadata(csr: CsrMatrix) -> None:
+def check_metadata(csr: CsrMatrix) -> None:
+    """The cheap checks of a matrix's arrays (no pass over them); strided ones are replaced by contiguous
+    copies, which only a matrix being made may have."""
     rows, cols = csr.shape
     if rows < 0 or cols < 0:
         raise InputError(f"CSR shape must be non-negative, got {csr.shape}")
@@ -296,8 +317,8 @@ def accept_structure(csr: CsrMatrix, found: Structure) -> None:
 
 def still_valid(csr: CsrMatrix) -> bool:
     """Whether ``csr`` needs no validation: made unchecked on purpose, or checked and its index
-    arrays unchanged in place since (its row-length sums still current)."""
-    return not csr.checked or validated_rows(csr) is not None
+    arrays unchanged in place since (its row-length sums still current); one made by hand needs it."""
+    return csr.checked is False or validated_rows(csr) is not None
 
 
 def measure_rows(csr: CsrMatrix) -> RowLengthSums:

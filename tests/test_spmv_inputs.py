@@ -13,7 +13,7 @@ import torch
 import seer
 from seer.errors import InputError, SeerWarning
 from seer.kernels import spmv
-from seer.sparse import as_csr
+from seer.sparse import CsrMatrix, as_csr
 
 pytestmark = pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
 
@@ -168,7 +168,7 @@ def test_a_made_matrix_whose_values_require_grad_or_were_resized_is_refused():
     with torch.no_grad():
         made.values.resize_(3)
     for variant in (None, "merge_c512"):  # fresh, forced, and (the first) after a cached call
-        with pytest.raises(InputError, match=r"values \(3\) and indices \(\d+\) differ in length"):
+        with pytest.raises(InputError, match=r"indices \(\d+\) and values \(3\) differ in length"):
             seer.dispatch("spmv", (made, x), variant=variant)
 
 
@@ -278,6 +278,77 @@ def test_values_converted_through_data_are_examined_again(variant):
     halved.data = halved.data.astype(np.float16).astype(np.float64)
     reference = halved @ x.half().double().numpy()
     assert np.abs(y.double().numpy() - reference).max() <= 2e-2 * np.abs(reference).max()
+
+
+def _tridiagonal() -> sp.csr_matrix:
+    """Rows that follow their diagonals: diagonal_major_r512 multiplies them from a copy of the values."""
+    return sp.diags([np.full(49, 1.0), np.full(50, 2.0), np.full(49, 3.0)], [-1, 0, 1], format="csr",
+                    dtype=np.float32)
+
+
+def _wide() -> sp.csr_matrix:
+    """Columns past 16k: cusparse_slices_16k multiplies a stack of column slices copied from the values."""
+    return sp.random(4, 40_000, density=1e-3, format="csr", random_state=3, dtype=np.float32)
+
+
+@pytest.mark.parametrize("variant,matrix", [("diagonal_major_r512", _tridiagonal), ("cusparse_slices_16k", _wide),
+                                            ("scalar_r128", _matrix), (None, _tridiagonal)])
+def test_a_made_matrix_whose_values_are_replaced_through_data_is_planned_again(variant, matrix):
+    """``.data =`` (as module.to() converts a parameter) moves no version: the diagonal copy and the
+    column slices were kept, and y read the old values, after seer.clear_cache() too (found by a review)."""
+    m = matrix()
+    A, x = as_csr(_parts(m)), torch.randn(m.shape[1])
+    for _ in range(2):  # the plan, then its bound call
+        _check(seer.dispatch("spmv", (A, x), variant=variant), m, x)
+    A.values.data = A.values.detach() * 2
+    _check(seer.dispatch("spmv", (A, x), variant=variant), m * 2, x)
+
+
+@pytest.mark.parametrize("variant", [None, "scalar_r128", "diagonal_major_r512"])
+def test_a_made_matrix_whose_values_change_dtype_takes_the_new_dtype(variant):
+    """module.half() on the values of a CsrMatrix: its plans had been kept for float32, a float16 x
+    refused and a float32 one served; float64 values (no dtype of seer's) went through."""
+    m = _tridiagonal()
+    indptr, indices, values, shape = _parts(m)
+    module = torch.nn.Module()
+    module.values = torch.nn.Parameter(values, requires_grad=False)
+    A, x = as_csr((indptr, indices, module.values, shape)), torch.randn(m.shape[1])
+    _check(seer.dispatch("spmv", (A, x), variant=variant), m, x)
+    module.half()
+    with pytest.raises(InputError, match="x has dtype torch.float32"):
+        seer.dispatch("spmv", (A, x), variant=variant)
+    y = seer.dispatch("spmv", (A, x.half()), variant=variant)
+    assert y.dtype == torch.float16
+    reference = m.astype(np.float64) @ x.half().double().numpy()
+    assert np.abs(y.double().numpy() - reference).max() <= 2e-2 * np.abs(reference).max()
+    module.double()
+    with pytest.raises(InputError, match="CSR values have dtype torch.float64"):
+        seer.dispatch("spmv", (A, x.double()), variant=variant)
+
+
+def test_a_made_matrix_whose_values_move_off_16_bytes_is_planned_again():
+    """Its plan, compiled for aligned values, refused them for good: seer.clear_cache() kept the plan."""
+    m = _matrix()
+    A, x = as_csr(_parts(m)), torch.randn(m.shape[1])
+    _check(seer.dispatch("spmv", (A, x), variant="scalar_r128"), m, x)
+    moved = torch.empty(A.nnz + 1)
+    moved[1:] = A.values
+    A.values.set_(moved.untyped_storage(), 1, A.values.shape)
+    _check(seer.dispatch("spmv", (A, x), variant="scalar_r128"), m, x)
+
+
+@pytest.mark.parametrize("arrays,message", [
+    ((torch.tensor([0, 1, 2]), torch.tensor([0, 7]), torch.tensor([1.0, 2.0])), r"column indices must lie in \[0, 2\)"),
+    ((torch.tensor([0, 1, 2]), torch.tensor([0, 1]), torch.tensor([1.0, 2.0], dtype=torch.float64)),
+     "CSR values have dtype torch.float64"),
+    ((torch.tensor([0, 2]), torch.tensor([0, 1]), torch.tensor([1.0, 2.0])), "indptr has 2 entries"),
+])
+def test_a_matrix_made_by_hand_is_checked(arrays, message):
+    """CsrMatrix(...) without as_csr skipped every check: column 7 of a 2 x 2 matrix was read past x."""
+    A = CsrMatrix(*arrays, (2, 2))
+    for variant in (None, "scalar_r128"):
+        with pytest.raises(InputError, match=message):
+            seer.dispatch("spmv", (A, torch.ones(2)), variant=variant)
 
 
 @pytest.mark.parametrize("moved", ["values", "indices"])
