@@ -810,11 +810,15 @@ def _on_device(call: Callable, index: int) -> Callable:
 
 
 def _check_runnable(device: torch.device) -> None:
-    if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") != "1":
-        raise InputError(
-            "inputs are on the CPU; seer's Triton kernels run on CUDA GPUs, or on the CPU only under "
-            "the Triton interpreter (set TRITON_INTERPRET=1 before importing seer)"
-        )
+    """CPU inputs run under the interpreter only, which Triton reads when a kernel is defined: set
+    after seer was imported, its kernels are compiled ones, which fail on CPU tensors obscurely."""
+    if device.type != "cpu":
+        return
+    now = os.environ.get("TRITON_INTERPRET") == "1"
+    if not (now and INTERPRETING):
+        when = "it was set after seer was imported: set it before" if now else "set TRITON_INTERPRET=1 before"
+        raise InputError("inputs are on the CPU; seer's Triton kernels run on CUDA GPUs, or on the CPU only under "
+                         f"the Triton interpreter (TRITON_INTERPRET=1; {when} importing seer)")
 
 
 def _short(value) -> str:

@@ -578,10 +578,21 @@ def test_forced_variant_and_bad_requests():
         seer.dispatch("spmv", _parts(m))
 
 
-def test_cpu_inputs_need_the_interpreter(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
+def _imported_without_the_interpreter(monkeypatch) -> None:
+    """As seer is where TRITON_INTERPRET was unset at import: its kernels compiled ones."""
+    for module in ("seer.dispatch", "seer.kernels.spmv"):
+        monkeypatch.setattr(sys.modules[module], "INTERPRETING", False)
+
+
+@pytest.mark.parametrize("now,message", [("0", "set TRITON_INTERPRET=1 before importing seer"),
+                                         ("1", "it was set after seer was imported: set it before importing seer")])
+def test_cpu_inputs_need_the_interpreter(monkeypatch, now, message):
+    """Set only after import, a compiled kernel met CPU tensors ("Cannot call @triton.jit'd outside
+    of the scope of a kernel"): Triton reads it when a kernel is defined."""
+    _imported_without_the_interpreter(monkeypatch)
+    monkeypatch.setenv("TRITON_INTERPRET", now)
     m = _matrix()
-    with pytest.raises(InputError, match="TRITON_INTERPRET=1"):
+    with pytest.raises(InputError, match=f"CPU only under the Triton interpreter \\(TRITON_INTERPRET=1; {message}"):
         seer.dispatch("spmv", (_parts(m), torch.randn(m.shape[1])))
 
 
