@@ -150,7 +150,7 @@ def _train(args, command: str) -> int:
     if not out.name.startswith(f"{model.op}-"):
         warn(f"{out.name}: seer.dispatch finds {model.op} models in models/ and $SEER_MODELS by their names, "
              f"{model.op}-*.json; this one serves only where passed as model= (e.g. --out "
-             f"{out.with_name(f'{model.op}-{out.name}')})")
+             f"{out.parent / f'{model.op}-{out.name}'})")
     for suffix, export in exports.items():
         out.with_suffix(suffix).write_text(export(model))
     print(rules.to_text(model))

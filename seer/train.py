@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import platform
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -328,6 +329,7 @@ def train_table(
     if out is not None:
         check_model_path(path, out)
     table = read_table(path, op)
+    _check_variants_known(table)
     selector = selector or TwoStageSelector()
     report = selector.evaluate(table)
     model = selector.fit(table).to_model(table, command=command, scores=report.to_dict())
@@ -336,10 +338,25 @@ def train_table(
     return model, report
 
 
+def _check_variants_known(table: ProfileTable) -> None:
+    """ProfileTableError where ``table`` times variants of a registered op that this install lacks:
+    seer.dispatch refuses a model naming them, so it would be trained for nothing."""
+    from seer.registry import OPS, get_op
+
+    if table.op not in OPS:  # an op seer has no kernels for: its variants are the table's own
+        return
+    missing = [name for name in table.variants if name not in get_op(table.op).variants]
+    if missing:
+        raise ProfileTableError(f"{table.path} times {table.op} variants this install of seer lacks: {missing}; "
+                                "seer.dispatch would refuse a model choosing among them: retire them (python -m "
+                                f"seer.table retire {table.path} --variant NAME) or train with the seer that profiled them")
+
+
 def check_model_path(table: str | Path, out: str | Path, beside: Sequence[str] = ()) -> None:
     """ModelError unless ``out`` is a ``.json`` path that, with the files of suffixes ``beside``
-    written next to it (the rules), is neither the table nor its metadata: training must not write
-    over what it reads, and the rules must not write over the model."""
+    written next to it (the rules), is neither the table nor its metadata nor any other file that
+    training did not write: training must not write over what it reads, the rules must not write
+    over the model, and neither over a file of the user's that shares the model's name."""
     table, out = Path(table), Path(out)
     if out.suffix != ".json":
         raise ModelError(f"the model path {out} must end in .json (models are JSON; their rules are written "
@@ -349,6 +366,21 @@ def check_model_path(table: str | Path, out: str | Path, beside: Sequence[str] =
         if written.resolve() in inputs:
             raise ModelError(f"training would write {written} over {inputs[written.resolve()]}; "
                              f"write the model to a new file, e.g. --out models/{table.stem}.json")
+        if written.is_file() and not _written_by_training(written):
+            raise ModelError(f"{written} exists and is not a seer model or its rules: training would write over it; "
+                             "choose another --out, or move that file away")
+
+
+def _written_by_training(path: Path) -> bool:
+    """Whether ``path`` begins as a model (``{"schema": "seer.model/...``) or its rules do."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            head = file.read(256)
+    except (OSError, UnicodeDecodeError):
+        return False
+    if path.suffix == ".json":
+        return re.match(r'\{\s*"schema"\s*:\s*"seer\.model/', head) is not None
+    return "selection rules for op" in head.partition("\n")[0].lower()
 
 
 def _per_count(counts: list[int], fit: Callable[[int], _Fitted], one_serves_all: bool) -> dict[int, _Fitted]:

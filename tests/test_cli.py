@@ -2,9 +2,11 @@
 import json
 
 import pytest
-from synthetic_profiles import toy_op, write_planted  # noqa: F401 (toy_op is a fixture)
+from synthetic_profiles import planted_frame, planted_meta, toy_op, write_planted  # noqa: F401 (toy_op is a fixture)
 
+from seer import registry
 from seer.cli import DEFAULT_TABLE, main
+from seer.table import write_table
 
 
 @pytest.mark.parametrize("command", [[], ["profile"], ["train"], ["report"], ["explain"]])
@@ -75,6 +77,40 @@ def test_train_refuses_a_model_path_it_would_write_over(tmp_path, capsys, monkey
     error = capsys.readouterr().err
     assert "error: the model path" in error and "must end in .json" in error or "over the profile table" in error
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+@pytest.mark.usefixtures("toy_op")
+def test_train_refuses_a_table_timing_variants_this_install_lacks(tmp_path, capsys):
+    """It trained a model that seer.dispatch then refused (a warning and the hand rule)."""
+    frame = planted_frame(groups=4, per_group=2).rename(columns={"time_ms:c": "time_ms:z"})
+    table = write_table(frame, tmp_path / "t.csv", planted_meta())
+    assert main(["train", str(table), "--out", str(tmp_path / "toy-m.json")]) == 2
+    assert "times toy variants this install of seer lacks: ['z']" in capsys.readouterr().err
+    assert not (tmp_path / "toy-m.json").exists()
+
+
+@pytest.mark.usefixtures("toy_op")
+@pytest.mark.parametrize("theirs", ["toy-m.py", "toy-m.md", "toy-m.json"])
+def test_train_refuses_to_write_over_a_file_it_did_not_write(tmp_path, capsys, theirs):
+    """A module of the user's named as a rules file was replaced without a word; training's own
+    outputs are written over again."""
+    table = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    (tmp_path / theirs).write_text("def important():\n    return 42\n")
+    assert main(["train", str(table), "--out", str(tmp_path / "toy-m.json")]) == 2
+    assert f"toy-m.{theirs.split('.')[-1]} exists and is not a seer model or its rules" in capsys.readouterr().err
+    assert (tmp_path / theirs).read_text() == "def important():\n    return 42\n"
+    (tmp_path / theirs).unlink()
+    for _ in range(2):
+        assert main(["train", str(table), "--out", str(tmp_path / "toy-m.json")]) == 0
+
+
+def test_train_names_a_model_of_an_op_with_a_slash(tmp_path, capsys, monkeypatch):
+    """Its naming advice built a file name of the op and crashed after training (ValueError)."""
+    monkeypatch.setitem(registry.OPS, "my/op", registry.OpEntry("my/op", "synthetic_profiles", "synthetic_profiles", ""))
+    table = write_table(planted_frame(groups=4, per_group=2), tmp_path / "t.csv", {**planted_meta(), "op": "my/op"})
+    assert main(["train", str(table), "--out", str(tmp_path / "m.json")]) == 0
+    assert f"--out {tmp_path / 'my/op-m.json'}" in capsys.readouterr().err
+    assert (tmp_path / "m.py").is_file()
 
 
 @pytest.mark.usefixtures("toy_op")
