@@ -1,5 +1,6 @@
 """Rules export: readable thresholds, provenance header, and a generated module that agrees with the trees."""
 import numpy as np
+import pandas as pd
 import pytest
 from synthetic_profiles import planted_frame, planted_meta, toy_op, write_planted  # noqa: F401 (toy_op is a fixture)
 
@@ -150,7 +151,7 @@ def test_different_stage2_trees_per_call_count(trained):
 
 def test_generated_module_is_plain_python(trained):
     source = rules.to_python(trained[1])
-    assert "import" not in source.split('"""', 2)[2]  # no imports: stands alone
+    assert "import" not in "\n".join(line for line in source.splitlines() if not line.startswith("#"))  # stands alone
     assert "if float(f['nnz']) <= " in source and "# nnz <= 4,9" in source
 
 
@@ -195,6 +196,29 @@ def test_generated_module_compares_float32_inputs_as_the_trees_do(trained):
     namespace = {}
     exec(compile(source, "generated_rules.py", "exec"), namespace)
     assert namespace["STAGE2"][1]({"row_cv": value}) == split.predict([float(value)]) == "c"
+
+
+def test_names_from_a_table_stay_inert_in_the_generated_module(tmp_path):
+    """An op's features may come from its table's metadata: a line break in a feature's name ended the
+    comment after a condition and left the rest as code, run by the chosen function; quotes in the
+    op's name ended the module's docstring."""
+    feature = 'size\n        open("pwned", "w").write("x")  #'
+    rng = np.random.default_rng(0)
+    size = rng.uniform(1, 100, 60)
+    frame = pd.DataFrame({"id": [f"r{i}" for i in range(60)], "group": [f"g{i % 6}" for i in range(60)],
+                          feature: size, "time_ms:a": 0.01 * size, "time_ms:b": np.full(60, 0.5)})
+    meta = {"op": 'odd"""op', "device": {"name": "X", "capability": [9, 0]},
+            "features": {"known": [feature], "gathered": []}}
+    table = ProfileTable.from_frame(frame, 'odd"""op', meta)
+    model = TwoStageSelector(folds=3).fit(table).to_model(table)
+    source = rules.to_python(model)
+    namespace = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(tmp_path)
+        exec(compile(source, "generated_rules.py", "exec"), namespace)
+        assert {namespace["STAGE1"][1]({feature: value}) for value in (1.0, 99.0)} == {"a", "b"}
+    assert not (tmp_path / "pwned").exists()
+    assert namespace["__doc__"].startswith('Selection rules for op \'odd"""op\'')
 
 
 def test_an_explained_step_prints_its_value_on_its_side_of_the_bound():

@@ -25,6 +25,17 @@ def test_a_shipped_model_is_what_its_table_trains_to(path, tmp_path):
         assert fresh[stage] == shipped[stage], f"{path.name}: {stage} differs from a fresh training"
 
 
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda path: path.stem)
+def test_a_shipped_model_s_rules_are_its_export(path):
+    """The .txt, .md and .py beside a model are what seer train writes for it (the exporter changed
+    under them once: the .py's docstring)."""
+    from seer import rules
+    from seer.model import SelectorModel
+
+    model = SelectorModel.load(path)
+    for suffix, export in ((".txt", rules.to_text), (".md", rules.to_markdown), (".py", rules.to_python)):
+        assert path.with_suffix(suffix).read_text() == export(model), f"{path.with_suffix(suffix).name}: export again"
+
 
 MERGED = sorted(path for path in (ROOT / "datasets" / "profiles").glob("*.meta.json")
                 if "campaigns" in json.loads(path.read_text()))
