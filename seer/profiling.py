@@ -351,9 +351,9 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
 def _drop_cut_row(table: Path) -> None:
     """A run killed while appending a row leaves it without its newline: read as done, it would
     keep its input from being profiled again, and the next row would be appended onto it."""
-    if not table.exists() or table.stat().st_size == 0:
+    if not table.exists():
         return
-    text = table.read_bytes()
+    text = table.read_bytes()  # empty too: a run killed before its header's first byte
     if text.endswith(b"\n"):
         return
     kept = _whole_lines(text)
@@ -378,7 +378,13 @@ def _ids(table: Path) -> list[str]:
     if not table.exists():
         return []
     whole = _whole_lines(table.read_bytes())
-    return [str(i) for i in pd.read_csv(io.BytesIO(whole), usecols=["id"])["id"]] if whole.strip() else []
+    if not whole.strip():
+        return []
+    try:
+        return [str(i) for i in pd.read_csv(io.BytesIO(whole), usecols=["id"])["id"]]
+    except ValueError as error:  # pandas's ParserError and a missing column; bytes that are no text
+        raise ProfileTableError(f"{table} is not a profile table to resume ({error}): profile into another "
+                                "table") from None
 
 
 def _whole_lines(text: bytes) -> bytes:

@@ -17,17 +17,17 @@ metadata file beside it. Columns:
 ``gather_ms``           optional: measured time to compute the gathered features for that
                         input, in ms. Absent: gathering is treated as free (with a warning).
 ``time_ms:<variant>``   one per variant, at least two: median time of one call, in ms. Rows
-                        with a missing, NaN, infinite, zero, negative or sub-nanosecond time
-                        (:data:`MIN_TIME_MS`) are dropped with one ``SeerWarning`` that counts
-                        them per column.
+                        with a missing, NaN, infinite, zero, negative, sub-nanosecond or
+                        over-a-day time (:data:`MIN_TIME_MS`, :data:`MAX_TIME_MS`) are dropped with
+                        one ``SeerWarning`` that counts them per column.
 ``baseline_ms:<name>``  optional: a vendor library (``baseline_ms:cusparse``) for comparison;
                         reported, never chosen. Empty cells leave that row out of the comparison;
-                        any other cell must be a time of a nanosecond or more.
+                        any other cell must be a time from a nanosecond to a day.
 ``call_us:<name>``      optional: host wall time of one call of a variant or baseline, in µs.
 ``prepare_ms:<variant>`` optional: the variant's one-time work on a new input (its first call's
                         plan: preprocessing, descriptors), in ms: what it adds to the device's
                         timeline (its kernels and host synchronisations, not the host's planning;
-                        ``seer.profiling.preparation_columns``); finite and non-negative. Absent:
+                        ``seer.profiling.preparation_columns``); from 0 to a day. Absent:
                         the variant needs none. Training and scores charge it once over the
                         expected number of calls.
 Any other column is kept in ``ProfileTable.frame`` and ignored. Every column is named once.
@@ -80,6 +80,9 @@ CAMPAIGNS = "campaigns"
 # No GPU call takes under a nanosecond (a launch alone takes microseconds): a smaller time is a unit
 # or recording error, and its ratios to the other times (regrets, speed-ups) overflow to infinity.
 MIN_TIME_MS = 1e-6
+# Nor does one take a day; a longer time is a recording error whose sums overflow in training
+# (regrets of 1e307 ms are infinite): treated as a failed measurement.
+MAX_TIME_MS = 86_400_000.0
 # Names, read as written: a family called "NA" or "None" is a family, not a missing cell (pandas's
 # default would make each of its rows a group of its own, and grouped CV would train on its members).
 TEXT_COLUMNS = ("id", "group", "source")
@@ -136,6 +139,7 @@ class ProfileTable:
             _check_baseline(frame, column)
         for column in _prefixed(frame, CALL):
             _check_host_time(frame, column)
+        frame = frame.reset_index(drop=True)
         frame["group"] = _groups(frame)
         frame["id"] = frame["id"].astype(str)
         return cls(frame, op, variants, _suffixes(frame.columns, BASELINE), known, gathered, meta, path)
@@ -501,7 +505,7 @@ def _check_ids(frame: pd.DataFrame) -> None:
     ids = frame["id"]
     empty = ids.isna() | (ids.astype(str).str.strip() == "")
     if empty.any():
-        raise ProfileTableError(f"empty id in row(s) {_rows(empty)}")
+        raise ProfileTableError(f"empty id in row(s) {_rows(frame, empty)}")
     duplicated = ids[ids.duplicated()].unique().tolist()
     if duplicated:
         raise ProfileTableError(f"duplicate id(s) {duplicated[:5]}: every row needs its own id")
@@ -531,8 +535,8 @@ def _check_header(path: Path) -> list[str]:
 
 
 def _are_times(values: np.ndarray) -> np.ndarray:
-    """Which of ``values`` (ms) are measured times: finite and at least :data:`MIN_TIME_MS`."""
-    return np.isfinite(values) & (values >= MIN_TIME_MS)
+    """Which of ``values`` (ms) are measured times: from :data:`MIN_TIME_MS` to :data:`MAX_TIME_MS`."""
+    return (values >= MIN_TIME_MS) & (values <= MAX_TIME_MS)  # NaN compares False
 
 
 def _check_baseline(frame: pd.DataFrame, column: str) -> None:
@@ -541,8 +545,8 @@ def _check_baseline(frame: pd.DataFrame, column: str) -> None:
     values = frame[column].to_numpy(dtype=float)
     bad = ~np.isnan(values) & ~_are_times(values)
     if bad.any():
-        raise ProfileTableError(f"column {column!r} must hold times of at least {MIN_TIME_MS} ms (or be empty); "
-                                f"infinite, zero, negative or smaller in row(s) {_rows(bad)}")
+        raise ProfileTableError(f"column {column!r} must hold times from {MIN_TIME_MS} to {MAX_TIME_MS:g} ms (or be "
+                                f"empty); outside, or infinite, in row(s) {_rows(frame, bad)}")
 
 
 def _check_names(columns: pd.Index) -> None:
@@ -560,7 +564,7 @@ def _check_float32_range(frame: pd.DataFrame, column: str) -> None:
     bad = np.abs(frame[column].to_numpy(dtype=float)) > limit
     if bad.any():
         raise ProfileTableError(f"column {column!r} has values beyond float32's range (|x| > {limit:.3g}), which "
-                                f"the trees cannot hold, in row(s) {_rows(bad)}")
+                                f"the trees cannot hold, in row(s) {_rows(frame, bad)}")
 
 
 def _check_host_time(frame: pd.DataFrame, column: str) -> None:
@@ -569,20 +573,24 @@ def _check_host_time(frame: pd.DataFrame, column: str) -> None:
     bad = ~np.isnan(values) & ~(np.isfinite(values) & (values > 0))
     if bad.any():
         raise ProfileTableError(f"column {column!r} must hold positive host times in µs (or be empty); infinite, "
-                                f"zero or negative in row(s) {_rows(bad)}")
+                                f"zero or negative in row(s) {_rows(frame, bad)}")
 
 
 def _check_finite(frame: pd.DataFrame, column: str) -> None:
     bad = ~np.isfinite(frame[column].to_numpy(dtype=float))
     if bad.any():
-        raise ProfileTableError(f"column {column!r} must be finite numbers; empty or infinite in row(s) {_rows(bad)}")
-    if (column == GATHER_MS or column.startswith(PREPARE)) and (frame[column] < 0).any():
-        raise ProfileTableError(f"column {column!r} has negative times in row(s) {_rows(frame[column] < 0)}")
+        raise ProfileTableError(f"column {column!r} must be finite numbers; empty or infinite in row(s) {_rows(frame, bad)}")
+    if column == GATHER_MS or column.startswith(PREPARE):
+        bad = (frame[column] < 0) | (frame[column] > MAX_TIME_MS)
+        if bad.any():
+            raise ProfileTableError(f"column {column!r} must hold times from 0 to {MAX_TIME_MS:g} ms; negative or "
+                                    f"longer in row(s) {_rows(frame, bad)}")
 
 
-def _rows(mask) -> list[str]:
-    """A few row numbers (1-based data rows, as a spreadsheet shows them after the header)."""
-    return [str(i + 1) for i in np.flatnonzero(np.asarray(mask))[:5]]
+def _rows(frame: pd.DataFrame, mask) -> list[str]:
+    """A few row numbers of ``frame`` where ``mask`` holds (1-based data rows of the file, as a
+    spreadsheet shows them after the header: ``frame``'s index, kept through dropped rows)."""
+    return [str(i + 1) for i in frame.index[np.asarray(mask, dtype=bool)][:5]]
 
 
 def _drop_failed_rows(frame: pd.DataFrame, time_columns: list[str]) -> pd.DataFrame:
@@ -592,8 +600,8 @@ def _drop_failed_rows(frame: pd.DataFrame, time_columns: list[str]) -> pd.DataFr
     if dropped.any():
         per_column = ", ".join(f"{c}: {n}" for c, n in zip(time_columns, failed.sum(axis=0)) if n)
         warn(f"dropped {int(dropped.sum())} of {len(frame)} rows with a missing, NaN, infinite, zero, "
-             f"negative or sub-nanosecond time ({per_column})")
-    kept = frame[~dropped].reset_index(drop=True)
+             f"negative, sub-nanosecond or over-a-day time ({per_column})")
+    kept = frame[~dropped]  # its index still numbers the file's rows, for errors that name them
     if kept.empty:
         raise ProfileTableError("no rows left after dropping rows with failed time measurements")
     return kept

@@ -255,6 +255,21 @@ def test_a_table_cut_inside_its_header_starts_anew(tmp_path, suitesparse_dir, ho
     assert len(read_table(out)) == 2
 
 
+def test_an_empty_table_starts_anew_and_a_foreign_one_is_refused(tmp_path, suitesparse_dir, host_timer, few_variants):
+    """A run killed before its header's first byte left an empty file, which pandas then failed to
+    read (EmptyDataError); a CSV of other columns failed as a raw ValueError."""
+    out = tmp_path / "spmv-test.csv"
+    profiling.profile("spmv", _cases(suitesparse_dir, 1), out, command="first", progress=False)
+    out.write_bytes(b"")
+    with pytest.warns(SeerWarning, match="holds no whole line"):
+        profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="resumed", progress=False)
+    assert len(read_table(out)) == 2
+    out.write_text("name,size\nfoo,3\n")
+    with pytest.raises(ProfileTableError, match="spmv-test.csv is not a profile table to resume"):
+        profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="again", progress=False)
+    assert out.read_text() == "name,size\nfoo,3\n"
+
+
 def test_a_campaign_resumed_at_another_world_size_keeps_and_merges_the_shards_it_finds(
         tmp_path, suitesparse_dir, host_timer, few_variants, monkeypatch):
     """A torchrun run killed before its merge left rank files that a run of another world size

@@ -112,10 +112,10 @@ def test_unregistered_op_may_list_its_features_in_meta(tmp_path):
         (lambda f: f.assign(nnz=["12", "many"] + list(f["nnz"][2:])), r"non-numeric cell\(s\) in column 'nnz' \(m0_1: 'many'\)"),
         (lambda f: f.assign(**{"time_ms:b": ["fast"] + list(f["time_ms:b"][1:])}), "non-numeric cell.*'time_ms:b'"),
         (lambda f: f.assign(row_cv=[np.nan] + list(f["row_cv"][1:])), r"column 'row_cv' must be finite.*row\(s\) \['1'\]"),
-        (lambda f: f.assign(gather_ms=-f["gather_ms"]), "'gather_ms' has negative times"),
+        (lambda f: f.assign(gather_ms=-f["gather_ms"]), "'gather_ms' must hold times from 0 to .* negative or longer"),
         (lambda f: f.rename(columns={"time_ms:c": "time_ms:gather"}), "'gather' is reserved"),
         (lambda f: f.assign(**{"call_us:zz": 1.0}), r"'call_us:' columns \['zz'\] have no matching"),
-        (lambda f: f.assign(**{"prepare_ms:a": [0.1, -0.2, 0.1, 0.1]}), r"column 'prepare_ms:a' has negative times in row\(s\) \['2'\]"),
+        (lambda f: f.assign(**{"prepare_ms:a": [0.1, -0.2, 0.1, 0.1]}), r"column 'prepare_ms:a' must hold times from 0 to 8.64e\+07 ms; negative or longer in row\(s\) \['2'\]"),
         (lambda f: f.assign(**{"prepare_ms:b": [0.1, 0.1, np.nan, 0.1]}), r"column 'prepare_ms:b' must be finite.*row\(s\) \['3'\]"),
         (lambda f: f.assign(**{"prepare_ms:c": [0.1, np.inf, 0.1, 0.1]}), r"column 'prepare_ms:c' must be finite.*row\(s\) \['2'\]"),
         (lambda f: f.assign(**{"prepare_ms:a": ["0.1", "slow", "0.1", "0.1"]}), r"non-numeric cell.*'prepare_ms:a'"),
@@ -243,9 +243,38 @@ def test_sub_nanosecond_times_are_failed_measurements(tmp_path):
     """1e-320 ms is no GPU time: its ratios to the others overflow, and training ended in a traceback."""
     frame = planted_frame(groups=5, per_group=4)
     frame.loc[[1, 6], "time_ms:b"] = [1e-320, 1e-7]
-    with pytest.warns(SeerWarning, match=r"dropped 2 of 20 rows .*sub-nanosecond time \(time_ms:b: 2\)"):
+    with pytest.warns(SeerWarning, match=r"dropped 2 of 20 rows .*sub-nanosecond or over-a-day time \(time_ms:b: 2\)"):
         table = read_table(write(tmp_path, frame))
     assert len(table) == 18 and (table.times >= 1e-6).all()
+
+
+def test_over_a_day_is_a_failed_measurement(tmp_path):
+    """1e307 ms passed the checks and training ended on "mean_regret must be finite" (an overflow),
+    naming no cell; a preparation as long is refused by its row."""
+    frame = planted_frame(groups=5, per_group=4)
+    frame.loc[3, "time_ms:a"] = 1e307
+    with pytest.warns(SeerWarning, match=r"dropped 1 of 20 rows .*over-a-day time \(time_ms:a: 1\)"):
+        table = read_table(write(tmp_path, frame))
+    assert len(table) == 19
+    frame.loc[3, "time_ms:a"] = 1.0
+    frame["prepare_ms:b"] = 0.1
+    frame.loc[5, "prepare_ms:b"] = 1e308
+    with pytest.raises(ProfileTableError, match=r"'prepare_ms:b' must hold times from 0 to .* row\(s\) \['6'\]"):
+        read_table(write(tmp_path, frame))
+
+
+def test_errors_after_dropped_rows_name_the_file_s_rows(tmp_path):
+    """Rows dropped for failed times renumbered the rest: a bad cell in the file's row 10 was named row 8."""
+    frame = planted_frame(groups=5, per_group=4)
+    frame.loc[[0, 1], "time_ms:a"] = np.nan
+    frame["prepare_ms:b"] = 0.1
+    frame.loc[9, "prepare_ms:b"] = -1.0
+    frame.loc[12, "baseline_ms:vendor"] = -1.0
+    with pytest.warns(SeerWarning), pytest.raises(ProfileTableError, match=r"row\(s\) \['10'\]"):
+        read_table(write(tmp_path, frame))
+    frame.loc[9, "prepare_ms:b"] = 0.1
+    with pytest.warns(SeerWarning), pytest.raises(ProfileTableError, match=r"vendor' must hold .* row\(s\) \['13'\]"):
+        read_table(write(tmp_path, frame))
 
 
 def test_all_rows_failed_is_an_error(tmp_path):
