@@ -136,6 +136,36 @@ def test_values_moved_in_place_are_followed(name):
     assert_spmv_close(run(csr, x.cuda()).cpu(), -exact, x, torch.float16)
 
 
+def _rounded(exact: sp.csr_matrix, scale: float, dtype) -> sp.csr_matrix:
+    """``exact`` times ``scale`` with its values rounded to ``dtype``, as float64."""
+    values = torch.from_numpy(exact.data * scale).to(dtype).double().numpy()
+    return sp.csr_matrix((values, exact.indices.copy(), exact.indptr.copy()), shape=exact.shape)
+
+
+@pytest.mark.parametrize("name", [None, *VARIANT_NAMES])
+@pytest.mark.parametrize("kind", ["banded", "wide"])
+def test_a_made_matrix_whose_values_are_converted_through_data_is_planned_again(name, kind):
+    """``.data =`` (module.to() and half()) moves no version: through dispatch, the diagonal copy and
+    the column slices had served the old values, and plans compiled for float32 values would read
+    float16 memory as float32 (a review's finding, CPU-tested; here on the device)."""
+    import seer
+    from seer.datasets import generators
+
+    rng = np.random.default_rng(5)
+    m = (generators.banded(30_000, 3) if kind == "banded"
+         else random_csr(rng, 3000, 40_000, skewed_lengths(rng, 3000, 40_000, 12), sort_columns=True))
+    csr, exact = to_seer(sp.csr_matrix(m, dtype=np.float64), torch.float32)
+    A, x = on_gpu(csr), random_vector(rng, csr.cols, torch.float32)
+    for _ in range(2):  # the plan, then the bound call
+        assert_spmv_close(seer.dispatch("spmv", (A, x.cuda()), variant=name).cpu(), exact, x, torch.float32)
+    A.values.data = A.values.detach() * 2
+    assert_spmv_close(seer.dispatch("spmv", (A, x.cuda()), variant=name).cpu(), _rounded(exact, 2, torch.float32), x,
+                      torch.float32)
+    A.values.data = A.values.detach().half()
+    assert_spmv_close(seer.dispatch("spmv", (A, x.half().cuda()), variant=name).cpu(),
+                      _rounded(exact, 2, torch.float16), x.half(), torch.float16)
+
+
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64], ids=str)
 def test_column_slices_with_cusparse(index_dtype):
     """cusparse_slices_16k on four stacked slices, cuSPARSE itself running the stack (the generic

@@ -628,7 +628,8 @@ def test_preprocessing_runs_once_per_matrix(name, monkeypatch):
     rng = np.random.default_rng(4)
     matrix = random_csr(rng, 200, 150, skewed_lengths(rng, 200, 150, 30))
     csr = run_and_check(name, matrix, rng)
-    plans = {k: e[-1] for k, e in csr.scratch.items() if k not in (sparse._ROW_SUMS, sparse._ADDRESSES)}
+    plans = {k: e[-1] for k, e in csr.scratch.items()
+             if k not in (sparse._ROW_SUMS, sparse._ADDRESSES, sparse._VALUES_AT)}
     assert plans
 
     def no_rebuild(*args):
@@ -651,7 +652,8 @@ def test_cache_entries_follow_the_preprocessing_they_hold():
     """Every kernel variant keeps its own plan (grid and launches); merge variants with the same
     brackets share one entry of brackets, the diagonal variants one of the rows that follow the
     pattern. Validation keeps the row-length sums beside them, the launches the arrays' addresses,
-    and the torch variant its sparse CSR tensor."""
+    the matrix where its values were when the plans were made, and the torch variant its sparse CSR
+    tensor."""
     rng = np.random.default_rng(6)
     csr, _ = to_seer(random_csr(rng, 100, 100, skewed_lengths(rng, 100, 100, 20)))
     x = random_vector(rng, 100, torch.float32)
@@ -661,10 +663,10 @@ def test_cache_entries_follow_the_preprocessing_they_hold():
     brackets = {p["bracket"] for p in params if p["kind"] == "merge"}
     hot_counts = {p["hot"] for p in params if "hot" in p}  # all cover this matrix's 100 columns: one entry
     kernels = [p for p in params if p["kind"] != "torch"]
-    # + the pattern's rows, the row-length sums, the addresses and the torch CSR tensor
-    assert len(csr.scratch) == len(kernels) + len(brackets) + len(hot_counts) + 4
+    # + the pattern's rows, the row-length sums, the addresses, the values' place and the torch CSR tensor
+    assert len(csr.scratch) == len(kernels) + len(brackets) + len(hot_counts) + 5
     assert spmv._TORCH_CSR in csr.scratch and spmv._FOLLOWING_PATTERN in csr.scratch
-    assert sparse._ROW_SUMS in csr.scratch and sparse._ADDRESSES in csr.scratch
+    assert all(key in csr.scratch for key in (sparse._ROW_SUMS, sparse._ADDRESSES, sparse._VALUES_AT))
     assert all(("merge brackets", b) in csr.scratch for b in brackets)
 
 
