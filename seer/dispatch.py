@@ -528,6 +528,8 @@ def cached_decision(op: str, inputs, *, model=None, variant: str | None = None, 
     entry = get_op(op)
     if op_kwargs:
         _check_op_keywords(entry, op_kwargs, "seer.cached_decision", ("model", "variant"))
+    if variant is not None:  # else a misspelt one would read as "no decision held"
+        _check_variant(entry, variant)
     source, _ = entry.kernels.split(inputs, **op_kwargs)
     key = entry.kernels.cache_key(source)
     if key is None:  # an input dispatch examines on every call (a scipy matrix, strided values)
@@ -554,8 +556,7 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
         _check_runnable(device)
     known = entry.features.known(problem)
     if variant is not None:
-        if variant not in entry.variants:
-            raise InputError(f"{entry.name} has no variant {variant!r}; choose from {sorted(entry.variants)}")
+        _check_variant(entry, variant)
         return _decision(entry, variant, "forced", [f"variant={variant!r} was asked for"], known, "none", problem, source)
     selector, description = resolve_model(entry, device, model, known.get("world_size"))
     if selector is None:
@@ -581,6 +582,11 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
     decision = _decision(entry, choice.variant, stage, choice.path, features, description, problem, source)
     decision.calls = calls or 1
     return decision
+
+
+def _check_variant(entry: Op, variant) -> None:
+    if not isinstance(variant, str) or variant not in entry.variants:
+        raise InputError(f"{entry.name} has no variant {variant!r}; choose from {sorted(entry.variants)}")
 
 
 def _check_dtype_trained(selector, description: str, problem) -> None:

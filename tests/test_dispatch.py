@@ -2,6 +2,7 @@
 import dataclasses
 import json
 import os
+import re
 import sys
 import threading
 import warnings
@@ -572,6 +573,9 @@ def test_forced_variant_and_bad_requests():
     _check(seer.dispatch("spmv", (_parts(m), x), variant="merge_c512"), m, x)
     with pytest.raises(InputError, match="no variant 'nope'"):
         seer.dispatch("spmv", (_parts(m), x), variant="nope")
+    for variant in ("nope", 5, ["merge_c512"]):  # cached_decision said None: no decision held
+        with pytest.raises(InputError, match=f"no variant {re.escape(repr(variant))}; choose from"):
+            seer.cached_decision("spmv", (_parts(m), x), variant=variant)
     with pytest.raises(InputError, match="unknown op 'spmm'"):
         seer.dispatch("spmm", (_parts(m), x))
     with pytest.raises(InputError, match="inputs \\(A, x\\)"):
