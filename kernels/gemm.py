@@ -318,7 +318,7 @@ def _check_apart(problem: GemmProblem, c: torch.Tensor, a: torch.Tensor, b: torc
     """Raise unless C (contiguous, ``problem``'s M x N) shares no memory with a or b: the spans the
     operands' elements can occupy, so strided views interleaving in one buffer count as overlapping.
     Written out for two dimensions, at a third of the host time of a loop over any tensor's (every
-    call given an out pays it); the operands' own shapes, as ``run_torch_matmul`` takes them unchecked."""
+    call given an out pays it); every caller has checked the operands' shapes against the problem."""
     size = problem.dtype.itemsize
     low = c.data_ptr()
     high = low + problem.M * problem.N * size

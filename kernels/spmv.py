@@ -1395,7 +1395,7 @@ def _rechecked(matrix: CsrMatrix) -> CsrMatrix:
         raise InputError(f"CSR {' and '.join(strided)} moved onto non-contiguous memory since the matrix was made; "
                          "make it anew with seer.sparse.as_csr, which takes contiguous copies")
     sparse.check_metadata(matrix)
-    matrix.forget_plans_of_moved_values()
+    matrix.forget_plans_of_moved_values()  # before deciding: a plan is looked up through cached(), which drops them too
     if not sparse.still_valid(matrix):
         sparse.check_structure(matrix)
     return matrix

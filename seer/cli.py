@@ -152,7 +152,7 @@ def _train(args, command: str) -> int:
              f"{model.op}-*.json; this one serves only where passed as model= (e.g. --out "
              f"{out.parent / f'{model.op}-{out.name}'})")
     for suffix, export in exports.items():
-        out.with_suffix(suffix).write_text(export(model))
+        out.with_suffix(suffix).write_text(export(model), encoding="utf-8")
     print(rules.to_text(model))
     print(report.to_text())
     print(f"wrote {out} and its rules ({out.with_suffix('.txt').name}, .md, .py)")

@@ -104,6 +104,7 @@ class CsrMatrix:
         (indptr or indices) changed.
 
         The stamp (the two index arrays and their in-place versions) costs no device work."""
+        self.forget_plans_of_moved_values()
         entry = self.scratch.get(key)
         if entry is None or not self._stamped(entry):
             entry = (self.indptr, self.indices, self._structure_versions(), build(self))
@@ -119,14 +120,27 @@ class CsrMatrix:
         """Drop the plans in ``scratch`` if the values moved or changed dtype since they were made
         (``set_``, or ``.data`` replaced as ``module.half()`` and ``module.to()`` do; neither
         moves their version): plans hold copies of the values, kernels compiled for their dtype and
-        alignment. The validation's row-length sums stay: the structure is the same."""
+        alignment. The validation's row-length sums stay: the structure is the same. The record
+        holds the planned values' storage, so that no later array is allocated at their address
+        while the plans live: two moves landing back there would read as none (a cached call's key
+        holds the address too). Values moved away are thus kept until the next check."""
         now = (self.values.data_ptr(), self.values.dtype)
-        if self.scratch.setdefault(_VALUES_AT, now) != now:
+        kept = self.scratch.get(_VALUES_AT)
+        if kept is not None and kept[0] == now:
+            return
+        if kept is not None:
             sums = self.scratch.get(_ROW_SUMS)
             self.scratch.clear()
             if sums is not None:
                 self.scratch[_ROW_SUMS] = sums
-            self.scratch[_VALUES_AT] = now
+        self.scratch[_VALUES_AT] = (now, self.values.untyped_storage())
+
+    def __post_init__(self) -> None:
+        """Arrays and shape of the kinds the checks read (a matrix made by hand is checked later)."""
+        for name in ("indptr", "indices", "values"):
+            if not isinstance(getattr(self, name), torch.Tensor):
+                raise InputError(f"CSR {name} must be a torch.Tensor, got {type(getattr(self, name)).__name__}")
+        object.__setattr__(self, "shape", csr_shape(self.shape))
 
     def addresses(self) -> tuple[int, int, int]:
         """Device addresses of indptr, indices and values, for launches that pass raw pointers.
@@ -177,6 +191,13 @@ def as_csr(matrix, *, check: bool = True) -> CsrMatrix:
     demand; the cheap metadata checks always run.
     """
     if isinstance(matrix, CsrMatrix):
+        if matrix.checked is None:  # made by hand: checked as one made here
+            check_metadata(matrix)
+            matrix.forget_plans_of_moved_values()
+            if check:
+                check_structure(matrix)
+            else:
+                object.__setattr__(matrix, "checked", False)
         return matrix
     indptr, indices, values, shape = _unpack(matrix)
     csr = CsrMatrix(indptr, indices, values, shape)

@@ -108,7 +108,7 @@ class ProfileTable:
     def from_frame(cls, frame: pd.DataFrame, op: str, meta: Mapping | None = None, path: Path | None = None) -> ProfileTable:
         """Validate ``frame`` (as read from the CSV) against the format in the module docstring."""
         meta = dict(meta or {})
-        frame = frame.copy()
+        frame = frame.reset_index(drop=True)  # a copy, numbered as the file's rows from 0 (errors name them)
         known, gathered = _feature_names(op, meta, frame.columns)
         variants = _suffixes(frame.columns, TIME)
         _check_names(frame.columns)

@@ -38,9 +38,9 @@ training part must itself be split); fewer raise ``ProfileTableError``.
 """
 from __future__ import annotations
 
+import json
 import math
 import platform
-import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -372,15 +372,17 @@ def check_model_path(table: str | Path, out: str | Path, beside: Sequence[str] =
 
 
 def _written_by_training(path: Path) -> bool:
-    """Whether ``path`` begins as a model (``{"schema": "seer.model/...``) or its rules do."""
+    """Whether ``path`` is a model (a JSON object whose schema is ``seer.model/...``) or begins as
+    its rules do."""
     try:
-        with open(path, encoding="utf-8") as file:
-            head = file.read(256)
-    except (OSError, UnicodeDecodeError):
+        if path.suffix == ".json":
+            document = json.loads(path.read_bytes())
+            return isinstance(document, dict) and str(document.get("schema", "")).startswith("seer.model/")
+        with open(path, "rb") as file:
+            first_line = file.readline(512).decode("utf-8", errors="replace")
+    except (OSError, ValueError):  # unreadable, or no JSON (UnicodeDecodeError is a ValueError)
         return False
-    if path.suffix == ".json":
-        return re.match(r'\{\s*"schema"\s*:\s*"seer\.model/', head) is not None
-    return "selection rules for op" in head.partition("\n")[0].lower()
+    return "selection rules for op" in first_line.lower()
 
 
 def _per_count(counts: list[int], fit: Callable[[int], _Fitted], one_serves_all: bool) -> dict[int, _Fitted]:

@@ -104,6 +104,19 @@ def test_train_refuses_to_write_over_a_file_it_did_not_write(tmp_path, capsys, t
         assert main(["train", str(table), "--out", str(tmp_path / "toy-m.json")]) == 0
 
 
+@pytest.mark.usefixtures("toy_op")
+def test_train_writes_over_its_own_outputs_whatever_their_key_order_or_bytes(tmp_path, capsys):
+    """A model saved with sorted keys begins with its checksum, and a rules file may hold bytes that
+    are no UTF-8 past its first line: both are training's, and were refused."""
+    table = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    out = tmp_path / "toy-m.json"
+    assert main(["train", str(table), "--out", str(out)]) == 0
+    out.write_text(json.dumps(json.loads(out.read_text()), sort_keys=True))
+    md = out.with_suffix(".md")
+    md.write_bytes(md.read_bytes() + b"\n\xb5 (latin-1)\n")
+    assert main(["train", str(table), "--out", str(out)]) == 0, capsys.readouterr().err
+
+
 def test_train_names_a_model_of_an_op_with_a_slash(tmp_path, capsys, monkeypatch):
     """Its naming advice built a file name of the op and crashed after training (ValueError)."""
     monkeypatch.setitem(registry.OPS, "my/op", registry.OpEntry("my/op", "synthetic_profiles", "synthetic_profiles", ""))

@@ -433,8 +433,12 @@ def test_every_variant_has_a_bound_call():
     """The variants without a plan (TMA: its descriptors' scratch comes from Triton's allocator through
     Triton's path; cuBLAS) bind their run to the problem: it checks the operands, once a call."""
     assert all(variant.bind is not None for variant in gemm.CANDIDATES.values())
-    assert all(isinstance(variant.bind(None), functools.partial) == (variant.params["kind"] in ("tma", "vendor"))
-               for variant in gemm.CANDIDATES.values() if variant.params["kind"] in ("tma", "vendor"))
+    a, b = operands(5, 40, 72, torch.bfloat16)
+    p = gemm.problem((a, b))
+    for variant in gemm.CANDIDATES.values():
+        if variant.params["kind"] in ("tma", "vendor"):
+            call = variant.bind(p)  # functools.partial(run, p), a partial of run's own arguments and p
+            assert isinstance(call, functools.partial) and call.args[-1] is p and not call.keywords
 
 
 @pytest.mark.parametrize("call_of", ["bind", "run"])

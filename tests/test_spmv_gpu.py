@@ -166,6 +166,25 @@ def test_a_made_matrix_whose_values_are_converted_through_data_is_planned_again(
                       _rounded(exact, 2, torch.float16), x.half(), torch.float16)
 
 
+def test_values_replaced_through_data_again_and_again_are_planned_again():
+    """The caching allocator gives a freed block to the next array of its size: two replacements
+    land back at the planned address, which the key and the plans' record compare, and the
+    diagonal copy served the values before last. The record now holds the planned storage."""
+    import seer
+    from seer.datasets import generators
+
+    rng = np.random.default_rng(6)
+    csr, exact = to_seer(sp.csr_matrix(generators.banded(30_000, 3), dtype=np.float64), torch.float32)
+    A, x = on_gpu(csr), random_vector(rng, csr.cols, torch.float32)
+    addresses = {A.values.data_ptr()}
+    for round in range(7):
+        if round:
+            A.values.data = A.values.detach() * 2
+            addresses.add(A.values.data_ptr())
+        y = seer.dispatch("spmv", (A, x.cuda()), variant="diagonal_major_r512")
+        assert_spmv_close(y.cpu(), _rounded(exact, 2 ** round, torch.float32), x, torch.float32)
+
+
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64], ids=str)
 def test_column_slices_with_cusparse(index_dtype):
     """cusparse_slices_16k on four stacked slices, cuSPARSE itself running the stack (the generic

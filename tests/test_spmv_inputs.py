@@ -304,6 +304,20 @@ def test_a_made_matrix_whose_values_are_replaced_through_data_is_planned_again(v
     _check(seer.dispatch("spmv", (A, x), variant=variant), m * 2, x)
 
 
+@pytest.mark.parametrize("form", ["made", "arrays"])
+def test_values_replaced_through_data_again_and_again_are_planned_again(form):
+    """A block freed by one replacement can hold the next: the address the key and the plans'
+    record compare would read as unmoved, and the diagonal copy serve the values before last."""
+    m = _tridiagonal()
+    parts = _parts(m)
+    A = as_csr(parts) if form == "made" else parts
+    values, x = (A.values if form == "made" else parts[2]), torch.randn(m.shape[1])
+    _check(seer.dispatch("spmv", (A, x), variant="diagonal_major_r512"), m, x)
+    for round in range(1, 7):
+        values.data = values.detach() * 2
+        _check(seer.dispatch("spmv", (A, x), variant="diagonal_major_r512"), m * 2 ** round, x)
+
+
 @pytest.mark.parametrize("variant", [None, "scalar_r128", "diagonal_major_r512"])
 def test_a_made_matrix_whose_values_change_dtype_takes_the_new_dtype(variant):
     """module.half() on the values of a CsrMatrix: its plans had been kept for float32, a float16 x
@@ -349,6 +363,26 @@ def test_a_matrix_made_by_hand_is_checked(arrays, message):
     for variant in (None, "scalar_r128"):
         with pytest.raises(InputError, match=message):
             seer.dispatch("spmv", (A, torch.ones(2)), variant=variant)
+
+
+def test_a_variant_run_on_a_made_matrix_follows_values_replaced_through_data():
+    """``run`` looks its plan up in the matrix's scratch, which kept the diagonal copy of the old values."""
+    m = _tridiagonal()
+    A, x = as_csr(_parts(m)), torch.randn(m.shape[1])
+    run = spmv.VARIANTS["diagonal_major_r512"].run
+    _check(run(A, x), m, x)
+    A.values.data = A.values.detach() * 10
+    _check(run(A, x), m * 10, x)
+
+
+def test_a_matrix_made_by_hand_takes_only_tensors_and_a_shape_of_integers():
+    arrays = (torch.tensor([0, 1, 2]), torch.tensor([0, 1]), torch.tensor([1.0, 2.0]))
+    with pytest.raises(InputError, match="CSR shape must be a pair of integers"):
+        CsrMatrix(*arrays, (2.0, 2))
+    with pytest.raises(InputError, match="CSR indptr must be a torch.Tensor, got ndarray"):
+        CsrMatrix(np.array([0, 1, 2]), *arrays[1:], (2, 2))
+    made = CsrMatrix(*arrays, (np.int64(2), 2))
+    assert made.shape == (2, 2) and as_csr(made).checked is True
 
 
 @pytest.mark.parametrize("moved", ["values", "indices"])

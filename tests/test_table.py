@@ -277,6 +277,15 @@ def test_errors_after_dropped_rows_name_the_file_s_rows(tmp_path):
         read_table(write(tmp_path, frame))
 
 
+def test_a_frame_of_any_index_is_checked_by_its_rows():
+    """from_frame named rows by index label + 1: a string index raised a TypeError instead."""
+    frame = planted_frame(groups=2, per_group=2)
+    frame.loc[2, "baseline_ms:vendor"] = -1.0
+    frame.index = [f"r{i}" for i in range(len(frame))]
+    with pytest.raises(ProfileTableError, match=r"row\(s\) \['3'\]"):
+        ProfileTable.from_frame(frame, "toy", planted_meta())
+
+
 def test_all_rows_failed_is_an_error(tmp_path):
     frame = planted_frame(groups=2, per_group=2)
     frame["time_ms:a"] = 0.0
