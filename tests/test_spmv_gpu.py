@@ -176,13 +176,11 @@ def test_values_replaced_through_data_again_and_again_are_planned_again():
     rng = np.random.default_rng(6)
     csr, exact = to_seer(sp.csr_matrix(generators.banded(30_000, 3), dtype=np.float64), torch.float32)
     A, x = on_gpu(csr), random_vector(rng, csr.cols, torch.float32)
-    addresses = {A.values.data_ptr()}
-    for round in range(7):
-        if round:
+    for round in range(5):
+        for _ in range(2 if round else 0):  # the second block allocated while the first lives: the freed planned one
             A.values.data = A.values.detach() * 2
-            addresses.add(A.values.data_ptr())
         y = seer.dispatch("spmv", (A, x.cuda()), variant="diagonal_major_r512")
-        assert_spmv_close(y.cpu(), _rounded(exact, 2 ** round, torch.float32), x, torch.float32)
+        assert_spmv_close(y.cpu(), _rounded(exact, 4 ** round, torch.float32), x, torch.float32)
 
 
 @pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64], ids=str)
