@@ -191,18 +191,14 @@ def as_csr(matrix, *, check: bool = True) -> CsrMatrix:
     demand; the cheap metadata checks always run.
     """
     if isinstance(matrix, CsrMatrix):
-        if matrix.checked is None:  # made by hand: checked as one made here
-            check_metadata(matrix)
-            matrix.forget_plans_of_moved_values()
-            if check:
-                check_structure(matrix)
-            else:
-                object.__setattr__(matrix, "checked", False)
-        return matrix
-    indptr, indices, values, shape = _unpack(matrix)
-    csr = CsrMatrix(indptr, indices, values, shape)
+        return matrix if matrix.checked is not None else _examined(matrix, check)  # None: made by hand
+    return _examined(CsrMatrix(*_unpack(matrix)), check)
+
+
+def _examined(csr: CsrMatrix, check: bool) -> CsrMatrix:
+    """``csr``, new to seer, checked as :func:`as_csr` says, with where its values are noted."""
     check_metadata(csr)
-    csr.forget_plans_of_moved_values()  # notes where the values are
+    csr.forget_plans_of_moved_values()
     if check:
         check_structure(csr)
     else:
