@@ -55,8 +55,8 @@ class MatrixInfo:
     ``nnz`` is the entry count of the CSR that :func:`read_matrix` returns (manifest ``nnz_file``).
     Folders without a manifest only give headers: there a symmetric file's ``nnz`` is the upper
     bound ``2 * entries`` (the diagonal counted twice), and a dense (``array``) file's counts every
-    stored entry (mirrored too if symmetric), of which :func:`read_matrix` keeps the nonzeros. ``stats`` is the matching row of the
-    collection index (``ssstats.csv``) when the folder has one.
+    stored entry (mirrored too if symmetric), of which :func:`read_matrix` keeps the nonzeros.
+    ``stats`` is the matching row of the collection index (``ssstats.csv``) when the folder has one.
     """
 
     id: str
