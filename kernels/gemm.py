@@ -296,10 +296,7 @@ def _output(problem: GemmProblem, out: torch.Tensor | None, a: torch.Tensor, b: 
     """C: a new tensor, or ``out`` checked (shape, dtype, device, contiguous, apart from a and b)."""
     if out is None:
         return torch.empty((problem.M, problem.N), dtype=problem.dtype, device=problem.device)
-    if not isinstance(out, torch.Tensor):
-        raise InputError(f"out must be a torch.Tensor, got {type(out).__name__}")
-    if out.layout != torch.strided:
-        raise InputError(f"out must be a dense tensor, got layout {out.layout}")
+    _check_dense(out)
     if out.shape != (problem.M, problem.N) or out.dtype != problem.dtype or out.device != problem.device:
         raise InputError(f"out must be a {problem.M}x{problem.N} {problem.dtype} tensor on {problem.device}, "
                          f"got {tuple(out.shape)} {out.dtype} on {out.device}")
@@ -312,6 +309,14 @@ def _output(problem: GemmProblem, out: torch.Tensor | None, a: torch.Tensor, b: 
     _check_apart(problem, out, a, b)
     increment_version(out)  # written in place by a kernel: autograd must see it, as torch's out= shows it
     return out
+
+
+def _check_dense(out) -> None:
+    """Refuse an ``out`` that is not a dense tensor, before its pointer or strides are read."""
+    if not isinstance(out, torch.Tensor):
+        raise InputError(f"out must be a torch.Tensor, got {type(out).__name__}")
+    if out.layout != torch.strided:
+        raise InputError(f"out must be a dense tensor, got layout {out.layout}")
 
 
 def _check_apart(problem: GemmProblem, c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
@@ -504,6 +509,8 @@ def tma_usable(problem: GemmProblem) -> bool:
 def _run_tma(config: GemmConfig, fallback: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
     """``fallback``: the same tiles with pointer loads, for operands TMA cannot load."""
     _check_described(problem, a, b)  # its descriptors take the problem's shape and row-major operands
+    if out is not None:
+        _check_dense(out)  # its pointer and stride are read below, before _output checks the rest
     # C's base and rows too (``out``'s; a new C is aligned): its descriptor stores there, and a
     # misaligned one faults the CUDA context. One row is contiguous whatever its stride says.
     aligned = all(t.data_ptr() % 16 == 0 for t in (a, b) + (() if out is None else (out,))) and (

@@ -535,12 +535,16 @@ def test_greedy_cover_treats_nan_as_unmeasured():
         gemm.greedy_cover(np.array([[np.nan, np.nan]]), 1)
 
 
+@pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
+@pytest.mark.parametrize("name", [None, "tile_64x64x64_w4s4g8", "tma_16x128x128_w4s4g1", "torch_matmul"])
 @pytest.mark.parametrize("out, message", [([0.0] * 128, "out must be a torch.Tensor, got list"),
                                           (torch.zeros(8, 16).to_sparse_csr(), "out must be a dense tensor")])
-def test_an_out_that_is_no_dense_tensor_is_refused(out, message):
+def test_an_out_that_is_no_dense_tensor_is_refused(out, message, name):
+    """Every kind of variant, TMA's too: it reads out's pointer and stride before checking the rest
+    (an AttributeError on a list, found by an audit)."""
     a, b = operands(8, 16, 32, torch.float16)
     with pytest.raises(InputError, match=message):
-        seer.dispatch("gemm", (a, b), out=out)
+        seer.dispatch("gemm", (a, b), out=out, variant=name)
 
 
 @pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
