@@ -227,6 +227,8 @@ MALFORMED = {
     "impossible_sizes": (GOOD_HEADER + "100000000000 100000000000 1\n1 1 1\n", "memory"),
     # Past numpy's largest array: a raw ValueError before, which no campaign skips.
     "sizes_past_numpy": (GOOD_HEADER + "2305843009213693952 3 0\n", "memory"),
+    # A dense file's array, allocated by scipy before it reads an entry: a raw MemoryError before.
+    "impossible_dense_sizes": ("%%MatrixMarket matrix array real general\n100000000 100000000\n1.0\n", "memory"),
 }
 
 
