@@ -100,9 +100,7 @@ class _Data:
         missing = [name for name in (*known, *gathered) if name not in table.frame.columns]
         if missing:
             raise ProfileTableError(f"the table lacks feature column(s) {missing} that the selector was fitted on")
-        gather_ms = table.gather_ms
-        if gathered and gather_ms is None:
-            warn("the table has no gather_ms column: gathering is treated as free")
+        gather_ms = table.gather_ms  # absent: free, as the table warned when it was read
         return cls(
             known=table.features(known),
             full=table.features([*known, *gathered]) if gathered else None,

@@ -105,6 +105,16 @@ def test_train_refuses_to_write_over_a_file_it_did_not_write(tmp_path, capsys, t
 
 
 @pytest.mark.usefixtures("toy_op")
+def test_train_without_gather_costs_says_so_once(tmp_path, capsys):
+    """Scoring and fitting each read the costs: the warning was printed twice (found by an audit)."""
+    table = write_table(planted_frame(groups=4, per_group=2).drop(columns="gather_ms"), tmp_path / "t.csv",
+                        planted_meta())
+    assert main(["train", str(table), "--out", str(tmp_path / "toy-m.json")]) == 0
+    said = capsys.readouterr().err
+    assert said.count("no 'gather_ms' column") == 1, said
+
+
+@pytest.mark.usefixtures("toy_op")
 def test_train_writes_over_its_own_outputs_whatever_their_key_order_or_bytes(tmp_path, capsys):
     """A model saved with sorted keys begins with its checksum, and a rules file may hold bytes that
     are no UTF-8 past its first line: both are training's, and were refused."""
