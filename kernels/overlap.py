@@ -65,7 +65,7 @@ import triton
 import triton.language as tl
 
 from seer.copy_engine import copy_rows
-from seer.errors import InputError, check_no_grad, check_not_negated, warn, warn_once
+from seer.errors import InputError, RanksRefused, SeerError, check_no_grad, check_not_negated, warn, warn_once
 from seer.kernels import remote
 from seer.kernels.gemm import matmul_tile, tile_coords
 from seer.launch import LaunchCache, capturing, specialisation, through_triton
@@ -393,6 +393,7 @@ INPUTS = {
     "gemm_all_scatter": ("a", "b_shard"),
     "gemm_reduce_scatter": ("a_part", "b_part"),
 }
+_OPS = tuple(INPUTS)  # numbered in the ranks' agreement
 
 
 def split(op: str, inputs, *, heap: Heap | None = None, group=None):
@@ -467,28 +468,33 @@ def check_operands(p: OverlapProblem, operands) -> None:
     check_no_grad(p.op, **named)
 
 
-def validate(spec: OverlapSpec, operands) -> OverlapProblem:
-    """:func:`problem` with the operands checked, for a call that is about to run. On the op's first
-    call on the heap, a rank that refuses it still joins the ranks' agreement
-    (:func:`_check_ranks_agree`), flagged, so that every rank raises naming its reason instead of its
-    peers waiting there for it until the collective's timeout. Only then: once a call shape of the op
-    has been agreed (on every rank at once), a peer may be running a cached shape, which starts no
-    collective, and a refusing rank raises alone. Not for ``explain``, which must start no collective."""
-    heap = _heap_of(spec)
+def share_refusal(op: str, refusal: SeerError, op_kwargs: dict) -> None:
+    """seer.dispatch's hook for a call it refuses on this rank. On the op's first call on the heap,
+    the rank joins the ranks' agreement flagged (:func:`_gather_agreement`), so that every rank raises
+    naming each refusing rank's reason instead of its peers waiting there for it until the
+    collective's timeout: a refusal of the inputs, a keyword, ``calls=``, ``variant=`` or ``model=``
+    alike. Only then: once a call shape of the op has been agreed (on every rank at once), a peer may
+    be running a cached shape, which starts no collective, and a refusing rank raises alone; so does
+    one whose heap or group is itself what was refused, and one inside CUDA graph capture."""
+    if isinstance(refusal, RanksRefused) or capturing():
+        return
+    heap = _heap_named(op, op_kwargs)
+    if heap is None or heap.world_size == 1 or heap.group is None or any(key[0] == op for key in heap.agreed_calls):
+        return
+    _gather_agreement(heap, op, _NO_SHAPE, _NO_SHAPE, _REFUSED_ROW, str(refusal))  # raises
+
+
+def _heap_named(op: str, op_kwargs: dict) -> Heap | None:
+    """The heap a call's keywords name (``heap=``, else ``group=``'s or the world's, made on its first use
+    as on the peers), or None where they name none."""
+    heap, group = op_kwargs.get("heap"), op_kwargs.get("group")
+    if heap is not None:
+        return heap if isinstance(heap, Heap) else None
     try:
-        p = problem(spec)
-        check_operands(p, operands)
-    except InputError as refusal:
-        first_of_op = not any(key[0] == spec.op for key in heap.agreed_calls)
-        if first_of_op and heap.world_size > 1 and heap.group is not None:
-            _gather_agreement(heap, spec.op, spec.a_shape, spec.b_shape, _REFUSED_ROW, str(refusal))  # raises
-        raise
-    return p
-
-
-def first_call(spec: OverlapSpec, operands, out=None) -> tuple[OverlapProblem, None]:
-    """The registry's first-call hook: :func:`validate`; the chosen pattern computes the result."""
-    return validate(spec, operands), None
+        _check_group(op, group, None)
+        return heap_for_group(group)
+    except SeerError:
+        return None
 
 
 def reference(p: OverlapProblem, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -1228,6 +1234,7 @@ _PARAM_NAMES = tuple(sorted({name for prefix in DEFAULT_CHUNKS for pattern in PA
 
 # The row a rank that refused the call sends in the agreement, after its shapes: no dtype, pattern or parameters.
 _REFUSED_ROW = (-1, -1, *(0 for _ in _PARAM_NAMES))
+_NO_SHAPE = (-1, -1)  # the shapes of a rank that refused before reading its inputs
 # Patterns that can be captured in a CUDA graph and replayed: their host side passes their kernels nothing that
 # changes from call to call (they signal and await no flags, so their epoch goes unused), and the heap's barriers
 # reset themselves. The others pass the call's epoch to their flag kernels (or pick a staging buffer by it) on the
@@ -1299,15 +1306,20 @@ def _check_ranks_agree(p, pattern: str, params: dict) -> None:
                           f"{named[row[5]]}" + "".join(f" {name}={value}" for name, value in zip(_PARAM_NAMES, row[6:])
                                                       if value)
                           for rank, row in enumerate(every))
-        raise InputError(f"{p.op}: the ranks called with different shapes, dtypes or patterns ({calls}); every rank "
+        raise RanksRefused(f"{p.op}: the ranks called with different shapes, dtypes or patterns ({calls}); every rank "
                          f"must pass its share of the same GEMM and run the same pattern (the same variant=, calls= "
                          f"and model on every rank)")
 
 
 def _gather_agreement(heap: Heap, op: str, a_shape, b_shape, row, refusal: str | None) -> list[list[int]]:
     """Every rank's ``[*a_shape, *b_shape, *row]``, by one all-gather that each rank joins, ``refusal`` or
-    not. Where any rank refused, a second gathers the reasons, and every rank raises naming them all."""
-    mine = torch.tensor([*a_shape, *b_shape, *row, refusal is not None], dtype=torch.int64, device=heap.device)
+    not. Where any rank refused, a second gathers the reasons, and every rank raises naming them all.
+    Every rank raises too where the ranks called different ops, or their heaps hold different
+    allocations (a rank allocated alone): either way the twins a pattern addresses on its peers
+    would hold something else."""
+    in_use = heap.size_bytes - heap.free_bytes
+    mine = torch.tensor([_OPS.index(op), in_use, *a_shape, *b_shape, *row, refusal is not None], dtype=torch.int64,
+                        device=heap.device)
     every = _all_gather(mine, heap.group).tolist()
     refusing = [rank for rank, sent in enumerate(every) if sent[-1]]
     if refusing:
@@ -1318,8 +1330,17 @@ def _gather_agreement(heap: Heap, op: str, a_shape, b_shape, row, refusal: str |
         with torch.cuda.device(heap.device) if heap.device.type == "cuda" else contextlib.nullcontext():
             dist.all_gather_object(reasons, refusal, group=heap.group)
         named = "; ".join(f"rank {rank}: {reasons[rank]}" for rank in refusing)
-        raise InputError(f"{op}: refused on rank(s) {refusing}, so no rank runs the call ({named})")
-    return [sent[:-1] for sent in every]
+        raise RanksRefused(f"{op}: refused on rank(s) {refusing}, so no rank runs the call ({named})")
+    if any(sent[0] != every[0][0] for sent in every):
+        called = "; ".join(f"rank {rank}: {_OPS[sent[0]]}" for rank, sent in enumerate(every))
+        raise RanksRefused(f"{op}: the ranks called different ops ({called}); every rank must call the same op "
+                           "together")
+    if any(sent[1] != every[0][1] for sent in every):
+        held = "; ".join(f"rank {rank}: {sent[1]:,}" for rank, sent in enumerate(every))
+        raise RanksRefused(f"{op}: the ranks' symmetric heaps hold different allocations (bytes in use: {held}); "
+                           "every rank must allocate the same sizes in the same order, or a tensor's twins are not "
+                           "where its peers look for them (call free_all() on every rank to start again)")
+    return [sent[2:-1] for sent in every]
 
 
 def _variants(prefix: str, patterns) -> dict[str, Variant]:
@@ -1336,7 +1357,7 @@ def _op_module(op: str, variants: dict[str, Variant], summary: str) -> types.Sim
     """The registry's kernel-module contract for one op (registered as ``seer.kernels.overlap:<op>``)."""
     return types.SimpleNamespace(__doc__=summary, VARIANTS=variants, split=functools.partial(split, op),
                                  cache_key=cache_key, problem=problem, check_operands=check_operands,
-                                 first_call=first_call, validate=validate, reference=reference)
+                                 share_refusal=functools.partial(share_refusal, op), reference=reference)
 
 
 all_gather_gemm = _op_module(

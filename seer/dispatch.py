@@ -35,7 +35,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from seer.errors import InputError, ModelError, warn_once
+from seer.errors import InputError, ModelError, SeerError, warn_once
 from seer.features_base import reads_dtype
 from seer.launch import INTERPRETING, capturing, on_device, several_gpus
 from seer.registry import Op, get_op
@@ -200,51 +200,57 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
     variant by name. Extra keyword arguments go to the op (e.g. ``group=`` for multi-GPU ops).
     """
     entry = get_op(op)
-    if calls is not None:
-        _check_calls(calls)
-    if variant is not None and not isinstance(variant, str):
-        raise InputError(f"variant must be a variant's name (a str) or None, got {type(variant).__name__}")
-    if op_kwargs:
-        _check_op_keywords(entry, op_kwargs, "seer.dispatch", ("out", "calls", "model", "variant"))
-    source, operands = entry.kernels.split(inputs, **op_kwargs)
-    if out is not None and not _takes_out(entry):
-        raise InputError(f"{op} does not take out=: its result is allocated by the op")
-    # Checked before anything runs: an uncacheable input's first call may write out.
-    token = model if model is None else _model_token(model)
-    # The cached path runs on every call after the first: keep it short (benchmarks/host_path.py).
-    key = entry.kernels.cache_key(source)
-    if key is not None:
-        key = (op, key, token, variant)
-        decision = _cache.get(key)
-        if decision is not None:
-            if calls is not None and calls > decision.calls and variant is None:
-                decision = _hinted(entry, key, decision, operands, calls, model)
-            elif decision.recheck_at is not None:
-                decision = _counted(entry, key, decision, operands, model)
-            return decision.call(*operands) if out is None else decision.call(*operands, out=out)
-        generation = _cache.generation
-        making = _first_calls.claim(key)
-        if making is not None:  # another thread is deciding for this input: its decision will be cached
-            _refuse_capture()  # as a first call would, rather than wait with the capture open
-            making.wait()
-            return dispatch(op, inputs, out=out, calls=calls, model=model, variant=variant, **op_kwargs)
     try:
-        with _on_device_of(operands):
-            problem, result = _first_call(entry, source, operands, out, variant)
-            decision = _bound(entry, _decide(entry, source, operands, calls=calls, model=model, variant=variant,
-                                             problem=problem))
-            if calls is None and variant is None:
-                _schedule_recheck(entry, decision, model)
-            if result is None:
-                result = decision.call(*operands) if out is None else decision.call(*operands, out=out)
+        if calls is not None:
+            _check_calls(calls)
+        if variant is not None and not isinstance(variant, str):
+            raise InputError(f"variant must be a variant's name (a str) or None, got {type(variant).__name__}")
+        if op_kwargs:
+            _check_op_keywords(entry, op_kwargs, "seer.dispatch", ("out", "calls", "model", "variant"))
+        source, operands = entry.kernels.split(inputs, **op_kwargs)
+        if out is not None and not _takes_out(entry):
+            raise InputError(f"{op} does not take out=: its result is allocated by the op")
+        # Checked before anything runs: an uncacheable input's first call may write out.
+        token = model if model is None else _model_token(model)
+        # The cached path runs on every call after the first: keep it short (benchmarks/host_path.py).
+        key = entry.kernels.cache_key(source)
         if key is not None:
-            if getattr(entry.kernels, "KEYS_BY_VALUE", False):
-                decision.source = None  # no id in its key to keep unique: the caller's tensors are not held
-            _cache.put(key, decision, generation)
-    finally:
-        if key is not None:
-            _first_calls.done(key)
-    return result
+            key = (op, key, token, variant)
+            decision = _cache.get(key)
+            if decision is not None:
+                if calls is not None and calls > decision.calls and variant is None:
+                    decision = _hinted(entry, key, decision, operands, calls, model)
+                elif decision.recheck_at is not None:
+                    decision = _counted(entry, key, decision, operands, model)
+                return decision.call(*operands) if out is None else decision.call(*operands, out=out)
+            generation = _cache.generation
+            making = _first_calls.claim(key)
+            if making is not None:  # another thread is deciding for this input: its decision will be cached
+                _refuse_capture()  # as a first call would, rather than wait with the capture open
+                making.wait()
+                return dispatch(op, inputs, out=out, calls=calls, model=model, variant=variant, **op_kwargs)
+        try:
+            with _on_device_of(operands):
+                problem, result = _first_call(entry, source, operands, out, variant)
+                decision = _bound(entry, _decide(entry, source, operands, calls=calls, model=model, variant=variant,
+                                                 problem=problem))
+                if calls is None and variant is None:
+                    _schedule_recheck(entry, decision, model)
+                if result is None:
+                    result = decision.call(*operands) if out is None else decision.call(*operands, out=out)
+            if key is not None:
+                if getattr(entry.kernels, "KEYS_BY_VALUE", False):
+                    decision.source = None  # no id in its key to keep unique: the caller's tensors are not held
+                _cache.put(key, decision, generation)
+        finally:
+            if key is not None:
+                _first_calls.done(key)
+        return result
+    except SeerError as refusal:  # raised on this rank: where its peers wait for it, they hear of it too
+        share = getattr(entry.kernels, "share_refusal", None)
+        if share is not None:
+            share(refusal, op_kwargs)
+        raise
 
 
 class FirstCalls:
@@ -543,14 +549,10 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
     op's ``first_call``, which checked the operands too; ``gathered``: the gathered features, if
     an earlier decision on ``problem`` has them."""
     if problem is None:
-        validate = getattr(entry.kernels, "validate", None)
         if will_run:
             _refuse_capture()
-        if will_run and validate is not None:  # e.g. the multi-GPU ops: a refusal every rank hears of
-            problem = validate(source, operands)
-        else:
-            problem = entry.kernels.problem(source)
-            entry.kernels.check_operands(problem, operands)
+        problem = entry.kernels.problem(source)
+        entry.kernels.check_operands(problem, operands)
     device = _device_of(problem)
     if will_run:
         _check_runnable(device)

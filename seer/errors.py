@@ -13,6 +13,11 @@ class InputError(SeerError, ValueError):
     """An input to an op has the wrong shape, dtype, device or contents."""
 
 
+class RanksRefused(InputError):
+    """A multi-GPU call refused on every rank at once, each naming every rank's reason: the ranks
+    heard of it together, so nothing more is owed to the peers."""
+
+
 class ModelError(SeerError):
     """A model file is missing, corrupted, of an unknown schema or for another op."""
 

@@ -17,8 +17,8 @@ Kernel module contract
     ``problem(source) -> object``: validate ``source`` once (may be costly); the result is
         cached with the decision and handed to every variant.
     ``check_operands(problem, operands)``: cheap per-call validation.
-    ``validate(source, operands) -> problem`` (optional): ``problem`` then ``check_operands`` for a
-        call about to run, where more is owed than raising (the multi-GPU ops tell every rank).
+    ``share_refusal(refusal, op_kwargs)`` (optional): called by dispatch with a ``SeerError`` it is
+        about to raise, where more is owed than raising (the multi-GPU ops tell every rank).
     ``first_call(source, operands, out) -> (problem, result or None)`` (optional): what
         ``problem`` returns, with the operands checked, and the result where the validating pass
         computed it too (SpMV on small matrices: one launch instead of two); dispatch uses it on
