@@ -13,6 +13,8 @@ called collectively with the same shapes do), or the offsets of twins stop match
 from __future__ import annotations
 
 import math
+import numbers
+import operator
 import os
 from collections import OrderedDict
 
@@ -63,6 +65,9 @@ class Heap:
     def __init__(self, local: torch.Tensor, heap_bases: torch.Tensor, rank: int, world_size: int,
                  group=None, *, max_spins: int = DEFAULT_MAX_SPINS):
         bases = heap_bases.tolist()
+        if len(bases) != world_size or not _is_rank(rank, world_size):
+            raise SeerError(f"a heap of world size {world_size} needs a base per rank and a rank in "
+                            f"[0, {world_size}), got {len(bases)} bases and rank {rank!r}")
         misaligned = [r for r, base in enumerate(bases) if base % ALIGNMENT]
         if misaligned:
             raise SeerError(f"heap bases of ranks {misaligned} are not {ALIGNMENT}-byte aligned: {bases}")
@@ -99,16 +104,18 @@ class Heap:
     def free_bytes(self) -> int:
         return self.size_bytes - _align(self._used)
 
-    def empty(self, shape, dtype: torch.dtype) -> torch.Tensor:
-        """A new tensor in this rank's heap (its twins on the peers sit at the same offset)."""
-        shape = _sizes(shape)
+    def empty(self, shape, dtype: torch.dtype, *, what: str = "") -> torch.Tensor:
+        """A new tensor in this rank's heap (its twins on the peers sit at the same offset); ``what``
+        names it in the error where the heap is full."""
+        shape, dtype = _sizes(shape), _dtype(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
         start = _align(self._used)
         if start + nbytes > self.size_bytes:
+            held = f", or call free_all() (other tensors hold {start:,})" if start else ""
             raise InputError(
-                f"symmetric heap full: a {list(shape)} {dtype} tensor needs {nbytes:,} bytes, "
+                f"symmetric heap full: {what or f'a {list(shape)} {dtype} tensor'} needs {nbytes:,} bytes, "
                 f"{self.size_bytes - start:,} of {self.size_bytes:,} are left; make a larger heap "
-                f"(SymmetricHeap(size_bytes, group), or SEER_HEAP_BYTES) or call free_all()")
+                f"(SymmetricHeap(size_bytes, group), or SEER_HEAP_BYTES){held}")
         self._used = start + nbytes
         return self._local[start:start + nbytes].view(dtype).view(shape)
 
@@ -120,19 +127,20 @@ class Heap:
 
         ``zero_new`` zeroes it when it is newly allocated (flags: stale memory must not look signalled).
         """
-        shape = _sizes(shape)
+        shape, dtype = _sizes(shape), _dtype(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
         region = self._scratch.get(name)
         fresh = region is None or region.numel() < nbytes
         if fresh:
-            region = self._scratch[name] = self._grown(region, max(nbytes, 1))
+            what = f"scratch buffer {name!r} ({list(shape)} {dtype})"
+            region = self._scratch[name] = self._grown(region, max(nbytes, 1), what)
             self.scratch_version += 1
         tensor = region[:nbytes].view(dtype).view(shape)
         if fresh and zero_new:
             tensor.zero_()
         return tensor
 
-    def _grown(self, region: torch.Tensor | None, nbytes: int) -> torch.Tensor:
+    def _grown(self, region: torch.Tensor | None, nbytes: int, what: str) -> torch.Tensor:
         """A scratch region of at least ``nbytes`` in place of ``region``: extended where it is the
         heap's last allocation, else made anew at twice its size or more, so that calls of growing
         shapes use a small multiple of their largest need, not the sum of every size they passed
@@ -143,7 +151,7 @@ class Heap:
                 self._used = start + nbytes
                 return self._local[start:start + nbytes]
             nbytes = max(nbytes, 2 * region.numel())
-        return self.empty((nbytes,), torch.uint8)
+        return self.empty((nbytes,), torch.uint8, what=what)
 
     def free_all(self) -> None:
         """Forget every allocation (collective: all ranks together). Earlier heap tensors become invalid."""
@@ -164,6 +172,8 @@ class Heap:
 
     def peer_view(self, tensor: torch.Tensor, rank: int) -> torch.Tensor:
         """``tensor``'s twin in ``rank``'s heap, as a tensor of this device (copies to and from it cross the links)."""
+        if not _is_rank(rank, self.world_size):  # -1 would be the last rank's, by Python's indexing
+            raise InputError(f"peer_view takes a rank in [0, {self.world_size}), got {rank!r}")
         offset = tensor.data_ptr() - self._local.data_ptr()
         key = (offset, tensor.shape, tensor.dtype, rank)
         twin = self._twins.get(key) if tensor.is_contiguous() else None
@@ -255,13 +265,15 @@ def heap_for_group(group=None, size_bytes: int | None = None) -> SymmetricHeap:
     """
     import torch.distributed as dist
 
+    if size_bytes is not None:  # 0 was taken for "not given"
+        size_bytes = _heap_bytes(size_bytes, "size_bytes")
     if not dist.is_available() or not dist.is_initialized():
         raise InputError("seer's multi-GPU ops need torch.distributed: start with torchrun and call "
                          "torch.distributed.init_process_group('nccl') first (or pass heap=)")
     group = group if group is not None else dist.group.WORLD
     heap = _heaps.get(group.group_name)
     if heap is None:
-        heap = SymmetricHeap(size_bytes or default_heap_bytes(), group)
+        heap = SymmetricHeap(default_heap_bytes() if size_bytes is None else size_bytes, group)
         _heaps[group.group_name] = heap
     elif size_bytes is not None and size_bytes != heap.size_bytes:
         raise InputError(f"the symmetric heap of this group exists already, of {heap.size_bytes:,} bytes a rank; "
@@ -275,21 +287,41 @@ def default_heap_bytes() -> int:
     if not text:
         return DEFAULT_HEAP_BYTES
     try:
-        size = int(float(text))
-    except (ValueError, OverflowError):
+        size = float(text)
+    except ValueError:
         raise InputError(f"SEER_HEAP_BYTES must be a number of bytes, got {text!r}") from None
-    if size <= 0:
-        raise InputError(f"SEER_HEAP_BYTES must be positive, got {text!r}")
-    return size
+    return _heap_bytes(size, "SEER_HEAP_BYTES", text)
+
+
+def _heap_bytes(size, name: str, given=None) -> int:
+    """``size`` as a positive whole number of bytes (a float such as 1e9 counts where it is whole)."""
+    whole = isinstance(size, numbers.Integral) or (isinstance(size, float) and math.isfinite(size) and size.is_integer())
+    if isinstance(size, bool) or not whole or size <= 0:
+        raise InputError(f"{name} must be a positive whole number of bytes, got {size if given is None else given!r}")
+    return int(size)
 
 
 def _sizes(shape) -> tuple[int, ...]:
-    """``shape`` as whole numbers, none negative: a negative size would move the bump pointer back
-    over live tensors (and two of them multiply to a positive byte count)."""
-    sizes = tuple(int(s) for s in shape)
+    """``shape`` (or one size) as whole numbers, none negative: a negative size would move the bump
+    pointer back over live tensors (and two of them multiply to a positive byte count)."""
+    try:
+        sizes = (operator.index(shape),) if not isinstance(shape, (tuple, list, torch.Size)) else \
+            tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise InputError(f"a heap tensor's shape must be whole numbers, got {shape!r}") from None
     if any(s < 0 for s in sizes):
         raise InputError(f"a heap tensor's sizes must be non-negative, got {list(sizes)}")
     return sizes
+
+
+def _dtype(dtype) -> torch.dtype:
+    if not isinstance(dtype, torch.dtype):
+        raise InputError(f"a heap tensor's dtype must be a torch.dtype, got {dtype!r}")
+    return dtype
+
+
+def _is_rank(rank, world_size: int) -> bool:
+    return isinstance(rank, numbers.Integral) and not isinstance(rank, bool) and 0 <= rank < world_size
 
 
 def _align(offset: int) -> int:
