@@ -1,4 +1,4 @@
-"""The ``seer`` command: profile, merge, train, report, explain."""
+"""The seer command: profile, merge, train, report, explain."""
 from __future__ import annotations
 
 import argparse
@@ -49,6 +49,7 @@ def _plain_warnings(command: str):
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="seer", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("profile", help="time every variant of an op over many inputs (on a GPU) into a profile table",
@@ -62,9 +63,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--synthetic", choices=["none", "small", "large"], default="none",
                    help="add the generated suite (large: 1M-50M nnz, incl. block-replicated real matrices)")
     p.add_argument("--limit", type=_positive, default=None, help="profile at most this many inputs")
-    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32")
+    p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32",
+                   help="the matrices' values and x (default: float32, the shipped models' campaigns)")
     p.add_argument("--deadline", type=float, default=None, help="stop cleanly after this many seconds")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic matrices and the random values")
     p.set_defaults(run=_profile)
 
     p = sub.add_parser("merge", help="average several profiling campaigns of one op on one GPU into one table",
@@ -83,11 +85,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None, help="model file (default: models/<table name>.json)")
     p.set_defaults(run=_train)
 
-    p = sub.add_parser("report", help="write a Markdown + PNG report of a table's held-out selection quality")
-    p.add_argument("table", type=Path, nargs="?", default=DEFAULT_TABLE)
-    p.add_argument("--op", default=None)
+    p = sub.add_parser("report", help="write a Markdown + PNG report of a table's held-out selection quality",
+                       description="Score the training procedure on the table by grouped nested cross-validation "
+                                   "(as seer train does; minutes on a large table) and write report.md with the "
+                                   "model's rules and figures of its regret, wins and tree.")
+    p.add_argument("table", type=Path, nargs="?", default=DEFAULT_TABLE,
+                   help=f"profile table (default: the shipped {DEFAULT_TABLE.name})")
+    p.add_argument("--op", default=None, help="op of the table (default: from its .meta.json)")
     p.add_argument("--model", type=Path, default=None, help="model to describe (default: train one on the table)")
-    p.add_argument("--out", type=Path, default=Path("report"), help="folder for report.md and the figures")
+    p.add_argument("--out", type=Path, default=Path("report"),
+                   help="folder for report.md and the figures (default: ./report)")
     p.set_defaults(run=_report)
 
     p = sub.add_parser("explain", help="show which SpMV variant seer picks for a matrix file, and why")
@@ -99,10 +106,22 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more, got {value}")
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < 1:  # argparse would name the function ("invalid _positive value")
+        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more, got {text!r}")
     return value
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("seer-kernels")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
 
 
 def _profile(args, command: str) -> int:
@@ -213,8 +232,8 @@ def _explain(args, command: str) -> int:
     matrix = read_matrix(args.matrix).astype("float32").tocsr()
     # On this machine's GPU where it has one: the models say which GPU they were measured on.
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    A = torch.sparse_csr_tensor(torch.from_numpy(matrix.indptr), torch.from_numpy(matrix.indices),
-                                torch.from_numpy(matrix.data), matrix.shape).to(device)
+    # Its arrays as a tuple: a torch sparse CSR tensor would print torch's notes on every build.
+    A = (*(torch.from_numpy(part).to(device) for part in (matrix.indptr, matrix.indices, matrix.data)), matrix.shape)
     x = torch.ones(matrix.shape[1], device=device)
     for path in [args.model] if args.model else model_files("spmv") or [None]:
         if path is not None:

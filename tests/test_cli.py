@@ -17,6 +17,20 @@ def test_every_subcommand_has_help(command, capsys):
     assert "usage: seer" in capsys.readouterr().out
 
 
+def test_version_and_plain_help(capsys):
+    """Help printed reST markup (``seer``), and a bad count named argparse's type function (found by a
+    user's walkthrough)."""
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.startswith("seer ")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "``" not in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["explain", "m.mtx", "--calls", "abc"])
+    assert "argument --calls: must be a whole number of 1 or more, got 'abc'" in capsys.readouterr().err
+
+
 def test_train_on_the_shipped_table(tmp_path, capsys):
     out = tmp_path / "spmv.json"
     assert main(["train", str(DEFAULT_TABLE), "--out", str(out)]) == 0
