@@ -677,8 +677,9 @@ def _resolve(entry: Op, device, model, world_size):
         except ModelError as error:
             return _fallback(entry, f"model {described} is unusable: {error}")
         if selector.device.get("name") != name:
-            _warn_once(f"model for {entry.name} was measured on {selector.device.get('name')!r}, "
-                       f"running on {name!r}: its choices may not be the fastest here")
+            measured = repr(selector.device["name"]) if selector.device.get("name") else "an unnamed device"
+            _warn_once(f"model for {entry.name} was measured on {measured}, running on {name!r}: its choices may "
+                       "not be the fastest here")
         return _checked(entry, selector, described)
     candidates = []
     for path in model_files(entry.name):
@@ -705,6 +706,10 @@ def _resolve(entry: Op, device, model, world_size):
                 _warn_once(f"no {entry.name} model measured on {name!r}; using {path.name} "
                            f"(measured on {selector.device.get('name')!r}, same compute capability)")
                 return selector, path.name
+    if device.type != "cuda":  # profiling needs a GPU: say what can be done here
+        shipped = sorted(path.name for path in SHIPPED_MODELS.glob(f"{entry.name}-*.json"))
+        return _fallback(entry, f"no {entry.name} model measured on {name!r}: seer's models are measured on GPUs "
+                                f"(to see a GPU's choices here, pass model= one of {shipped} from {SHIPPED_MODELS})")
     return _fallback(entry, f"no {entry.name} model measured on {name!r} (train one with `seer profile` and `seer train`)")
 
 

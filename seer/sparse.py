@@ -209,10 +209,9 @@ def _examined(csr: CsrMatrix, check: bool) -> CsrMatrix:
 def _unpack(matrix):
     if isinstance(matrix, torch.Tensor):
         if matrix.layout != torch.sparse_csr:
-            raise InputError(
-                f"expected a sparse CSR tensor, got layout {matrix.layout}; "
-                "convert with tensor.to_sparse_csr()"
-            )
+            raise InputError(f"the sparse matrix must be a torch sparse CSR tensor, got a {matrix.layout} tensor of "
+                             f"shape {list(matrix.shape)}; convert it with .to_sparse_csr() (spmv's inputs are (A, x), "
+                             "the matrix first)")
         if matrix.dense_dim():
             raise InputError(f"expected a CSR matrix of scalars, got one of {matrix.dense_dim()} dense dimension(s) "
                              "per entry (hybrid CSR is not supported)")

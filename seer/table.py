@@ -204,6 +204,9 @@ def read_table(path: str | Path, op: str | None = None) -> ProfileTable:
     path = Path(path)
     if not path.is_file():
         raise ProfileTableError(f"profile table {path} does not exist")
+    if path.suffix.lower() == ".json":  # read as CSV it would only lack every column
+        raise ProfileTableError(f"{path} is JSON (a model, or a table's metadata); a profile table is the CSV beside "
+                                "its .meta.json")
     meta = _read_meta(meta_path(path))
     if op is None:
         op = meta.get("op")

@@ -73,10 +73,20 @@ def fresh_cache():
 def test_dispatch_matches_scipy_with_hand_rule_fallback():
     m = _matrix()
     x = torch.randn(m.shape[1])
-    with pytest.warns(SeerWarning, match="hand rule"):
+    # Off a GPU, advice that can be followed there: profiling needs a GPU (found by a user's walkthrough).
+    with pytest.warns(SeerWarning, match=r"no spmv model measured on 'cpu': seer's models are measured on GPUs \(to "
+                                         r"see a GPU's choices here, pass model= one of \['spmv-h100.json', "
+                                         r"'spmv-h200.json'\] from .*models\).*hand rule"):
         y = seer.dispatch("spmv", (_parts(m), x))
     _check(y, m, x)
     assert seer.explain("spmv", (_parts(m), x)).stage == "hand rule"
+
+
+def test_a_model_of_an_unnamed_device_is_said_so(spmv_model):
+    m = _matrix()
+    unnamed = dataclasses.replace(spmv_model, device={"capability": [9, 0]})
+    with pytest.warns(SeerWarning, match="model for spmv was measured on an unnamed device, running on 'cpu'"):
+        seer.explain("spmv", (_parts(m), torch.randn(m.shape[1])), model=unnamed)
 
 
 def test_model_choice_and_explanation(spmv_model):

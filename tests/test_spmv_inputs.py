@@ -229,6 +229,15 @@ def test_tuple_members_that_are_no_dense_tensors_are_named(member, bad, message)
         seer.dispatch("spmv", (tuple(parts), torch.randn(5)))
 
 
+def test_inputs_in_the_wrong_order_are_named():
+    """(x, A) said only "expected a sparse CSR tensor, got layout torch.strided" (found by a user's walkthrough)."""
+    m = _matrix()
+    A = torch.sparse_csr_tensor(*_parts(m)[:3], size=m.shape)
+    with pytest.raises(InputError, match=r"got a torch.strided tensor of shape \[30\]; convert it with "
+                                         r"\.to_sparse_csr\(\) \(spmv's inputs are \(A, x\), the matrix first\)"):
+        seer.dispatch("spmv", (torch.randn(m.shape[1]), A))
+
+
 def test_a_shape_of_booleans_or_tensors():
     """A bool is no size; a shape of 0-d tensors is one, and keyed by value so that calls hit the cache."""
     m = _matrix()

@@ -138,6 +138,10 @@ def test_missing_file_and_bad_meta(tmp_path):
     meta_path(path).write_text("{not json")
     with pytest.raises(ProfileTableError, match="t.meta.json is not JSON"):
         read_table(path)
+    # A model given as the table said only that every feature column was missing.
+    with pytest.raises(ProfileTableError, match=r"t\.meta\.json is JSON \(a model, or a table's metadata\); a "
+                                                r"profile table is the CSV"):
+        read_table(meta_path(path))
     meta_path(path).write_bytes(b"\xff\xfe{}")
     with pytest.raises(ProfileTableError, match="t.meta.json is not JSON"):
         read_table(path)
