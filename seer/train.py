@@ -628,6 +628,10 @@ def _report(table: ProfileTable, data: _Data, calls: tuple[int, ...], folds: int
     hand, notes = _hand_rule(table)
     if hand is not None:
         notes.append("the hand rule is charged no gathering cost")
+    if table.gathered_features:
+        notes.append("the scores are of inputs passed unchecked, where stage 1 decides whether gathering pays; a "
+                     "validated input (seer.dispatch's default) goes straight to stage 2, which benchmarks/selection.py "
+                     "--validation scores")
     subsets = subset_masks(table)
     return TrainingReport(
         op=table.op,
