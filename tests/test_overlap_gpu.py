@@ -181,3 +181,17 @@ def test_a_graphed_plan_made_on_one_rank_only_passes_no_barrier(heap):
 def test_a_first_call_refused_on_one_rank_is_refused_on_every_rank(heap):
     for messages in _results(_on_every_rank(heap, overlap_checks._first_calls_refused_on_one_rank)):
         overlap_checks._check_refused_on_rank_1(messages)
+
+
+def test_ranks_that_call_different_ops_are_refused(heap):
+    fresh = SymmetricHeap(16 << 20)  # nothing agreed on it yet, whatever the tests before ran
+    for message in _results(_on_every_rank(fresh, overlap_checks._first_calls_of_two_ops)):
+        assert message is not None and "the ranks called different ops (rank 0: all_gather_gemm; rank 1: " \
+            "gemm_all_scatter)" in message, message
+
+
+def test_ranks_whose_heaps_hold_different_allocations_are_refused(heap):
+    fresh = SymmetricHeap(16 << 20)  # left out of step by the test: not the shared one
+    for message in _results(_on_every_rank(fresh, overlap_checks._first_calls_of_two_ops, 100)):
+        assert message is not None and "hold different allocations (bytes in use: rank 0: 256; rank 1: 0)" \
+            in message, message
