@@ -21,6 +21,7 @@ import multiprocessing.connection
 import os
 import pickle
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -73,6 +74,10 @@ class SimWorld:
                  timeout_s: float = DEFAULT_TIMEOUT_S, max_spins: int = SIM_MAX_SPINS):
         if world_size < 1:
             raise InputError(f"world_size must be at least 1, got {world_size}")
+        main_file = _main_file()
+        if main_file is not None and not os.path.isfile(main_file):
+            raise InputError(f"the simulated world spawns its ranks, which run __main__ again from {main_file!r}, no "
+                             "file (a script read from stdin?): run it from a file")
         self.world_size = world_size
         self.timeout_s = timeout_s
         parent = _SHARED_MEMORY if _SHARED_MEMORY.is_dir() else None
@@ -108,6 +113,7 @@ class SimWorld:
         """
         if not self.alive:
             raise SeerError("this simulated world was shut down; make a new SimWorld")
+        _check_importable(fn)
         job = pickle.dumps((fn, args))
         for conn in self._conns:
             conn.send_bytes(job)
@@ -165,6 +171,18 @@ def run_world(world_size: int, fn, *args, heap_bytes: int = DEFAULT_HEAP_BYTES,
     """``fn(heap, *args)`` on each rank of a fresh simulated world; the per-rank results."""
     with SimWorld(world_size, heap_bytes=heap_bytes, timeout_s=timeout_s, max_spins=max_spins) as world:
         return world.run(fn, *args)
+
+
+def _check_importable(fn) -> None:
+    """Rank processes are spawned: they find ``fn`` by importing its module, which a REPL or a notebook
+    has not (the ranks then die with an AttributeError of their own)."""
+    if getattr(fn, "__module__", None) == "__main__" and _main_file() is None:
+        raise InputError(f"the rank function {getattr(fn, '__name__', fn)!r} is defined in a __main__ that the "
+                         "ranks' processes cannot import (a REPL or a notebook); define it in a module or a script file")
+
+
+def _main_file() -> str | None:
+    return getattr(sys.modules.get("__main__"), "__file__", None)
 
 
 _shared: dict[int, SimWorld] = {}

@@ -4,6 +4,7 @@ Each test runs a rank function in every process of a shared simulated world (see
 the same Triton kernels as on GPUs, under the interpreter, on heaps in shared memory. The rank
 functions and checks work on any heap: tests/test_overlap_gpu.py runs them on GPUs.
 """
+import sys
 import time
 
 import pytest
@@ -216,6 +217,26 @@ def test_rank_exception_is_raised_with_the_rank_named():
     with pytest.raises(InputError, match="rank 1: bad input on purpose"):
         shared_world(2).run(_fail_on_rank, 1)
     assert shared_world(2).run(_ring, 1)[0][0] == 3, "the world stays usable after a rank's exception"
+
+
+def test_a_rank_function_the_ranks_cannot_import_is_named(monkeypatch):
+    """From stdin, a REPL or a notebook the ranks died with "the process died (exit code 1)", the
+    cause (their own AttributeError) only further up (found by a user's walkthrough)."""
+    import types
+
+    world = shared_world(2)  # spawned before __main__ is replaced below
+
+    def rank_fn(heap):
+        return heap.rank
+
+    rank_fn.__module__ = "__main__"
+    main = types.ModuleType("__main__")  # a REPL's or a notebook's: no __file__
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    with pytest.raises(InputError, match="'rank_fn' is defined in a __main__ that the ranks' processes cannot import"):
+        world.run(rank_fn)
+    main.__file__ = "<stdin>"  # python - < script.py: the ranks could not even start
+    with pytest.raises(InputError, match="run __main__ again from '<stdin>', no file"):
+        run_world(2, rank_fn)
 
 
 def test_hung_rank_times_out():
