@@ -184,7 +184,7 @@ def set_cache_size(maxsize: int) -> None:
 
 def cache_info() -> dict:
     """The decision cache: inputs held (``size``, of ``maxsize``), and calls that found their input's
-    decision there (``hits``) or made one (``misses``)."""
+    decision there (``hits``) or did not (``misses``)."""
     return {"size": len(_cache), "maxsize": _cache.maxsize, "hits": _cache.hits, "misses": _cache.misses}
 
 
