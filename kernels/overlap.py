@@ -486,14 +486,17 @@ def share_refusal(op: str, refusal: SeerError, op_kwargs: dict) -> None:
 
 def _heap_named(op: str, op_kwargs: dict) -> Heap | None:
     """The heap a call's keywords name (``heap=``, else ``group=``'s or the world's, made on its first use
-    as on the peers), or None where they name none."""
+    as on the peers), or None where they name none for sure: a keyword ``split`` does not take may be a
+    misspelt ``heap=``, whose peers wait on that heap, not the world's."""
     heap, group = op_kwargs.get("heap"), op_kwargs.get("group")
     if heap is not None:
         return heap if isinstance(heap, Heap) else None
+    if set(op_kwargs) - {"heap", "group"}:
+        return None
     try:
         _check_group(op, group, None)
         return heap_for_group(group)
-    except SeerError:
+    except Exception:  # noqa: BLE001 (the heap could not be had here: the refusal is raised alone, unchanged)
         return None
 
 

@@ -202,6 +202,7 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
     variant by name. Extra keyword arguments go to the op (e.g. ``group=`` for multi-GPU ops).
     """
     entry = get_op(op)
+    told = None  # a refusal already offered to the op's share_refusal
     try:
         if calls is not None:
             _check_calls(calls)
@@ -244,15 +245,26 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
                 if getattr(entry.kernels, "KEYS_BY_VALUE", False):
                     decision.source = None  # no id in its key to keep unique: the caller's tensors are not held
                 _cache.put(key, decision, generation)
+        except SeerError as refusal:  # told before threads waiting for this input go on (to refuse and tell too)
+            told = refusal
+            _share_refusal(entry, refusal, op_kwargs)
+            raise
         finally:
             if key is not None:
                 _first_calls.done(key)
         return result
-    except SeerError as refusal:  # raised on this rank: where its peers wait for it, they hear of it too
-        share = getattr(entry.kernels, "share_refusal", None)
-        if share is not None:
-            share(refusal, op_kwargs)
+    except SeerError as refusal:
+        if refusal is not told:
+            _share_refusal(entry, refusal, op_kwargs)
         raise
+
+
+def _share_refusal(entry: Op, refusal: SeerError, op_kwargs: dict) -> None:
+    """A refusal raised on this rank: where its peers wait for it (a multi-GPU op's first call), they
+    hear of it too, through the op's hook."""
+    share = getattr(entry.kernels, "share_refusal", None)
+    if share is not None:
+        share(refusal, op_kwargs)
 
 
 class FirstCalls:
@@ -708,8 +720,8 @@ def _resolve(entry: Op, device, model, world_size):
                 _warn_once(f"no {entry.name} model measured on {name!r}; using {path.name} "
                            f"(measured on {selector.device.get('name')!r}, same compute capability)")
                 return selector, path.name
-    if device.type != "cuda":  # profiling needs a GPU: say what can be done here
-        shipped = sorted(path.name for path in SHIPPED_MODELS.glob(f"{entry.name}-*.json"))
+    shipped = sorted(path.name for path in SHIPPED_MODELS.glob(f"{entry.name}-*.json"))
+    if device.type != "cuda" and shipped:  # profiling needs a GPU: say what can be done here
         return _fallback(entry, f"no {entry.name} model measured on {name!r}: seer's models are measured on GPUs "
                                 f"(to see a GPU's choices here, pass model= one of {shipped} from {SHIPPED_MODELS})")
     return _fallback(entry, f"no {entry.name} model measured on {name!r} (train one with `seer profile` and `seer train`)")

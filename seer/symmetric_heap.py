@@ -13,7 +13,6 @@ called collectively with the same shapes do), or the offsets of twins stop match
 from __future__ import annotations
 
 import math
-import numbers
 import operator
 import os
 from collections import OrderedDict
@@ -65,7 +64,7 @@ class Heap:
     def __init__(self, local: torch.Tensor, heap_bases: torch.Tensor, rank: int, world_size: int,
                  group=None, *, max_spins: int = DEFAULT_MAX_SPINS):
         bases = heap_bases.tolist()
-        if len(bases) != world_size or not _is_rank(rank, world_size):
+        if len(bases) != world_size or _rank(rank, world_size) is None:
             raise SeerError(f"a heap of world size {world_size} needs a base per rank and a rank in "
                             f"[0, {world_size}), got {len(bases)} bases and rank {rank!r}")
         misaligned = [r for r, base in enumerate(bases) if base % ALIGNMENT]
@@ -73,7 +72,7 @@ class Heap:
             raise SeerError(f"heap bases of ranks {misaligned} are not {ALIGNMENT}-byte aligned: {bases}")
         self._local = local  # this rank's heap as uint8
         self.heap_bases = heap_bases
-        self.rank = rank
+        self.rank = _rank(rank, world_size)
         self.world_size = world_size
         self.group = group  # the process group of the torch collectives (bulk_torch, references)
         self.max_spins = max_spins
@@ -172,8 +171,9 @@ class Heap:
 
     def peer_view(self, tensor: torch.Tensor, rank: int) -> torch.Tensor:
         """``tensor``'s twin in ``rank``'s heap, as a tensor of this device (copies to and from it cross the links)."""
-        if not _is_rank(rank, self.world_size):  # -1 would be the last rank's, by Python's indexing
-            raise InputError(f"peer_view takes a rank in [0, {self.world_size}), got {rank!r}")
+        given, rank = rank, _rank(rank, self.world_size)  # an int: a numpy one or a 0-d tensor keys twins by value
+        if rank is None:  # -1 would be the last rank's, by Python's indexing
+            raise InputError(f"peer_view takes a rank in [0, {self.world_size}), got {given!r}")
         offset = tensor.data_ptr() - self._local.data_ptr()
         key = (offset, tensor.shape, tensor.dtype, rank)
         twin = self._twins.get(key) if tensor.is_contiguous() else None
@@ -295,10 +295,20 @@ def default_heap_bytes() -> int:
 
 def _heap_bytes(size, name: str, given=None) -> int:
     """``size`` as a positive whole number of bytes (a float such as 1e9 counts where it is whole)."""
-    whole = isinstance(size, numbers.Integral) or (isinstance(size, float) and math.isfinite(size) and size.is_integer())
-    if isinstance(size, bool) or not whole or size <= 0:
+    whole = _whole(size) if not isinstance(size, float) else (size if math.isfinite(size) and size.is_integer() else None)
+    if whole is None or whole <= 0:
         raise InputError(f"{name} must be a positive whole number of bytes, got {size if given is None else given!r}")
-    return int(size)
+    return int(whole)
+
+
+def _whole(value) -> int | None:
+    """``value`` as an int where it is one (numpy's and 0-d tensors' too, as torch takes them), not a bool."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 def _sizes(shape) -> tuple[int, ...]:
@@ -320,8 +330,10 @@ def _dtype(dtype) -> torch.dtype:
     return dtype
 
 
-def _is_rank(rank, world_size: int) -> bool:
-    return isinstance(rank, numbers.Integral) and not isinstance(rank, bool) and 0 <= rank < world_size
+def _rank(rank, world_size: int) -> int | None:
+    """``rank`` as an int where it is one of ``world_size``'s ranks, else None."""
+    whole = _whole(rank)
+    return whole if whole is not None and 0 <= whole < world_size else None
 
 
 def _align(offset: int) -> int:

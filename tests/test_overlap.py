@@ -606,6 +606,8 @@ def test_heap_arguments_are_checked():
     for rank in (-1, 2, 1.0, True):
         with pytest.raises(InputError, match=r"peer_view takes a rank in \[0, 2\)"):
             heap.peer_view(tensor, rank)
+    heap._peer_bytes = lambda rank: heap._local  # a bare Heap has no peers: its own bytes stand in
+    assert heap.peer_view(tensor, torch.tensor(1)) is heap.peer_view(tensor, 1)  # one twin, whatever the int's type
     for shape in ((2.7, 3), "4", None):
         with pytest.raises(InputError, match="shape must be whole numbers"):
             heap.empty(shape, torch.float32)
@@ -818,6 +820,16 @@ def test_a_first_call_refused_on_one_rank_is_refused_on_every_rank(variant):
     an input that is no matrix still did (found by an audit): they come before the inputs are validated."""
     for messages in run_world(2, functools.partial(_first_calls_refused_on_one_rank, variant=variant), timeout_s=60):
         _check_refused_on_rank_1(messages)
+
+
+def test_a_misspelt_heap_keyword_is_refused_alone(monkeypatch):
+    """Its peers wait on the heap it meant: the refusing rank made the world's heap (a collective they
+    do not join) to tell them on it (found by a review). It raises alone, touching no heap."""
+    made = []
+    monkeypatch.setattr(overlap, "heap_for_group", lambda group=None: made.append(group))
+    for keywords in ({"hep": object()}, {"heap": "not a heap"}):
+        assert overlap.share_refusal("all_gather_gemm", InputError("refused"), keywords) is None
+    assert made == []
 
 
 def _first_calls_of_two_ops(heap, allocated_on_rank_0: int = 0):
