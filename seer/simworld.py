@@ -16,6 +16,7 @@ The ops and kernels are the very ones that run on GPUs: :class:`SimHeap` and
 from __future__ import annotations
 
 import atexit
+import functools
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -75,7 +76,7 @@ class SimWorld:
         if world_size < 1:
             raise InputError(f"world_size must be at least 1, got {world_size}")
         main_file = _main_file()
-        if main_file is not None and not os.path.isfile(main_file):
+        if _spawn_runs_main_file() and not os.path.isfile(main_file):
             raise InputError(f"the simulated world spawns its ranks, which run __main__ again from {main_file!r}, no "
                              "file (a script read from stdin?): run it from a file")
         self.world_size = world_size
@@ -176,6 +177,8 @@ def run_world(world_size: int, fn, *args, heap_bytes: int = DEFAULT_HEAP_BYTES,
 def _check_importable(fn) -> None:
     """Rank processes are spawned: they find ``fn`` by importing its module, which a REPL or a notebook
     has not (the ranks then die with an AttributeError of their own)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
     if getattr(fn, "__module__", None) == "__main__" and _main_file() is None:
         raise InputError(f"the rank function {getattr(fn, '__name__', fn)!r} is defined in a __main__ that the "
                          "ranks' processes cannot import (a REPL or a notebook); define it in a module or a script file")
@@ -183,6 +186,14 @@ def _check_importable(fn) -> None:
 
 def _main_file() -> str | None:
     return getattr(sys.modules.get("__main__"), "__file__", None)
+
+
+def _spawn_runs_main_file() -> bool:
+    """Whether spawned processes run __main__ from its file, as multiprocessing decides: not for a
+    module run by name (``python -m``, a zipapp), nor in a frozen application."""
+    main = sys.modules.get("__main__")
+    return (getattr(getattr(main, "__spec__", None), "name", None) is None and not getattr(sys, "frozen", False)
+            and _main_file() is not None)
 
 
 _shared: dict[int, SimWorld] = {}

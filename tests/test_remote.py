@@ -4,6 +4,8 @@ Each test runs a rank function in every process of a shared simulated world (see
 the same Triton kernels as on GPUs, under the interpreter, on heaps in shared memory. The rank
 functions and checks work on any heap: tests/test_overlap_gpu.py runs them on GPUs.
 """
+import functools
+import importlib.machinery
 import sys
 import time
 
@@ -14,6 +16,7 @@ import triton.language as tl
 
 from seer.errors import InputError, SeerError
 from seer.kernels import remote
+from seer import simworld
 from seer.simworld import run_world, shared_world
 from seer.symmetric_heap import ALIGNMENT
 
@@ -234,9 +237,18 @@ def test_a_rank_function_the_ranks_cannot_import_is_named(monkeypatch):
     monkeypatch.setitem(sys.modules, "__main__", main)
     with pytest.raises(InputError, match="'rank_fn' is defined in a __main__ that the ranks' processes cannot import"):
         world.run(rank_fn)
+    with pytest.raises(InputError, match="'rank_fn' is defined in a __main__"):
+        world.run(functools.partial(rank_fn))  # a partial names functools as its module
     main.__file__ = "<stdin>"  # python - < script.py: the ranks could not even start
     with pytest.raises(InputError, match="run __main__ again from '<stdin>', no file"):
         run_world(2, rank_fn)
+    # A module run by name (python -m, a zipapp: __file__ inside the archive) is imported by name, not run
+    # from its file; nor is a frozen application's: neither is refused (found by a review).
+    main.__spec__ = importlib.machinery.ModuleSpec("app", None)
+    assert not simworld._spawn_runs_main_file()
+    main.__spec__ = None
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert not simworld._spawn_runs_main_file()
 
 
 def test_hung_rank_times_out():
