@@ -196,8 +196,8 @@ def _parse(path: Path, parser, whole: bool = False):
     except _PARSE_ERRORS as err:
         raise InputError(f"cannot read Matrix Market file {path}: {err}") from err
     except MemoryError as err:  # a dense file's array is allocated from its size line before any entry is read
-        raise InputError(f"cannot read Matrix Market file {path}: its size line asks for more memory than "
-                         f"there is ({err})") from err
+        raise InputError(f"cannot read Matrix Market file {path}: out of memory ({err}); its size line asks for "
+                         "more than there is, or this machine is short of memory") from err
 
 
 _DECOMPRESSED = {".gz": gzip.open, ".bz2": bz2.open}  # by suffix, as scipy's reader tells them

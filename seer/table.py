@@ -139,9 +139,6 @@ class ProfileTable:
             _check_baseline(frame, column)
         for column in _prefixed(frame, CALL):
             _check_host_time(frame, column)
-        if gathered and GATHER_MS not in frame:  # said here, once a table: training reads it in several passes
-            warn(f"the table has gathered features but no '{GATHER_MS}' column: training and its scores treat "
-                 "gathering as free")
         frame = frame.reset_index(drop=True)
         frame["group"] = _groups(frame)
         frame["id"] = frame["id"].astype(str)

@@ -55,7 +55,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GroupKFold
 from sklearn.tree import DecisionTreeRegressor
 
-from seer.errors import ModelError, ProfileTableError, warn
+from seer.errors import ModelError, ProfileTableError, warn, warn_once
 from seer.features_base import reads_dtype
 from seer.model import GATHER, SelectorModel, nearest_calls, op_feature_module
 from seer.table import ProfileTable, device_of, meta_path, read_table, table_sha256
@@ -65,6 +65,7 @@ DEFAULT_DEPTHS = (1, 2, 3, 4, 5, 6, 8, None)
 DEFAULT_LEAVES = (1, 2, 4, 8)
 DEFAULT_REGRET_CAPS = (0.1, 0.25, 0.5, 1.0)  # log-slowdowns: 10%, 28%, 65%, 2.7x
 DEFAULT_CALLS = (1, 10, 100, 1000)
+_told_free_gathering: set = set()  # the tables (by path, else frame) warned of for lacking gather_ms
 # Prefer a simpler tree when it is this close (in fraction of oracle) to the best one.
 SIMPLER_WITHIN = 0.002
 
@@ -100,7 +101,10 @@ class _Data:
         missing = [name for name in (*known, *gathered) if name not in table.frame.columns]
         if missing:
             raise ProfileTableError(f"the table lacks feature column(s) {missing} that the selector was fitted on")
-        gather_ms = table.gather_ms  # absent: free, as the table warned when it was read
+        gather_ms = table.gather_ms
+        if gathered and gather_ms is None:  # said once a table: training reads it in several passes
+            warn_once(_told_free_gathering, "the table has gathered features but no 'gather_ms' column: training and "
+                      "its scores treat gathering as free", key=table.path or id(table.frame))
         return cls(
             known=table.features(known),
             full=table.features([*known, *gathered]) if gathered else None,
