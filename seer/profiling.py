@@ -16,6 +16,7 @@ import io
 import json
 import os
 import platform
+import re
 import time
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ import torch
 from seer.errors import ProfileTableError, SeerError, warn
 from seer.features import spmv as spmv_features
 from seer.registry import get_op
-from seer.table import PREPARE, meta_path, read_frame
+from seer.table import CAMPAIGNS, PREPARE, TIME, meta_path, read_frame, replace_atomically
 
 # A variant whose result differs from the float64 reference by more than this (relative
 # 2-norm) is recorded as failed (NaN time) rather than timed.
@@ -311,11 +312,13 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
         # What else the table's metadata says (notes, how its groups were defined) stays with it.
         meta = {**earlier, "op": op_name, **environment(device), "dtype": dtype, "command": command,
                 "commands": [*earlier.get("commands", []), command], "world_size": world}
-        _replace_atomically(meta_path(out), (json.dumps(meta, indent=2) + "\n").encode())  # others may read it
+        replace_atomically(meta_path(out), (json.dumps(meta, indent=2) + "\n").encode())  # others may read it
 
     if rank == 0 and not earlier:  # a new table: said before its first row, so that a run killed
         out.parent.mkdir(parents=True, exist_ok=True)  # mid-way leaves rows whose GPU a resumed run
         write_meta({})                                 # can check
+    if world > 1:  # no rank writes a row before every rank has checked what an earlier run left
+        torch.distributed.barrier()
     shard = out if world == 1 else out.with_name(f"{out.stem}.rank{rank}{out.suffix}")
     _drop_cut_row(shard)
     # Resuming: inputs already in the merged table or in any shard an interrupted run left, at
@@ -363,13 +366,7 @@ def _drop_cut_row(table: Path) -> None:
         return
     warn(f"{table}: its last line has no end (a run stopped while writing it); dropped, its input is profiled "
          f"again: {text[len(kept):][:80]!r}")
-    _replace_atomically(table, kept)
-
-
-def _replace_atomically(path: Path, data: bytes) -> None:
-    written = path.with_name(path.name + ".tmp")
-    written.write_bytes(data)
-    os.replace(written, path)
+    replace_atomically(table, kept)
 
 
 def _ids(table: Path) -> list[str]:
@@ -393,8 +390,10 @@ def _whole_lines(text: bytes) -> bytes:
 
 
 def _shards(out: Path) -> list[Path]:
-    """The rank tables beside ``out`` (``<stem>.rank<r>.csv``), of this run or an interrupted one."""
-    return sorted(out.parent.glob(f"{glob.escape(out.stem)}.rank[0-9]*{out.suffix}"))
+    """The rank tables beside ``out`` (``<stem>.rank<r>.csv``), of this run or an interrupted one; not a
+    file whose name only starts so (``<stem>.rank0.backup.csv``)."""
+    name = re.compile(rf"{re.escape(out.stem)}\.rank\d+{re.escape(out.suffix)}")
+    return sorted(p for p in out.parent.glob(f"{glob.escape(out.stem)}.rank*") if name.fullmatch(p.name))
 
 
 def _resumed_meta(out: Path, env: dict, op_name: str, dtype: str) -> dict:
@@ -403,10 +402,11 @@ def _resumed_meta(out: Path, env: dict, op_name: str, dtype: str) -> dict:
     not be comparable; so is one with rows but no metadata (which GPU measured them?). Other
     versions of torch, Triton or seer are allowed with a warning that names them."""
     meta_file = meta_path(out)
-    if not out.exists():  # a new table (metadata left beside a deleted one is written over)
+    shards = _shards(out)  # an interrupted torchrun run's rows, not yet merged into ``out``
+    if not out.exists() and not shards:  # a new table (metadata left beside a deleted one is written over)
         return {}
     if not meta_file.exists():
-        if _ids(out):
+        if _ids(out) or any(_ids(shard) for shard in shards):
             raise ProfileTableError(f"{out} has rows but no {meta_file.name} (a run stopped before writing it): "
                                     "nothing says which GPU measured them; restore the metadata or profile into "
                                     "a new table")
@@ -419,6 +419,9 @@ def _resumed_meta(out: Path, env: dict, op_name: str, dtype: str) -> dict:
     if not isinstance(earlier, dict):
         raise ProfileTableError(f"{meta_file} holds {type(earlier).__name__}, not the table's metadata (a JSON "
                                 f"object); fix or remove it before resuming {out}")
+    if CAMPAIGNS in earlier:  # its rows are averages over campaigns, which its next merge would rebuild without new ones
+        raise ProfileTableError(f"{out} is a merge of campaigns ({meta_file.name} lists them): profile into a "
+                                "campaign's table, or a new one, and merge again")
     if earlier.get("op", op_name) != op_name:
         raise ProfileTableError(f"{out} profiles op {earlier['op']!r}, not {op_name!r}: profile into another table")
     if earlier.get("dtype", "float32") != dtype:  # tables before the field was recorded are float32
@@ -433,7 +436,25 @@ def _resumed_meta(out: Path, env: dict, op_name: str, dtype: str) -> dict:
     if changed:
         versions = ", ".join(f"{name} {then} (now {now})" for name, (then, now) in changed.items())
         warn(f"resuming {out}, measured with {versions}: its rows and the new ones may not be comparable")
+    for table in [out, *shards]:
+        _check_variants_timed(table, op_name)
     return earlier
+
+
+def _check_variants_timed(table: Path, op_name: str) -> None:
+    """Refuse to resume a table that times other variants than this seer's op has: new rows would
+    leave its rows without the new variants' times (dropped when read) or its own without the
+    retired ones'."""
+    if not _ids(table):
+        return
+    timed = {c.removeprefix(TIME) for c in pd.read_csv(table, nrows=0).columns if c.startswith(TIME)}
+    variants = set(get_op(op_name).variants)
+    if timed != variants:
+        differ = [f"times {sorted(timed - variants)}, which this seer's {op_name} lacks (retire them: python -m "
+                  "seer.table retire)"] if timed - variants else []
+        differ += [f"lacks {sorted(variants - timed)} (time them into its rows: benchmarks/spmv_preparation.py "
+                   "--add-variant)"] if variants - timed else []
+        raise ProfileTableError(f"{table} {' and '.join(differ)}; then resume it, or profile into a new table")
 
 
 class _Prefetched:
@@ -509,7 +530,7 @@ def _append_row(path: Path, row: dict) -> None:
         frame = frame.reindex(columns=header + [c for c in frame.columns if c not in header])
         if list(frame.columns) != header:  # a new column appeared: rewrite with the wider header (whole
             wider = pd.concat([read_frame(path), frame], ignore_index=True)  # or not at all if killed)
-            _replace_atomically(path, wider.to_csv(index=False).encode())
+            replace_atomically(path, wider.to_csv(index=False).encode())
             return
         frame.to_csv(path, mode="a", header=False, index=False)
     else:
@@ -520,13 +541,13 @@ def _append_row(path: Path, row: dict) -> None:
 def _merge_shards(out: Path) -> None:
     """Every rank table beside ``out`` merged into it (rank 0, once the ranks have stopped writing)."""
     shards = _shards(out)
-    for s in shards:
+    for s in [out, *shards]:  # a row the merged table was cut in (a run killed while merging) too
         _drop_cut_row(s)
     frames = [read_frame(out)] if out.exists() else []
     frames += [read_frame(s) for s in shards if s.exists()]  # one cut inside its header is gone
     if frames:
         merged = pd.concat(frames, ignore_index=True).drop_duplicates("id", keep="last")
-        _replace_atomically(out, merged.to_csv(index=False).encode())
+        replace_atomically(out, merged.to_csv(index=False).encode())
     for s in shards:
         s.unlink(missing_ok=True)
 

@@ -276,8 +276,11 @@ def test_a_campaign_resumed_at_another_world_size_keeps_and_merges_the_shards_it
     neither counted (its inputs profiled again) nor merged (left to override later rows)."""
     cases = _cases(suitesparse_dir, 4)
     out = tmp_path / "spmv-x.csv"
-    monkeypatch.setattr(profiling, "_rank_and_world", lambda: (1, 2))
     monkeypatch.setattr(torch.distributed, "barrier", lambda: None)
+    monkeypatch.setattr(profiling, "_rank_and_world", lambda: (0, 2))
+    profiling.profile("spmv", [], out, command="rank 0 of 2: its metadata, written before any rank's row",
+                      progress=False)
+    monkeypatch.setattr(profiling, "_rank_and_world", lambda: (1, 2))
     profiling.profile("spmv", cases, out, command="rank 1 of 2, killed before the merge", progress=False)
     shard = tmp_path / "spmv-x.rank1.csv"
     left = pd.read_csv(shard)["id"].tolist()
@@ -292,6 +295,57 @@ def test_a_campaign_resumed_at_another_world_size_keeps_and_merges_the_shards_it
         profiling.profile("spmv", cases, out, command="alone", progress=False)
     assert profiled == [cases[0].id, cases[2].id]
     assert sorted(read_table(out).ids) == sorted(c.id for c in cases) and not shard.exists()
+
+
+def test_a_killed_torchrun_campaign_is_checked_before_it_is_resumed(
+        tmp_path, suitesparse_dir, host_timer, few_variants, monkeypatch):
+    """With no merged table yet, only rank files and the metadata rank 0 wrote first, a resume checked
+    nothing: a float16 campaign of another GPU was resumed as float32 here, its rows merged in and its
+    metadata rewritten (found by an audit)."""
+    out = tmp_path / "spmv-x.csv"
+    monkeypatch.setattr(torch.distributed, "barrier", lambda: None)
+    monkeypatch.setattr(profiling, "_rank_and_world", lambda: (0, 2))
+    profiling.profile("spmv", _cases(suitesparse_dir, 1), out, command="rank 0 of 2, killed", progress=False)
+    out.with_name("spmv-x.rank0.csv").write_bytes(out.read_bytes())  # its rows, not yet merged
+    out.unlink()
+    _edit_meta(out, device={"name": "NVIDIA H200"})
+    monkeypatch.setattr(profiling, "_rank_and_world", lambda: (0, 1))
+    with pytest.raises(ProfileTableError, match="measured on 'NVIDIA H200'"):
+        profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="resumed", progress=False)
+    profiling.meta_path(out).unlink()
+    with pytest.raises(ProfileTableError, match="has rows but no"):
+        profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="resumed", progress=False)
+
+
+def test_a_merged_table_or_one_of_other_variants_is_not_resumed(tmp_path, suitesparse_dir, host_timer, few_variants):
+    """New rows in a merge were lost when it was merged again; new rows beside other variants' columns
+    left the old rows without the new variants' times, dropped when read (found by an audit)."""
+    out = tmp_path / "spmv-x.csv"
+    profiling.profile("spmv", _cases(suitesparse_dir, 1), out, command="first", progress=False)
+    _edit_meta(out, campaigns=[{"table": "a.csv"}, {"table": "b.csv"}])
+    with pytest.raises(ProfileTableError, match="is a merge of campaigns"):
+        profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="resumed", progress=False)
+    meta = json.loads(profiling.meta_path(out).read_text())
+    del meta["campaigns"]
+    profiling.meta_path(out).write_text(json.dumps(meta))
+    few_variants["vector_g16"] = few_variants["vector_g8"]  # a variant this seer gained since the table's rows
+    with pytest.raises(ProfileTableError, match=r"spmv-x\.csv lacks \['vector_g16'\] \(time them into its rows"):
+        profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="resumed", progress=False)
+
+
+def test_only_rank_files_are_taken_for_shards_and_a_cut_merge_is_mended(tmp_path):
+    """A backup named like a shard was merged in (overriding the table's rows) and deleted; a cut
+    row of the merged table was rewritten whole, its last number cut short (found by an audit)."""
+    out = tmp_path / "spmv-x.csv"
+    out.write_bytes(b"id,time_ms:v\na,1.0\nb,2.0")
+    pd.DataFrame({"id": ["c"], "time_ms:v": [3.0]}).to_csv(tmp_path / "spmv-x.rank1.csv", index=False)
+    backup = tmp_path / "spmv-x.rank0.old-backup.csv"
+    pd.DataFrame({"id": ["a"], "time_ms:v": [9.0]}).to_csv(backup, index=False)
+    assert profiling._shards(out) == [tmp_path / "spmv-x.rank1.csv"]
+    with pytest.warns(SeerWarning, match="last line has no end"):
+        profiling._merge_shards(out)
+    assert pd.read_csv(out).set_index("id")["time_ms:v"].to_dict() == {"a": 1.0, "c": 3.0}
+    assert backup.exists()
 
 
 def test_new_columns_widen_the_table(tmp_path):
