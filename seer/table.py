@@ -59,6 +59,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -225,12 +226,21 @@ def read_table(path: str | Path, op: str | None = None) -> ProfileTable:
 
 
 def write_table(frame: pd.DataFrame, path: str | Path, meta: Mapping) -> Path:
-    """Write ``frame`` as CSV and ``meta`` as ``<stem>.meta.json`` beside it; returns the CSV path."""
+    """Write ``frame`` as CSV and ``meta`` as ``<stem>.meta.json`` beside it; returns the CSV path. Each
+    file is replaced whole or not at all: tables are rewritten in place (retired variants, regrouped
+    rows), and one cut short would read back as fewer rows."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
-    meta_path(path).write_text(json.dumps(dict(meta), indent=2, sort_keys=True) + "\n")
+    replace_atomically(path, frame.to_csv(index=False).encode())
+    replace_atomically(meta_path(path), (json.dumps(dict(meta), indent=2, sort_keys=True) + "\n").encode())
     return path
+
+
+def replace_atomically(path: Path, data: bytes) -> None:
+    """``path`` holds ``data``, or what it held before if the process dies while writing."""
+    written = path.with_name(path.name + ".tmp")
+    written.write_bytes(data)
+    os.replace(written, path)
 
 
 def _check_replaceable(out: Path) -> None:

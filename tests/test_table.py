@@ -1,5 +1,6 @@
 """Profile tables: the documented CSV + meta format, its errors and its dropped-row warning."""
 import json
+import os
 import warnings
 
 import numpy as np
@@ -129,6 +130,21 @@ def test_bad_tables_are_refused_with_the_reason(tmp_path, edit, message):
     path = write(tmp_path, edit(planted_frame(groups=2, per_group=2)))
     with pytest.raises(ProfileTableError, match=message):
         read_table(path)
+
+
+def test_a_table_is_rewritten_whole_or_not_at_all(tmp_path, monkeypatch):
+    """Tables are rewritten in place (retired variants, regrouped rows): a kill while writing left
+    fewer rows, read back under the old metadata (found by an audit)."""
+    path = write(tmp_path, planted_frame(groups=2, per_group=2))
+    before = path.read_bytes(), meta_path(path).read_bytes()
+
+    def killed(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        write_table(planted_frame(groups=3, per_group=2), path, planted_meta())
+    assert (path.read_bytes(), meta_path(path).read_bytes()) == before
 
 
 def test_missing_file_and_bad_meta(tmp_path):
