@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import os
 import shlex
 import sys
@@ -59,14 +60,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="profile table to write (CSV; .meta.json beside it)")
     p.add_argument("--matrices", type=Path, action="append", default=[],
                    help="folder of .mtx/.mtx.gz/.tar.gz matrices (SuiteSparse layout); repeatable")
-    p.add_argument("--max-nnz", type=int, default=None, help="skip real matrices with more nonzeros")
+    p.add_argument("--max-nnz", type=_positive, default=None, help="skip real matrices with more nonzeros")
     p.add_argument("--synthetic", choices=["none", "small", "large"], default="none",
                    help="add the generated suite (large: 1M-50M nnz, incl. block-replicated real matrices)")
-    p.add_argument("--limit", type=_positive, default=None, help="profile at most this many inputs")
+    p.add_argument("--limit", type=_positive, default=None,
+                   help="take the first this many inputs of the list (real matrices first, then the generated "
+                        "ones), those already in the table among them")
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32",
                    help="the matrices' values and x (default: float32, the shipped models' campaigns)")
-    p.add_argument("--deadline", type=float, default=None, help="stop cleanly after this many seconds")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic matrices and the random values")
+    p.add_argument("--deadline", type=_seconds, default=None, help="stop cleanly after this many seconds")
+    p.add_argument("--seed", type=_seed, default=0, help="seed of the synthetic matrices and the random values")
     p.set_defaults(run=_profile)
 
     p = sub.add_parser("merge", help="average several profiling campaigns of one op on one GPU into one table",
@@ -112,6 +115,26 @@ def _positive(text: str) -> int:
         value = None
     if value is None or value < 1:  # argparse would name the function ("invalid _positive value")
         raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:  # NaN was never reached, and 0 profiled nothing
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:  # numpy's generators take none other
+        raise argparse.ArgumentTypeError(f"must be a whole number of 0 or more, got {text!r}")
     return value
 
 

@@ -31,6 +31,18 @@ def test_version_and_plain_help(capsys):
     assert "argument --calls: must be a whole number of 1 or more, got 'abc'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("option, value, rule", [("--deadline", "nan", "a positive number of seconds"),
+                                                 ("--deadline", "0", "a positive number of seconds"),
+                                                 ("--seed", "-1", "a whole number of 0 or more"),
+                                                 ("--max-nnz", "-5", "a whole number of 1 or more")])
+def test_profile_options_are_checked(option, value, rule, capsys):
+    """NaN was never reached, 0 profiled nothing and said it wrote the table, -5 selected no matrix, a
+    negative seed failed inside a loader thread (found by an audit)."""
+    with pytest.raises(SystemExit):
+        main(["profile", "spmv", "--synthetic", "small", "--out", "x.csv", option, value])
+    assert f"argument {option}: must be {rule}, got '{value}'" in capsys.readouterr().err
+
+
 def test_train_on_the_shipped_table(tmp_path, capsys):
     out = tmp_path / "spmv.json"
     assert main(["train", str(DEFAULT_TABLE), "--out", str(out)]) == 0
