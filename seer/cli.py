@@ -108,14 +108,23 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or value < 1:  # argparse would name the function ("invalid _positive value")
-        raise argparse.ArgumentTypeError(f"must be a whole number of 1 or more, got {text!r}")
-    return value
+def _whole(least: int):
+    """An argparse type: a whole number of ``least`` or more (its own message: argparse's would name
+    this function)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be a whole number of {least} or more, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive = _whole(1)
+_seed = _whole(0)  # numpy's generators take no negative seed
 
 
 def _seconds(text: str) -> float:
@@ -125,16 +134,6 @@ def _seconds(text: str) -> float:
         value = math.nan
     if not math.isfinite(value) or value <= 0:  # NaN was never reached, and 0 profiled nothing
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:  # numpy's generators take none other
-        raise argparse.ArgumentTypeError(f"must be a whole number of 0 or more, got {text!r}")
     return value
 
 
