@@ -30,7 +30,7 @@ import torch
 from seer.errors import ProfileTableError, SeerError, warn
 from seer.features import spmv as spmv_features
 from seer.registry import get_op
-from seer.table import CAMPAIGNS, PREPARE, TIME, meta_path, read_frame, replace_atomically
+from seer.table import CAMPAIGNS, PREPARE, TIME, device_of, meta_path, read_frame, read_meta, replace_atomically
 
 # A variant whose result differs from the float64 reference by more than this (relative
 # 2-norm) is recorded as failed (NaN time) rather than timed.
@@ -412,13 +412,9 @@ def _resumed_meta(out: Path, env: dict, op_name: str, dtype: str) -> dict:
                                     "a new table")
         return {}
     try:
-        earlier = json.loads(meta_file.read_text())
-    except json.JSONDecodeError as error:
-        raise ProfileTableError(
-            f"{meta_file} is not valid JSON ({error}); fix or remove it before resuming {out}") from None
-    if not isinstance(earlier, dict):
-        raise ProfileTableError(f"{meta_file} holds {type(earlier).__name__}, not the table's metadata (a JSON "
-                                f"object); fix or remove it before resuming {out}")
+        earlier = read_meta(meta_file)  # as a table's reader checks it: its fields' types too
+    except ProfileTableError as error:
+        raise ProfileTableError(f"{error}; fix or remove it before resuming {out}") from None
     if CAMPAIGNS in earlier:  # its rows are averages over campaigns, which its next merge would rebuild without new ones
         raise ProfileTableError(f"{out} is a merge of campaigns ({meta_file.name} lists them): profile into a "
                                 "campaign's table, or a new one, and merge again")
@@ -427,7 +423,7 @@ def _resumed_meta(out: Path, env: dict, op_name: str, dtype: str) -> dict:
     if earlier.get("dtype", "float32") != dtype:  # tables before the field was recorded are float32
         raise ProfileTableError(f"{out} was profiled in {earlier.get('dtype', 'float32')}, this run in {dtype}: "
                                 "profile into another table")
-    measured_on = (earlier.get("device") or {}).get("name")
+    measured_on = device_of(earlier)["name"]  # a device given by its name alone too
     if measured_on != env["device"]["name"]:
         raise ProfileTableError(f"{out} was measured on {measured_on!r}, this run is on {env['device']['name']!r}: "
                                 "profile into another table (seer merge averages campaigns of one GPU only)")

@@ -205,7 +205,7 @@ def read_table(path: str | Path, op: str | None = None) -> ProfileTable:
     if path.suffix.lower() == ".json":  # read as CSV it would only lack every column
         raise ProfileTableError(f"{path} is JSON (a model, or a table's metadata); a profile table is the CSV beside "
                                 "its .meta.json")
-    meta = _read_meta(meta_path(path))
+    meta = read_meta(meta_path(path))
     if op is None:
         op = meta.get("op")
         if not op:
@@ -249,7 +249,7 @@ def _check_replaceable(out: Path) -> None:
     if not out.exists():
         return
     try:
-        merged_before = CAMPAIGNS in _read_meta(meta_path(out))
+        merged_before = CAMPAIGNS in read_meta(meta_path(out))
     except ProfileTableError:  # metadata that is no table's: not a merge either
         merged_before = False
     if not merged_before:
@@ -424,7 +424,8 @@ def table_sha256(path: str | Path) -> str:
 # ---------------------------------------------------------------------- validation helpers
 
 
-def _read_meta(path: Path) -> dict:
+def read_meta(path: Path) -> dict:
+    """A table's metadata, its fields' types checked ({} where the file does not exist)."""
     if not path.is_file():
         return {}
     try:

@@ -193,9 +193,16 @@ def test_a_new_table_in_a_new_folder_and_metadata_that_is_no_object(tmp_path, su
     out = tmp_path / "new" / "folder" / "spmv-test.csv"
     profiling.profile("spmv", _cases(suitesparse_dir, 1), out, command="first", progress=False)
     assert len(pd.read_csv(out)) == 1
-    out.with_name("spmv-test.meta.json").write_text("null")
-    with pytest.raises(ProfileTableError, match="holds NoneType, not the table's metadata"):
-        profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="resumed", progress=False)
+    # Metadata of other shapes crashed the resume with AttributeError or UnicodeDecodeError (found by an audit).
+    for text, problem in (("null", "must hold a JSON object"), ('{"device": ["H200"]}', '"device" must be an object'),
+                          ('{"versions": ["2.11"]}', '"versions" must be an object'), (b"\xff{}", "is not JSON")):
+        meta = out.with_name("spmv-test.meta.json")
+        meta.write_bytes(text if isinstance(text, bytes) else text.encode())
+        with pytest.raises(ProfileTableError, match=f"{problem}.*; fix or remove it before resuming"):
+            profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="resumed", progress=False)
+    meta.write_text('{"op": "spmv", "device": "cpu"}')  # a device by its name alone, as tables may say it
+    profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="resumed", progress=False)
+    assert len(pd.read_csv(out)) == 2
 
 
 def test_a_median_is_taken_over_at_least_twenty_runs(monkeypatch):
