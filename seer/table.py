@@ -278,6 +278,7 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
             raise ProfileTableError(f"{path} is already a merged table (it has a {CAMPAIGNS!r} column): merge the "
                                     "campaign tables it was made of, listed in its metadata, with the new one")
     _check_same_op_and_device(tables)
+    _warn_of_other_versions(paths, tables)
     digests = [table_sha256(p) for p in paths]  # read once: checked here, recorded in the metadata
     _check_distinct_campaigns(paths, digests)
     _check_columns_cover(paths, tables)
@@ -302,6 +303,16 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
     meta.pop("commands", None)
     ProfileTable.from_frame(result.reset_index(), tables[0].op, meta)  # the merged table must read back
     return write_table(result.reset_index(), out, meta)
+
+
+def _warn_of_other_versions(paths: list[Path], tables: list[ProfileTable]) -> None:
+    """A warning where the campaigns were measured with other torch, Triton or seer versions, as a
+    resumed campaign warns: rows averaged across them may not be comparable."""
+    for name in ("torch", "triton", "seer"):
+        seen = {str(path): (table.meta.get("versions") or {}).get(name) for path, table in zip(paths, tables)}
+        if len(set(seen.values())) > 1:
+            warn(f"the campaigns were measured with other {name} versions ({', '.join(f'{p}: {v}' for p, v in seen.items())}): "
+                 "their rows, averaged, may not be comparable")
 
 
 def _version(text: str) -> tuple[int, int]:

@@ -404,6 +404,16 @@ def test_merge_refuses_campaigns_of_other_inputs_or_gpus(tmp_path, change, messa
     assert not (tmp_path / "merged.csv").exists()
 
 
+def test_merge_warns_of_campaigns_measured_with_other_versions(tmp_path):
+    """A resumed campaign warned of them; a merge averaged them without a word (found by an audit)."""
+    frame = planted_frame(groups=4, per_group=2)
+    a = _campaign(tmp_path, "a", frame)
+    b = _campaign(tmp_path, "b", frame.assign(**{"time_ms:a": frame["time_ms:a"] * 1.1}),
+                  versions={**planted_meta()["versions"], "triton": "3.1.0"})
+    with pytest.warns(SeerWarning, match=r"other triton versions \(.*a\.csv: 3\.6\.0, .*b\.csv: 3\.1\.0\)"):
+        merge_tables([a, b], tmp_path / "merged.csv")
+
+
 def test_merge_refuses_a_merged_table_as_a_campaign(tmp_path):
     """Its rows are already means of several campaigns: averaged again as one, they would be weighted
     wrong and its campaign count overwritten."""
