@@ -310,8 +310,13 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
 
     def write_meta(earlier: dict) -> None:
         # What else the table's metadata says (notes, how its groups were defined) stays with it.
-        meta = {**earlier, "op": op_name, **environment(device), "dtype": dtype, "command": command,
-                "commands": [*earlier.get("commands", []), command], "world_size": world}
+        env = environment(device)
+        # Each run's versions and date kept too: the table's own are the last run's, and a resumed
+        # run may have had others (it warns), which its rows were measured with.
+        run = {"command": command, "date": env["date"], "versions": env["versions"]}
+        meta = {**earlier, "op": op_name, **env, "dtype": dtype, "command": command,
+                "commands": [*earlier.get("commands", []), command], "runs": [*earlier.get("runs", []), run],
+                "world_size": world}
         replace_atomically(meta_path(out), (json.dumps(meta, indent=2) + "\n").encode())  # others may read it
 
     if rank == 0 and not earlier:  # a new table: said before its first row, so that a run killed

@@ -42,7 +42,9 @@ Metadata, ``<stem>.meta.json`` next to ``<stem>.csv``::
      "notes": "free text"}
 
 ``op`` is required unless passed to :func:`read_table`. An op that seer has no feature module
-for may list its features instead: ``"features": {"known": [...], "gathered": [...]}``.
+for may list its features instead: ``"features": {"known": [...], "gathered": [...]}``. A table
+``seer profile`` wrote also lists every run that added rows to it (``"commands"``, and ``"runs"``:
+each one's command, date and versions; the top-level ones are the last run's).
 
 Campaigns
 ---------

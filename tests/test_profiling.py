@@ -7,6 +7,7 @@ import json
 import pandas as pd
 import pytest
 import torch
+import triton
 
 from seer import profiling
 from seer.datasets.cases import spmv_cases
@@ -136,10 +137,16 @@ def test_a_run_killed_mid_way_leaves_metadata_a_resumed_run_checks(tmp_path, sui
 def test_resuming_with_other_versions_warns(tmp_path, suitesparse_dir, host_timer, few_variants):
     out = tmp_path / "spmv-test.csv"
     profiling.profile("spmv", _cases(suitesparse_dir, 1), out, command="first", progress=False)
-    _edit_meta(out, versions={"triton": "0.0.1"})
+    meta_file = _edit_meta(out, versions={"triton": "0.0.1"})
+    meta = json.loads(meta_file.read_text())
+    meta["runs"][0]["versions"]["triton"] = "0.0.1"  # as if the first run had had it
+    meta_file.write_text(json.dumps(meta))
     with pytest.warns(SeerWarning, match=r"triton 0\.0\.1 \(now "):
         profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="resumed", progress=False)
     assert len(pd.read_csv(out)) == 2
+    # The metadata's versions are the last run's; the first run's stay on record (they were lost).
+    runs = json.loads(meta_file.read_text())["runs"]
+    assert [(r["command"], r["versions"]["triton"]) for r in runs] == [("first", "0.0.1"), ("resumed", triton.__version__)]
 
 
 def test_preparation_is_timed_on_problems_that_have_not_seen_the_variant(suitesparse_dir, host_timer, few_variants,
