@@ -30,7 +30,7 @@ import torch
 from seer.errors import ProfileTableError, SeerError, warn
 from seer.features import spmv as spmv_features
 from seer.registry import get_op
-from seer.table import CAMPAIGNS, PREPARE, TIME, device_of, meta_path, read_frame, read_meta, replace_atomically
+from seer.table import CAMPAIGNS, PREPARE, TIME, device_of, meta_path, read_meta, read_rows, replace_atomically
 
 # A variant whose result differs from the float64 reference by more than this (relative
 # 2-norm) is recorded as failed (NaN time) rather than timed.
@@ -342,8 +342,10 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
             try:
                 row = profile_case(op_name, case, call_overhead=size < call_overhead_below, log=log,
                                    loaded=next(loads).result(), settle=loads.settle)
-            except SeerError as error:  # an unreadable or unsupported input is skipped, not fatal
-                log(f"  SKIPPED {case.id}: {error}")
+            except (SeerError, torch.OutOfMemoryError) as error:  # an unreadable, unsupported or too large
+                log(f"  SKIPPED {case.id}: {error}")                   # input is skipped, not fatal: fatal, it
+                if isinstance(error, torch.OutOfMemoryError):          # would stop every resumed run there too
+                    torch.cuda.empty_cache()
                 continue
             _append_row(shard, row)
     if world > 1:
@@ -383,7 +385,7 @@ def _ids(table: Path) -> list[str]:
     if not whole.strip():
         return []
     try:
-        return [str(i) for i in pd.read_csv(io.BytesIO(whole), usecols=["id"])["id"]]
+        return list(pd.read_csv(io.BytesIO(whole), usecols=["id"], dtype=str, keep_default_na=False)["id"])
     except ValueError as error:  # pandas's ParserError and a missing column; bytes that are no text
         raise ProfileTableError(f"{table} is not a profile table to resume ({error}): profile into another "
                                 "table") from None
@@ -530,7 +532,7 @@ def _append_row(path: Path, row: dict) -> None:
         header = pd.read_csv(path, nrows=0).columns.tolist()
         frame = frame.reindex(columns=header + [c for c in frame.columns if c not in header])
         if list(frame.columns) != header:  # a new column appeared: rewrite with the wider header (whole
-            wider = pd.concat([read_frame(path), frame], ignore_index=True)  # or not at all if killed)
+            wider = pd.concat([read_rows(path), frame], ignore_index=True)  # or not at all if killed)
             replace_atomically(path, wider.to_csv(index=False).encode())
             return
         frame.to_csv(path, mode="a", header=False, index=False)
@@ -544,8 +546,8 @@ def _merge_shards(out: Path) -> None:
     shards = _shards(out)
     for s in [out, *shards]:  # a row the merged table was cut in (a run killed while merging) too
         _drop_cut_row(s)
-    frames = [read_frame(out)] if out.exists() else []
-    frames += [read_frame(s) for s in shards if s.exists()]  # one cut inside its header is gone
+    frames = [read_rows(out)] if out.exists() else []
+    frames += [read_rows(s) for s in shards if s.exists()]  # one cut inside its header is gone
     if frames:
         merged = pd.concat(frames, ignore_index=True).drop_duplicates("id", keep="last")
         replace_atomically(out, merged.to_csv(index=False).encode())

@@ -216,9 +216,7 @@ def read_table(path: str | Path, op: str | None = None) -> ProfileTable:
     elif meta.get("op", op) != op:
         raise ProfileTableError(f"{path} was profiled for op {meta['op']!r}, not {op!r}")
     try:
-        header = _check_header(path)
-        frame = read_frame(path, dtype=dict.fromkeys(TEXT_COLUMNS, str), keep_default_na=False,
-                           na_values={c: [""] if c in TEXT_COLUMNS else NA_CELLS for c in header})
+        frame = read_rows(path, _check_header(path))
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, csv.Error) as error:
         raise ProfileTableError(f"{path} is not a readable CSV: {error}") from None
     try:
@@ -332,6 +330,14 @@ _EXACT_FLOATS = {"float_precision": "round_trip"} if _version(pd.__version__) < 
 def read_frame(path: str | Path, **options) -> pd.DataFrame:
     """A table's CSV with every float as written, to the bit, on any pandas this package supports."""
     return pd.read_csv(path, **_EXACT_FLOATS, **options)
+
+
+def read_rows(path: str | Path, header: Sequence[str] | None = None) -> pd.DataFrame:
+    """A table's CSV as :func:`read_table` reads it: floats to the bit, and names (``id``, ``group``,
+    ``source``) as text, where only an empty cell is missing (an input may be named ``NA``)."""
+    header = pd.read_csv(path, nrows=0).columns if header is None else header
+    return read_frame(path, dtype=dict.fromkeys(TEXT_COLUMNS, str), keep_default_na=False,
+                      na_values={c: [""] if c in TEXT_COLUMNS else NA_CELLS for c in header})
 
 
 def read_cells(path: str | Path) -> pd.DataFrame:

@@ -362,6 +362,36 @@ def test_only_rank_files_are_taken_for_shards_and_a_cut_merge_is_mended(tmp_path
     assert backup.exists()
 
 
+def test_names_spelled_like_missing_cells_stay_names(tmp_path):
+    """An input named NA read back as 'nan' (never counted as done) and a group None as missing, in
+    the harness's own reads (found by an audit): read_table takes them as names."""
+    out = tmp_path / "spmv-x.csv"
+    pd.DataFrame({"id": ["NA"], "group": ["None"], "time_ms:v": [1.0]}).to_csv(out, index=False)
+    pd.DataFrame({"id": ["null"], "group": ["NA"], "time_ms:v": [2.0]}).to_csv(tmp_path / "spmv-x.rank1.csv",
+                                                                                index=False)
+    assert profiling._ids(out) == ["NA"]
+    profiling._merge_shards(out)
+    assert pd.read_csv(out, dtype=str, keep_default_na=False)[["id", "group"]].values.tolist() == [
+        ["NA", "None"], ["null", "NA"]]
+
+
+def test_an_input_too_large_for_memory_is_skipped(tmp_path, suitesparse_dir, host_timer, few_variants, monkeypatch):
+    """Out of memory while loading an input or computing its reference ended the run, and every
+    resumed run at the same input (found by an audit)."""
+    cases = _cases(suitesparse_dir, 3)
+    real_profile_case = profiling.profile_case
+
+    def profile_case(op, case, **kw):
+        if case.id == cases[1].id:
+            raise torch.OutOfMemoryError("CUDA out of memory (as if)")
+        return real_profile_case(op, case, **kw)
+
+    monkeypatch.setattr(profiling, "profile_case", profile_case)
+    out = tmp_path / "spmv-x.csv"
+    profiling.profile("spmv", cases, out, command="test", progress=False)
+    assert pd.read_csv(out)["id"].tolist() == [cases[0].id, cases[2].id]
+
+
 def test_new_columns_widen_the_table(tmp_path):
     out = tmp_path / "t.csv"
     profiling._append_row(out, {"id": "a", "time_ms:v": 1.0})
