@@ -53,6 +53,8 @@ def _finite(**values) -> None:
         _require(isinstance(value, numbers.Real) and math.isfinite(value), f"{name} must be a finite number, got {value!r}")
 
 
+# Log-normal row lengths of a log-space spread past this put nearly every nonzero in a few rows.
+MAX_LOG_SIGMA = 10.0
 # Generated matrices are built in host memory, several arrays of this many entries at once.
 MAX_ENTRIES = 2**31
 
@@ -241,6 +243,7 @@ _WIDE_BOXES_2D = {(2 * radius + 1) ** 2: radius for radius in (2, 3, 4, 5)}
 def stencil_2d(n: int, points: int = 5, seed=0, *, dtype=np.float32) -> sp.csr_matrix:
     """5- or 9-point stencil on an n x n grid (n**2 rows, row-major numbering), or the whole box of
     radius 2 to 5 around each point (25, 49, 81 or 121 points)."""
+    _whole(points=points)  # 5.0 passed the membership test
     _require(points in (5, 9, *_WIDE_BOXES_2D), f"2-D stencils have 5, 9, 25, 49, 81 or 121 points, got {points}")
     return _grid_stencil(n, _stencil_offsets(2, points), seed, dtype)
 
@@ -248,6 +251,7 @@ def stencil_2d(n: int, points: int = 5, seed=0, *, dtype=np.float32) -> sp.csr_m
 def stencil_3d(n: int, points: int = 7, seed=0, *, dtype=np.float32) -> sp.csr_matrix:
     """7-, 19- or 27-point stencil on an n x n x n grid (n**3 rows): the faces' neighbours, then
     the edges' too, then the whole 3 x 3 x 3 box."""
+    _whole(points=points)
     _require(points in (7, 19, 27), f"3-D stencils have 7, 19 or 27 points, got {points}")
     return _grid_stencil(n, _stencil_offsets(3, points), seed, dtype)
 
@@ -341,7 +345,8 @@ def lognormal_rows(rows: int, cols: int, mean_row: float, sigma: float, seed=0, 
     _finite(mean_row=mean_row, sigma=sigma)
     _value_dtype(dtype)
     _require(rows >= 1 and cols >= 1, f"lognormal_rows needs rows, cols >= 1, got {rows} x {cols}")
-    _require(mean_row > 0 and sigma >= 0, f"lognormal_rows needs mean_row > 0 and sigma >= 0, got {mean_row}, {sigma}")
+    _require(mean_row > 0 and 0 <= sigma <= MAX_LOG_SIGMA,  # past it, sigma**2 overflows or no row is left
+             f"lognormal_rows needs mean_row > 0 and sigma in [0, {MAX_LOG_SIGMA}], got {mean_row}, {sigma}")
     _fits(float(rows) * mean_row, f"{rows:,} rows of {mean_row:g} nonzeros on average")
     rng = _rng(seed)
     mu = math.log(mean_row) - sigma**2 / 2  # so that E[length] = mean_row
@@ -382,6 +387,8 @@ def block_replicate(
         f"coupling must lie in [0, copies * (copies - 1)] = [0, {copies * (copies - 1)}], got {coupling}",
     )
     block = sp.coo_matrix(A)
+    _require(not np.iscomplexobj(block.data), "block_replicate takes a real matrix: its values would lose their "
+                                              "imaginary parts")
     block.sum_duplicates()
     _fits(float(copies + coupling) * block.nnz, f"{copies + coupling} copies of a matrix of {block.nnz:,} nonzeros")
     rng = _rng(seed)

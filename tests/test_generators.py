@@ -314,6 +314,11 @@ def test_block_replicate_rectangular(suitesparse_dir):
         (lambda: block_replicate(sp.eye(3), 10**9), "more than the generators build"),
         # an integer dtype would round the random values (magnitudes in [0.5, 1)) to zero
         (lambda: banded(5, 1, dtype=np.int32), "floating dtype, got int32"),
+        # found by an audit: a float count of points passed, sigma**2 overflowed, imaginary parts were dropped
+        (lambda: stencil_2d(10, 5.0), "points must be a whole number, got 5.0"),
+        (lambda: stencil_3d(10, 7.0), "points must be a whole number, got 7.0"),
+        (lambda: lognormal_rows(5, 5, 2, 1e200), r"sigma in \[0, 10\.0\]"),
+        (lambda: block_replicate(sp.eye(3, dtype=complex) * 1j, 2), "takes a real matrix"),
     ],
 )
 def test_bad_arguments(call, problem):
