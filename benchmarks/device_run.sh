@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: install seer over the image's torch/triton, then run the named
 # stages in order; everything worth keeping lands under $OUT. Usage (from the repo root):
-#   bash benchmarks/device_run.sh env tests spmv-real spmv-large gemm dispatch    (one GPU)
-#   NPROC=2 bash benchmarks/device_run.sh tests-gpus overlap spmv-real spmv-large  (nvidia-h200-x2)
+#   bash benchmarks/device_run.sh env tests spmv-real spmv-resume gemm dispatch    (one GPU)
+#   NPROC=2 bash benchmarks/device_run.sh tests-gpus overlap spmv-real spmv-resume  (nvidia-h200-x2)
 #   NPROC=2 STAGE_SECONDS=250 VARIANT="a b" bash benchmarks/device_run.sh spmv-add-variant (inputs over two GPUs)
 # Real matrices are read from .carry/suitesparse (a git-ignored copy of ../shared/suitesparse).
 set -uo pipefail
@@ -44,8 +44,10 @@ run_stage() {
     # Inputs on a GPU that is not the current one (two GPUs, one process: no torchrun).
     tests-gpus) python3 -m pytest -q -rfE -m multigpu tests/test_dispatch_gpu.py ;;
     smoke) seer profile spmv --matrices .carry/suitesparse --limit 40 --out "$OUT/smoke.csv" ;;
-    spmv-real) $profile spmv --matrices .carry/suitesparse --out "$table" --deadline "$budget" ;;
-    spmv-large) $profile spmv --matrices .carry/suitesparse --synthetic large --out "$table" --deadline "$budget" ;;
+    # The device's table is a merge of its two campaigns, which is not resumed (its next merge would
+    # lose the rows): new inputs go into the first campaign's table, which is merged again.
+    spmv-real) $profile spmv --matrices .carry/suitesparse \
+                 --out "datasets/profiles/spmv-$device-first.csv" --deadline "$budget" && merge_and_train ;;
     # Inputs the suite gained since the device's campaign (NOTES SpMV 40): profiled into its first
     # campaign table (which resumes), merged with the repeat of the real matrices, model retrained.
     spmv-resume) $profile spmv --matrices .carry/suitesparse --synthetic large \
