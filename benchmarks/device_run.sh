@@ -23,6 +23,11 @@ merge_and_train() {
   seer merge "datasets/profiles/spmv-$device-first.csv" "datasets/profiles/spmv-$device-repeat.csv" --out "$table" &&
     seer train "$table"
 }
+# On a GPU without a repeat campaign yet, its first campaign is all there is to merge later.
+merge_if_repeated() {
+  if [ -f "datasets/profiles/spmv-$device-repeat.csv" ]; then merge_and_train
+  else echo "no repeat campaign of $device yet: datasets/profiles/spmv-$device-first.csv is its only table"; fi
+}
 # benchmarks/spmv_preparation.py with its arguments over both campaign tables, then merge_and_train;
 # a table the deadline left unfinished keeps its marker column and the next run resumes it, on the
 # still marked tables alone (with --again a finished one would start over).
@@ -44,10 +49,11 @@ run_stage() {
     # Inputs on a GPU that is not the current one (two GPUs, one process: no torchrun).
     tests-gpus) python3 -m pytest -q -rfE -m multigpu tests/test_dispatch_gpu.py ;;
     smoke) seer profile spmv --matrices .carry/suitesparse --limit 40 --out "$OUT/smoke.csv" ;;
-    # The device's table is a merge of its two campaigns, which is not resumed (its next merge would
-    # lose the rows): new inputs go into the first campaign's table, which is merged again.
+    # The device's table is a merge of its two campaigns, which is neither resumed nor rewritten in
+    # place (its next merge would lose the rows): new inputs go into the first campaign's table, which
+    # is merged again; passes over the rows go through each_campaign (spmv-regather, spmv-reprepare).
     spmv-real) $profile spmv --matrices .carry/suitesparse \
-                 --out "datasets/profiles/spmv-$device-first.csv" --deadline "$budget" && merge_and_train ;;
+                 --out "datasets/profiles/spmv-$device-first.csv" --deadline "$budget" && merge_if_repeated ;;
     # Inputs the suite gained since the device's campaign (NOTES SpMV 40): profiled into its first
     # campaign table (which resumes), merged with the repeat of the real matrices, model retrained.
     spmv-resume) $profile spmv --matrices .carry/suitesparse --synthetic large \
@@ -113,8 +119,6 @@ run_stage() {
     cusparse-call-host) python3 benchmarks/cusparse_call_host.py --matrices .carry/suitesparse \
                           --before .carry/cusparse-before.py --out benchmarks/results ;;
     spmv-cusparse) python3 benchmarks/spmv_cusparse.py --matrices .carry/suitesparse --out benchmarks/results --budget-s "$budget" ;;
-    spmv-preparation) python3 benchmarks/spmv_preparation.py "$table" --matrices .carry/suitesparse --deadline "$budget" ;;
-    spmv-gather) python3 benchmarks/spmv_preparation.py "$table" --matrices .carry/suitesparse --gather --deadline "$budget" ;;
     spmv-ncu) python3 benchmarks/spmv_ncu.py --out benchmarks/results --variants ${NCU_VARIANTS:-merge_c512 adaptive} ${NCU_ARGS:-} ;;
     # Each large matrix loads before it is timed (NOTES SpMV 47): ~1.2 s a matrix, so 330 s covers the 277.
     dispatch) python3 benchmarks/dispatch.py --out "benchmarks/results" --matrices .carry/suitesparse \

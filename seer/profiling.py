@@ -314,9 +314,10 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
         # Each run's versions and date kept too: the table's own are the last run's, and a resumed
         # run may have had others (it warns), which its rows were measured with.
         run = {"command": command, "date": env["date"], "versions": env["versions"]}
+        # A table from before the field: its last run's, as its top level says, stands for its runs.
+        before = earlier.get("runs") or ([{key: earlier.get(key) for key in run}] if earlier else [])
         meta = {**earlier, "op": op_name, **env, "dtype": dtype, "command": command,
-                "commands": [*earlier.get("commands", []), command], "runs": [*earlier.get("runs", []), run],
-                "world_size": world}
+                "commands": [*earlier.get("commands", []), command], "runs": [*before, run], "world_size": world}
         replace_atomically(meta_path(out), (json.dumps(meta, indent=2) + "\n").encode())  # others may read it
 
     if rank == 0 and not earlier:  # a new table: said before its first row, so that a run killed
@@ -413,10 +414,11 @@ def _resumed_meta(out: Path, env: dict, op_name: str, dtype: str) -> dict:
     if not out.exists() and not shards:  # a new table (metadata left beside a deleted one is written over)
         return {}
     if not meta_file.exists():
-        if _ids(out) or any(_ids(shard) for shard in shards):
-            raise ProfileTableError(f"{out} has rows but no {meta_file.name} (a run stopped before writing it): "
-                                    "nothing says which GPU measured them; restore the metadata or profile into "
-                                    "a new table")
+        holding = [table.name for table in [out, *shards] if _ids(table)]
+        if holding:
+            raise ProfileTableError(f"{out} has rows ({', '.join(holding)}) but no {meta_file.name} (a run stopped "
+                                    "before writing it): nothing says which GPU measured them; restore the "
+                                    "metadata or profile into a new table")
         return {}
     try:
         earlier = read_meta(meta_file)  # as a table's reader checks it: its fields' types too
@@ -439,12 +441,15 @@ def _resumed_meta(out: Path, env: dict, op_name: str, dtype: str) -> dict:
     if changed:
         versions = ", ".join(f"{name} {then} (now {now})" for name, (then, now) in changed.items())
         warn(f"resuming {out}, measured with {versions}: its rows and the new ones may not be comparable")
-    for table in [out, *shards]:
-        _check_variants_timed(table, op_name)
+    _check_variants_timed(out, op_name, "retire the first (python -m seer.table retire) and time the second into "
+                                        "its rows (benchmarks/spmv_preparation.py --add-variant)")
+    for shard in shards:  # no tool adds to a rank file: the seer that wrote it finishes it
+        _check_variants_timed(shard, op_name, "an interrupted run's rank file: resume with the seer that wrote it, "
+                                              "or remove it")
     return earlier
 
 
-def _check_variants_timed(table: Path, op_name: str) -> None:
+def _check_variants_timed(table: Path, op_name: str, remedy: str) -> None:
     """Refuse to resume a table that times other variants than this seer's op has: new rows would
     leave its rows without the new variants' times (dropped when read) or its own without the
     retired ones'."""
@@ -453,11 +458,10 @@ def _check_variants_timed(table: Path, op_name: str) -> None:
     timed = {c.removeprefix(TIME) for c in pd.read_csv(table, nrows=0).columns if c.startswith(TIME)}
     variants = set(get_op(op_name).variants)
     if timed != variants:
-        differ = [f"times {sorted(timed - variants)}, which this seer's {op_name} lacks (retire them: python -m "
-                  "seer.table retire)"] if timed - variants else []
-        differ += [f"lacks {sorted(variants - timed)} (time them into its rows: benchmarks/spmv_preparation.py "
-                   "--add-variant)"] if variants - timed else []
-        raise ProfileTableError(f"{table} {' and '.join(differ)}; then resume it, or profile into a new table")
+        differ = [f"times {sorted(timed - variants)}, which this seer's {op_name} lacks"] if timed - variants else []
+        differ += [f"lacks {sorted(variants - timed)}, which this seer's {op_name} has"] if variants - timed else []
+        raise ProfileTableError(f"{table} {' and '.join(differ)}: {remedy}; then resume it, or profile into a new "
+                                "table")
 
 
 class _Prefetched:

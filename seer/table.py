@@ -238,7 +238,7 @@ def write_table(frame: pd.DataFrame, path: str | Path, meta: Mapping) -> Path:
 
 def replace_atomically(path: Path, data: bytes) -> None:
     """``path`` holds ``data``, or what it held before if the process dies while writing."""
-    written = path.with_name(path.name + ".tmp")
+    written = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # one per writing process: two merges may run at once
     written.write_bytes(data)
     os.replace(written, path)
 
@@ -297,10 +297,12 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
         date=max(str(t.meta.get("date", "")) for t in tables),
         command=command or f"seer merge {' '.join(map(str, paths))} --out {out}",
         campaigns=[{"table": str(p), "sha256": digest, "date": t.meta.get("date"), "rows": len(t),
-                    "versions": t.meta.get("versions"), "commands": t.meta.get("commands", [t.meta.get("command")])}
+                    "versions": t.meta.get("versions"), "commands": t.meta.get("commands", [t.meta.get("command")]),
+                    **({"runs": t.meta["runs"]} if "runs" in t.meta else {})}
                    for p, t, digest in zip(paths, tables, digests)],
     )
     meta.pop("commands", None)
+    meta.pop("runs", None)  # the first campaign's: each campaign's are listed with it
     ProfileTable.from_frame(result.reset_index(), tables[0].op, meta)  # the merged table must read back
     return write_table(result.reset_index(), out, meta)
 
