@@ -40,7 +40,7 @@ from seer.datasets.cases import spmv_cases
 from seer.profiling import (SPMV_CALL_OVERHEAD_BELOW, _Prefetched, _rank_and_world, gather_ms, host_call_us,
                             preparation_columns, timed_if_correct)
 from seer.registry import get_op
-from seer.table import meta_path, read_frame
+from seer.table import meta_path, read_frame, replace_atomically
 
 
 def preparation(names: list[str]):
@@ -213,9 +213,10 @@ def main() -> int:
             for name in sorted(added, key=registered.index):  # each after the variant registered before it
                 frame = place_columns(frame, name)
             print(f"anchors, this run over the table (median): {ratios}")
-    frame.to_csv(args.table, index=False)
+    # Each replaced whole or not at all: a kill mid-write would leave a campaign's table cut short.
+    replace_atomically(Path(args.table), frame.to_csv(index=False).encode())
     meta["commands"] = [*meta.get("commands", []), command(world)]
-    meta_path(args.table).write_text(json.dumps(meta, indent=2) + "\n")
+    replace_atomically(meta_path(args.table), (json.dumps(meta, indent=2) + "\n").encode())
     print(f"{len(frame) - len(todo)} of {len(frame)} inputs re-measured; wrote {args.table}")
     return 0
 
