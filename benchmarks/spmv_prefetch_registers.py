@@ -21,11 +21,10 @@ import sys
 
 import torch
 import triton
-from scipy.stats import gmean
 from large_set import checked_times
-from spmv_row_occupancy import TILES, rows_spmv
+from spmv_row_occupancy import TILES, over_own_tile, rows_spmv
 from spmv_tiles import _prefetch_rows_kernel
-from spmv_vector_loads import best, describe_best, large_regular, method, overall, per_matrix, shipped_and_candidates
+from spmv_vector_loads import describe_best, large_regular, method, overall, per_matrix, shipped_and_candidates
 
 CAP = 40  # registers per thread: item 24's best cap (32 spilled)
 
@@ -71,16 +70,7 @@ def markdown(result: dict) -> str:
              f"x gather, `_r{CAP}` capped at {CAP} registers per thread, `_prefetch_r{CAP}` both.", "",
              *per_matrix(rows, names, "candidate", copy)]
     if rows:
-        lines += ["", overall(rows, names, copy), "",
-                  "Each candidate over its own shipped tile (geometric mean over the matrices that tile is the "
-                  "best shipped vector variant on):", "", "| candidate | matrices | over its shipped tile |",
-                  "|---|---|---|"]
-        for name in names:
-            tile = name.split("_prefetch")[0].split("_r")[0]
-            own = [r for r in rows if best(r["time_ms"], TILES)[0] == tile]
-            if own:
-                lines.append(f"| {name} | {len(own)} | "
-                             f"{gmean([r['time_ms'][tile] / r['time_ms'][name] for r in own]):.3f}x |")
+        lines += ["", overall(rows, names, copy), "", *over_own_tile(rows, names)]
     return "\n".join(lines) + "\n"
 
 

@@ -72,17 +72,21 @@ def markdown(result: dict) -> str:
              "Candidates: `<shipped tile>_r<cap>` the shipped tile capped at that many registers per thread, "
              "`_half` half the rows per program.", "", *per_matrix(rows, names, "candidate", copy)]
     if rows:
-        lines += ["", overall(rows, names, copy), "",
-                  "Each candidate over its own shipped tile (geometric mean over the matrices that tile is the "
-                  "best shipped vector variant on):", "", "| candidate | matrices | over its shipped tile |",
-                  "|---|---|---|"]
-        for name in names:
-            tile = name.split("_half")[0].split("_r")[0]
-            own = [r for r in rows if best(r["time_ms"], TILES)[0] == tile]
-            if own:
-                lines.append(f"| {name} | {len(own)} | "
-                             f"{gmean([r['time_ms'][tile] / r['time_ms'][name] for r in own]):.3f}x |")
+        lines += ["", overall(rows, names, copy), "", *over_own_tile(rows, names)]
     return "\n".join(lines) + "\n"
+
+
+def over_own_tile(rows: list[dict], names) -> list[str]:
+    """Each candidate (named ``<shipped tile>_...``) over its own shipped tile, on the matrices that
+    tile is the best shipped vector variant on."""
+    lines = ["Each candidate over its own shipped tile (geometric mean over the matrices that tile is the "
+             "best shipped vector variant on):", "", "| candidate | matrices | over its shipped tile |", "|---|---|---|"]
+    for name in names:
+        tile = next(t for t in TILES if name.startswith(f"{t}_"))
+        own = [r for r in rows if best(r["time_ms"], TILES)[0] == tile]
+        if own:
+            lines.append(f"| {name} | {len(own)} | {gmean([r['time_ms'][tile] / r['time_ms'][name] for r in own]):.3f}x |")
+    return lines
 
 
 def main() -> int:
