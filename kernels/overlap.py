@@ -1310,8 +1310,8 @@ def _check_ranks_agree(p, pattern: str, params: dict) -> None:
                                                       if value)
                           for rank, row in enumerate(every))
         raise RanksRefused(f"{p.op}: the ranks called with different shapes, dtypes or patterns ({calls}); every rank "
-                         f"must pass its share of the same GEMM and run the same pattern (the same variant=, calls= "
-                         f"and model on every rank)")
+                           f"must pass its share of the same GEMM and run the same pattern (the same variant=, calls= "
+                           f"and model on every rank)")
 
 
 def _gather_agreement(heap: Heap, op: str, a_shape, b_shape, row, refusal: str | None) -> list[list[int]]:

@@ -63,16 +63,16 @@ class Heap:
 
     def __init__(self, local: torch.Tensor, heap_bases: torch.Tensor, rank: int, world_size: int,
                  group=None, *, max_spins: int = DEFAULT_MAX_SPINS):
-        bases = heap_bases.tolist()
-        if len(bases) != world_size or _rank(rank, world_size) is None:
+        bases, given, rank = heap_bases.tolist(), rank, _rank(rank, world_size)
+        if len(bases) != world_size or rank is None:
             raise SeerError(f"a heap of world size {world_size} needs a base per rank and a rank in "
-                            f"[0, {world_size}), got {len(bases)} bases and rank {rank!r}")
+                            f"[0, {world_size}), got {len(bases)} bases and rank {given!r}")
         misaligned = [r for r, base in enumerate(bases) if base % ALIGNMENT]
         if misaligned:
             raise SeerError(f"heap bases of ranks {misaligned} are not {ALIGNMENT}-byte aligned: {bases}")
         self._local = local  # this rank's heap as uint8
         self.heap_bases = heap_bases
-        self.rank = _rank(rank, world_size)
+        self.rank = rank
         self.world_size = world_size
         self.group = group  # the process group of the torch collectives (bulk_torch, references)
         self.max_spins = max_spins
