@@ -1,6 +1,7 @@
 """GEMM results: seer's choices on held-out shapes against the oracle, torch.matmul and triton.autotune.
 
     python benchmarks/gemm.py --out benchmarks/results/gemm-h100 [--model models/gemm-h100.json]
+                              [--compare-model models/gemm-h200.json]
 
 Held-out shapes: the LLM layers at token counts the profile sweep never saw, and random shapes
 from another seed. For each shape every shipped variant is timed (as in gemm_profile.py), and so
@@ -8,6 +9,8 @@ is ``seer.dispatch`` end to end. Reported: seer's fraction of the oracle (over a
 variants, and over the Triton ones), geometric-mean speed-up over torch.matmul with and without
 the vendor candidate, the worst shape, host overhead on decode shapes, and on a sample of shapes
 ``triton.autotune`` over the same tile configs (time to first result, steady-state time).
+``--compare-model`` scores another model's choices on the same timings (another GPU's model, to
+see what measuring this one bought).
 Writes ``gemm-results.json`` and ``gemm-results.md`` under ``--out``.
 """
 from __future__ import annotations
@@ -95,7 +98,7 @@ def first_call_ms(fn) -> float:
 
 
 # ---------------------------------------------------------------- one shape
-def measure(shape: sweep.Shape, model, timer: sweep.Timer, autotune: bool, log) -> dict:
+def measure(shape: sweep.Shape, model, timer: sweep.Timer, autotune: bool, log, compare_model=None) -> dict:
     import seer
     from seer.kernels import gemm
     from seer.profiling import host_call_us
@@ -113,6 +116,8 @@ def measure(shape: sweep.Shape, model, timer: sweep.Timer, autotune: bool, log) 
         row[f"time_ms:{name}"] = ms
         best = min(best, ms)
     row["choice"], row["model"] = seer_choice(a, b, model)
+    if compare_model is not None:
+        row["compared_choice"], row["compared_model"] = seer_choice(a, b, compare_model)
     seer.clear_cache()
     row["seer_first_call_ms"] = first_call_ms(seer_call(a, b, model))  # features, tree, launch
     row["seer_ms"] = timer.median_ms(seer_call(a, b, model))
@@ -169,12 +174,24 @@ def summarise(rows: list[dict]) -> dict:
             "seer_first_call_ms_median": float(np.median([r["seer_first_call_ms"] for r in tuned])),
             "steady_state_seer_over_autotune": geomean([r["autotune_ms"] / r["seer_ms"] for r in tuned]),
         }
+    if rows and "compared_choice" in rows[0]:
+        summary["compared_model"] = compared(rows, oracle, torch_ms, chosen)
     decode = [r for r in rows if "call_us:seer" in r]
     if decode:
         summary["decode_host_call_us"] = {
             "seer": float(np.median([r["call_us:seer"] for r in decode])),
             "torch_matmul": float(np.median([r["call_us:torch_matmul"] for r in decode]))}
     return summary
+
+
+def compared(rows: list[dict], oracle, torch_ms, chosen) -> dict:
+    """The compared model's choices scored on the same timings as the model's."""
+    theirs = np.array([r[f"time_ms:{r['compared_choice']}"] for r in rows])
+    return {"model": rows[0]["compared_model"],
+            "fraction_of_oracle": geomean(oracle / theirs),
+            "speedup_over_torch_matmul": geomean(torch_ms / theirs),
+            "model_over_compared": geomean(theirs / chosen),  # over 1: the model's choices are faster
+            "same_choice": float(np.mean([r["choice"] == r["compared_choice"] for r in rows]))}
 
 
 def markdown(summary: dict, env: dict, rows: list[dict]) -> str:
@@ -203,6 +220,14 @@ def markdown(summary: dict, env: dict, rows: list[dict]) -> str:
              f"{t['first_call_ms_median']:.1f} ms"),
             ("steady state: autotune time / seer time (geomean)", f"{t['steady_state_seer_over_autotune']:.3f}"),
         ]
+    if "compared_model" in s:
+        c = s["compared_model"]
+        measures += [
+            (f"compared model {c['model']}: fraction of the oracle / speed-up over torch.matmul (kernel time)",
+             f"{c['fraction_of_oracle']:.3f} / {c['speedup_over_torch_matmul']:.3f}x"),
+            ("the model's choices over the compared model's (geomean) / same choice",
+             f"{c['model_over_compared']:.3f}x / {c['same_choice']:.0%}"),
+        ]
     if "decode_host_call_us" in s:
         d = s["decode_host_call_us"]
         measures.append(("host time per call, M <= 16 (seer / torch.matmul)",
@@ -223,6 +248,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--model", default=None, help="model file (default: what seer.dispatch resolves)")
+    parser.add_argument("--compare-model", default=None,
+                        help="another model whose choices are scored on the same timings (e.g. another GPU's)")
     parser.add_argument("--random", type=int, default=20, help="random held-out shapes")
     parser.add_argument("--autotune-shapes", type=int, default=12, help="shapes to run triton.autotune on")
     parser.add_argument("--budget-s", type=float, default=230)
@@ -254,7 +281,8 @@ def main(argv=None) -> int:
             if time.monotonic() > started + args.budget_s:
                 log(f"budget reached after {len(rows)} of {len(shapes)} shapes")
                 break
-            rows.append(measure(shape, args.model, timer, autotune=i % autotune_every == 0, log=log))
+            rows.append(measure(shape, args.model, timer, autotune=i % autotune_every == 0, log=log,
+                                compare_model=args.compare_model))
             torch.cuda.empty_cache()
     summary = summarise(rows)
     args.out.mkdir(parents=True, exist_ok=True)

@@ -165,3 +165,24 @@ def test_gemm_on_a_gpu_that_is_not_the_current_one():
             assert c.device == a.device
             error = ((c.double() - a.double() @ b.double()).norm() / (a.double() @ b.double()).norm()).item()
             assert error < 1e-2
+
+
+@pytest.mark.parametrize("op", ["spmv", "gemm"])
+def test_a_shipped_model_measured_on_this_gpu_is_taken_without_a_warning(op, monkeypatch):
+    import warnings
+
+    from seer.dispatch import clear_cache, model_files, resolve_model
+    from seer.registry import get_op
+
+    monkeypatch.delenv("SEER_MODELS", raising=False)
+    name = torch.cuda.get_device_name()
+    shipped = [path.name for path in model_files(op)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clear_cache()
+        model, described = resolve_model(get_op(op), torch.device("cuda"))
+    said = [str(w.message) for w in caught]
+    if model is not None and model.device["name"] == name:
+        assert described in shipped and not said, said
+    else:  # a GPU seer has not measured: the model of another (or the hand rule) is said
+        assert any(repr(name) in text for text in said), said
