@@ -55,7 +55,11 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("profile", help="time every variant of an op over many inputs (on a GPU) into a profile table",
                        description="Profile SpMV variants and cuSPARSE on real and synthetic matrices. "
-                                   "Resumes an existing table; under torchrun each rank takes a shard.")
+                                   "Resumes an existing table (with the --synthetic suite and --seed it was "
+                                   "profiled with; --synthetic none goes with any); under torchrun each rank "
+                                   "takes a shard. An input that is not supported or does not fit in memory is "
+                                   "skipped and recorded in the table's .meta.json (\"skipped\"); a resume "
+                                   "does not try it again unless given --retry-skipped.")
     p.add_argument("op", choices=["spmv"], help="the op to profile (GEMM and multi-GPU ops: see benchmarks/)")
     p.add_argument("--out", type=Path, required=True, help="profile table to write (CSV; .meta.json beside it)")
     p.add_argument("--matrices", type=Path, action="append", default=[],
@@ -70,6 +74,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="the matrices' values and x (default: float32, the shipped models' campaigns)")
     p.add_argument("--deadline", type=_seconds, default=None, help="stop cleanly after this many seconds")
     p.add_argument("--seed", type=_seed, default=0, help="seed of the synthetic matrices and the random values")
+    p.add_argument("--retry-skipped", action="store_true",
+                   help="try again the inputs earlier runs skipped (listed under \"skipped\" in the table's "
+                        ".meta.json): after a fix to seer, or with more device memory free")
     p.set_defaults(run=_profile)
 
     p = sub.add_parser("merge", help="average several profiling campaigns of one op on one GPU into one table",
@@ -162,7 +169,8 @@ def _profile(args, command: str) -> int:
     if args.limit is not None:
         cases = cases[: args.limit]
     profile("spmv", cases, args.out, command=command, call_overhead_below=SPMV_CALL_OVERHEAD_BELOW,
-            deadline_s=args.deadline, dtype=args.dtype)
+            deadline_s=args.deadline, dtype=args.dtype, inputs={"synthetic": args.synthetic, "seed": args.seed},
+            retry_skipped=args.retry_skipped)
     print(f"wrote {args.out}")
     return 0
 

@@ -296,19 +296,24 @@ SPMV_CALL_OVERHEAD_BELOW = spmv_features.HOST_BOUND_BELOW
 
 def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = "",
             call_overhead_below: int = 0, deadline_s: float | None = None, progress: bool = True,
-            dtype: str = "float32") -> Path:
+            dtype: str = "float32", inputs: dict | None = None, retry_skipped: bool = False) -> Path:
     """Profile ``cases`` into the CSV table ``out`` (resuming it), writing its ``.meta.json``.
 
     ``call_overhead_below``: record ``call_us`` columns for cases whose ``extra['size']`` is
     below this. ``deadline_s`` stops cleanly after that many seconds (the table stays valid).
-    ``dtype``: the values' dtype, recorded; a table of another is not resumed.
+    ``dtype``: the values' dtype, recorded; a table of another is not resumed. ``inputs``: the
+    options that chose ``cases`` (``{"synthetic": "large", "seed": 0}``), recorded; a table
+    recorded with others is not resumed (see :func:`_inputs_of_table`). An input skipped (not
+    supported, or out of memory) is recorded with its reason under ``skipped`` and not tried
+    again on resume unless ``retry_skipped``.
     """
     out = Path(out)
     rank, world = _rank_and_world()
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     earlier = _resumed_meta(out, environment(device), op_name, dtype)
+    chosen_by = _inputs_of_table(out, earlier.get("inputs"), inputs)
 
-    def write_meta(earlier: dict) -> None:
+    def write_meta(earlier: dict, skipped: dict) -> None:
         # What else the table's metadata says (notes, how its groups were defined) stays with it.
         env = environment(device)
         # Each run's versions and date kept too: the table's own are the last run's, and a resumed
@@ -317,23 +322,32 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
         # A table from before the field: its last run's, as its top level says, stands for its runs.
         before = earlier.get("runs") or ([{key: earlier.get(key) for key in run}] if earlier else [])
         meta = {**earlier, "op": op_name, **env, "dtype": dtype, "command": command,
-                "commands": [*earlier.get("commands", []), command], "runs": [*before, run], "world_size": world}
-        replace_atomically(meta_path(out), (json.dumps(meta, indent=2) + "\n").encode())  # others may read it
+                "commands": [*earlier.get("commands", []), command], "runs": [*before, run], "world_size": world,
+                "skipped": skipped, **({"inputs": chosen_by} if chosen_by is not None else {})}
+        _write_meta_file(out, meta)
 
     if rank == 0 and not earlier:  # a new table: said before its first row, so that a run killed
         out.parent.mkdir(parents=True, exist_ok=True)  # mid-way leaves rows whose GPU a resumed run
-        write_meta({})                                 # can check
+        write_meta({}, {})                             # can check
     if world > 1:  # no rank writes a row before every rank has checked what an earlier run left
-        torch.distributed.barrier()
+        _wait_for_every_rank(rank, world)
     shard = out if world == 1 else out.with_name(f"{out.stem}.rank{rank}{out.suffix}")
     _drop_cut_row(shard)
     # Resuming: inputs already in the merged table or in any shard an interrupted run left, at
     # whatever world size it ran (rank 0 merges them all at the end).
     ids = {table: _ids(table) for table in {out, shard, *_shards(out)}}
     done, rows_before = set().union(*ids.values()), len(ids[out])
-    todo = [c for i, c in enumerate(cases) if i % world == rank and c.id not in done]
-    started = time.monotonic()
+    mine = [c for i, c in enumerate(cases) if i % world == rank and c.id not in done]
     log = _logger(progress)
+    # An input skipped by an earlier run is not tried again: out of memory, it would cost every resume
+    # its load, its build and its reference before failing again.
+    recorded = {} if retry_skipped else earlier.get("skipped", {})
+    for case in mine:
+        if case.id in recorded:
+            log(f"  SKIPPED {case.id}, as recorded in {meta_path(out).name} (seer profile --retry-skipped tries "
+                f"it again): {recorded[case.id]}")
+    todo = [c for c in mine if c.id not in recorded]
+    skipped, started = {}, time.monotonic()
     with closing(_Prefetched(todo)) as loads:  # closed on any exit: no case is loaded in vain
         for done_count, case in enumerate(_progress(todo, progress and rank == 0)):
             if deadline_s is not None and time.monotonic() - started > deadline_s:
@@ -343,20 +357,92 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
             try:
                 row = profile_case(op_name, case, call_overhead=size < call_overhead_below, log=log,
                                    loaded=next(loads).result(), settle=loads.settle)
-            except (SeerError, torch.OutOfMemoryError) as error:  # an unreadable, unsupported or too large
-                log(f"  SKIPPED {case.id}: {error}")                   # input is skipped, not fatal: fatal, it
-                if isinstance(error, torch.OutOfMemoryError):          # would stop every resumed run there too
+            except (SeerError, RuntimeError) as error:
+                if not (isinstance(error, SeerError) or _out_of_memory(error)):
+                    raise
+                # An unreadable, unsupported or too large input is skipped, not fatal: fatal, it would
+                # stop every resumed run there too.
+                log(f"  SKIPPED {case.id}: {error}")
+                skipped[case.id] = str(error)
+                if isinstance(error, RuntimeError):
                     torch.cuda.empty_cache()
                 continue
             _append_row(shard, row)
-    if world > 1:
-        torch.distributed.barrier()
-    if rank == 0 and _shards(out):
+    if world > 1:  # every rank's skips, once it has finished its shard (rank 0 merges them all)
+        skipped = _gathered(skipped, world)
+    if rank != 0:
+        return out
+    if _shards(out):
         _merge_shards(out)
-    # A run that added no row leaves the metadata alone: its date and commands say what was measured.
-    if rank == 0 and len(_ids(out)) > rows_before:
-        write_meta(earlier)
+    measured = set(_ids(out))
+    # The skips on record less the inputs a row now measures (retried, or merged from a shard).
+    skipped = {i: why for i, why in {**earlier.get("skipped", {}), **skipped}.items() if i not in measured}
+    if len(measured) > rows_before:
+        write_meta(earlier, skipped)
+    # A run that added no row leaves the metadata alone (its date and commands say what was measured),
+    # save for the skips it found.
+    elif skipped != earlier.get("skipped", {}):
+        _write_meta_file(out, {**read_meta(meta_path(out)), "skipped": skipped})
     return out
+
+
+# cuSPARSE out of device memory for a matrix's plan or buffers: torch raises its status as a RuntimeError,
+# not torch.OutOfMemoryError, worded by cusparseGetErrorString ("CUDA error: out of memory when calling
+# `cusparseSpMV_bufferSize(...)`" for CUSPARSE_STATUS_ALLOC_FAILED, "insufficient resources" for
+# CUSPARSE_STATUS_INSUFFICIENT_RESOURCES); the statuses' names where a message gives them. No other.
+_CUSPARSE_OUT_OF_MEMORY = re.compile(r"CUSPARSE_STATUS_(ALLOC_FAILED|INSUFFICIENT_RESOURCES)\b"
+                                     r"|CUDA error: (out of memory|insufficient resources) when calling `cusparse")
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    return isinstance(error, torch.OutOfMemoryError) or (
+        isinstance(error, RuntimeError) and _CUSPARSE_OUT_OF_MEMORY.search(str(error)) is not None)
+
+
+def _write_meta_file(out: Path, meta: dict) -> None:
+    replace_atomically(meta_path(out), (json.dumps(meta, indent=2) + "\n").encode())  # others may read it
+
+
+def _inputs_of_table(out: Path, recorded: dict | None, inputs: dict | None) -> dict | None:
+    """What chose the table's inputs once this run has profiled its ``inputs`` into it (an option's
+    name: its value), from what an earlier run ``recorded``. A value "none" chooses no input of its
+    kind (``--synthetic none``: real matrices only), so it goes with any: a table of real matrices may
+    gain the generated suite. Any other difference (another suite, another seed: other matrices, other
+    values) would mix two suites in one table: ProfileTableError. Nothing recorded (a table from before
+    the field): nothing to check."""
+    if recorded is None or inputs is None:
+        return inputs if recorded is None else recorded
+    differ = [name for name, value in inputs.items()
+              if name in recorded and "none" not in (value, recorded[name]) and value != recorded[name]]
+    if differ:
+        then = " ".join(f"--{name} {recorded[name]}" for name in differ)
+        now = " ".join(f"--{name} {inputs[name]}" for name in differ)
+        raise ProfileTableError(f"{out} was profiled with {then}, this run asks for {now}: its rows and the new ones "
+                                f"would be of two suites; resume it with {then}, or profile into another table")
+    return {**inputs, **{name: value for name, value in recorded.items() if inputs.get(name, "none") == "none"}}
+
+
+# Before the first barrier every rank only checks what an earlier run left (rank 0 writes the
+# metadata): seconds. A rank not there after this has hung, and its peers would wait for it for gloo's
+# default 30 minutes. (A rank that failed has exited, and gloo ends the wait at once; the default
+# stays for the waits on a rank still profiling its shard, which may take as long as that shard.)
+CHECK_TIMEOUT = dt.timedelta(minutes=5)
+
+
+def _wait_for_every_rank(rank: int, world: int) -> None:
+    try:
+        torch.distributed.monitored_barrier(timeout=CHECK_TIMEOUT, wait_all_ranks=True)
+    except RuntimeError as error:  # its first line names the ranks that failed; the rest is gloo's trace
+        raise SeerError(f"rank {rank} of {world}: not every rank checked the table within "
+                        f"{CHECK_TIMEOUT.total_seconds():g} s ({str(error).splitlines()[0]}): it failed or hangs; "
+                        "see its output, and resume once it is fixed") from None
+
+
+def _gathered(skipped: dict, world: int) -> dict:
+    """Every rank's ``skipped`` in one (a collective: it waits until each rank has finished)."""
+    each = [None] * world
+    torch.distributed.all_gather_object(each, skipped)
+    return {i: why for part in each for i, why in part.items()}
 
 
 def _drop_cut_row(table: Path) -> None:

@@ -44,7 +44,10 @@ Metadata, ``<stem>.meta.json`` next to ``<stem>.csv``::
 ``op`` is required unless passed to :func:`read_table`. An op that seer has no feature module
 for may list its features instead: ``"features": {"known": [...], "gathered": [...]}``. A table
 ``seer profile`` wrote also lists every run that added rows to it (``"commands"``, and ``"runs"``:
-each one's command, date and versions; the top-level ones are the last run's).
+each one's command, date and versions; the top-level ones are the last run's), the options that
+chose its inputs (``"inputs": {"synthetic": "large", "seed": 0}``: a resume with others is refused)
+and the inputs it skipped, with why (``"skipped": {"<id>": "<reason>"}``: unsupported, or out of
+memory; a resume does not try them again unless given ``--retry-skipped``).
 
 Campaigns
 ---------
@@ -215,6 +218,7 @@ def read_table(path: str | Path, op: str | None = None) -> ProfileTable:
                                     f"{meta_path(path)}")
     elif meta.get("op", op) != op:
         raise ProfileTableError(f"{path} was profiled for op {meta['op']!r}, not {op!r}")
+    _warn_if_cut(path)
     try:
         frame = read_rows(path, _check_header(path))
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, csv.Error) as error:
@@ -223,6 +227,19 @@ def read_table(path: str | Path, op: str | None = None) -> ProfileTable:
         return ProfileTable.from_frame(frame, op, meta, path)
     except ProfileTableError as error:
         raise ProfileTableError(f"{path}: {error}") from None
+
+
+def _warn_if_cut(path: Path) -> None:
+    """seer ends every table it writes with a newline: a last line without one was cut (a copy or a
+    write that stopped) or edited by hand, which is legitimate, so its row is read as it stands."""
+    with path.open("rb") as file:
+        if file.seek(0, os.SEEK_END) == 0:
+            return  # empty: refused as such when read
+        file.seek(-1, os.SEEK_END)
+        if file.read(1) == b"\n":
+            return
+    warn(f"{path} does not end with a newline, as every table seer writes does: its last row may be cut short "
+         "(a copy or a write that stopped); check that row, and end the file with a newline")
 
 
 def write_table(frame: pd.DataFrame, path: str | Path, meta: Mapping) -> Path:
@@ -288,6 +305,7 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
     first = merged.groupby(level="id", sort=False).first().loc[ids]
     features = [*tables[0].known_features, *tables[0].gathered_features]
     _check_features_agree(merged, features, first)
+    _check_names_agree(merged, paths)
     measured = [c for c in merged.columns if str(c).startswith((TIME, BASELINE, CALL, PREPARE)) or c == GATHER_MS]
     result = first.copy()
     result[measured] = merged[measured].groupby(level="id", sort=False).mean().loc[ids]
@@ -298,11 +316,12 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
         command=command or f"seer merge {' '.join(map(str, paths))} --out {out}",
         campaigns=[{"table": str(p), "sha256": digest, "date": t.meta.get("date"), "rows": len(t),
                     "versions": t.meta.get("versions"), "commands": t.meta.get("commands", [t.meta.get("command")]),
-                    **({"runs": t.meta["runs"]} if "runs" in t.meta else {})}
+                    **{key: t.meta[key] for key in ("runs", "skipped") if key in t.meta}}
                    for p, t, digest in zip(paths, tables, digests)],
     )
     meta.pop("commands", None)
     meta.pop("runs", None)  # the first campaign's: each campaign's are listed with it
+    meta.pop("skipped", None)  # likewise (another campaign may have measured them)
     ProfileTable.from_frame(result.reset_index(), tables[0].op, meta)  # the merged table must read back
     return write_table(result.reset_index(), out, meta)
 
@@ -432,6 +451,25 @@ def _check_features_agree(merged: pd.DataFrame, features: Sequence[str], first: 
                                     f"but {reference[differs][0]!r} in an earlier one: not the same input")
 
 
+def _check_names_agree(merged: pd.DataFrame, paths: Sequence[Path]) -> None:
+    """An input's group and source are its suite's (its family; real, derived or synthetic): campaigns
+    that disagree on them profiled different suites, and the merge would keep the first's silently."""
+    for column in ("group", "source"):
+        if column not in merged.columns:
+            continue
+        cells = merged[column].dropna()  # an empty source says nothing
+        distinct = cells.groupby(level="id", sort=False).nunique()
+        if (distinct > 1).any():
+            row = distinct.index[distinct > 1][0]
+            values = cells.xs(row, level="id")  # by campaign
+            first, other = values.index[0], values.index[values != values.iloc[0]][0]
+            regroup = (" (or grouped their inputs by other definitions: python -m seer.datasets.cases regroup "
+                       "rewrites an SpMV table's groups as seer defines them today)") if column == "group" else ""
+            raise ProfileTableError(f"input {row!r} has {column} {values[first]!r} in {paths[first]} but "
+                                    f"{values[other]!r} in {paths[other]}: the campaigns profiled different "
+                                    f"suites{regroup}; merge campaigns of one suite")
+
+
 def meta_path(path: str | Path) -> Path:
     path = Path(path)
     return path.with_name(path.stem + ".meta.json")
@@ -469,6 +507,9 @@ def _check_meta_fields(meta: Mapping) -> None:
         raise ProfileTableError(f"\"op\" must be an op's name, got {meta['op']!r}")
     if not isinstance(meta.get("versions", {}), Mapping):
         raise ProfileTableError(f"\"versions\" must be an object such as {{\"torch\": \"2.11.0\"}}, got {meta['versions']!r}")
+    for name, example in (("inputs", '{"synthetic": "large", "seed": 0}'), ("skipped", '{"<id>": "<reason>"}')):
+        if not isinstance(meta.get(name, {}), Mapping):  # seer profile reads them to resume
+            raise ProfileTableError(f"\"{name}\" must be an object such as {example}, got {meta[name]!r}")
     device_of(meta)
 
 

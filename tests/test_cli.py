@@ -81,6 +81,20 @@ def test_profile_needs_a_gpu(capsys, monkeypatch):
     assert "CUDA GPU and none is visible" in capsys.readouterr().err
 
 
+def test_profile_records_what_chose_its_inputs_and_may_retry_skipped_ones(tmp_path, monkeypatch):
+    """The suite and seed reach the table's metadata (a resume with others is refused there), and
+    --retry-skipped tries again the inputs earlier runs skipped."""
+    calls = []
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("seer.datasets.cases.spmv_cases", lambda *args, **kwargs: [])
+    monkeypatch.setattr("seer.profiling.profile", lambda *args, **kwargs: calls.append(kwargs))
+    out = str(tmp_path / "x.csv")
+    assert main(["profile", "spmv", "--synthetic", "small", "--seed", "3", "--out", out]) == 0
+    assert main(["profile", "spmv", "--synthetic", "large", "--out", out, "--retry-skipped"]) == 0
+    assert [(c["inputs"], c["retry_skipped"]) for c in calls] == [({"synthetic": "small", "seed": 3}, False),
+                                                                 ({"synthetic": "large", "seed": 0}, True)]
+
+
 def test_bad_table_is_a_clear_error(tmp_path, capsys):
     bad = tmp_path / "bad.csv"
     bad.write_text("id,rows\na,1\n")

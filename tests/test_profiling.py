@@ -3,6 +3,7 @@
 GPU timing is replaced by a host timer here; the GPU campaign itself runs through the device.
 """
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -32,6 +33,15 @@ def few_variants(monkeypatch):
 
 def _cases(suitesparse_dir, n):
     return spmv_cases([suitesparse_dir], max_nnz=2000, device="cpu")[:n]
+
+
+def _as_rank(monkeypatch, rank, world):
+    """This process as rank ``rank`` of ``world`` with no peers: the collectives stubbed (every rank
+    gathers its own skips)."""
+    monkeypatch.setattr(profiling, "_rank_and_world", lambda: (rank, world))
+    monkeypatch.setattr(torch.distributed, "monitored_barrier", lambda **_: None)
+    monkeypatch.setattr(torch.distributed, "all_gather_object",
+                        lambda each, obj: each.__setitem__(slice(None), [obj] * world))
 
 
 def test_profile_writes_resumable_table(tmp_path, suitesparse_dir, host_timer, few_variants):
@@ -297,11 +307,10 @@ def test_a_campaign_resumed_at_another_world_size_keeps_and_merges_the_shards_it
     neither counted (its inputs profiled again) nor merged (left to override later rows)."""
     cases = _cases(suitesparse_dir, 4)
     out = tmp_path / "spmv-x.csv"
-    monkeypatch.setattr(torch.distributed, "barrier", lambda: None)
-    monkeypatch.setattr(profiling, "_rank_and_world", lambda: (0, 2))
+    _as_rank(monkeypatch, 0, 2)
     profiling.profile("spmv", [], out, command="rank 0 of 2: its metadata, written before any rank's row",
                       progress=False)
-    monkeypatch.setattr(profiling, "_rank_and_world", lambda: (1, 2))
+    _as_rank(monkeypatch, 1, 2)
     profiling.profile("spmv", cases, out, command="rank 1 of 2, killed before the merge", progress=False)
     shard = tmp_path / "spmv-x.rank1.csv"
     left = pd.read_csv(shard)["id"].tolist()
@@ -324,8 +333,7 @@ def test_a_killed_torchrun_campaign_is_checked_before_it_is_resumed(
     nothing: a float16 campaign of another GPU was resumed as float32 here, its rows merged in and its
     metadata rewritten (found by an audit)."""
     out = tmp_path / "spmv-x.csv"
-    monkeypatch.setattr(torch.distributed, "barrier", lambda: None)
-    monkeypatch.setattr(profiling, "_rank_and_world", lambda: (0, 2))
+    _as_rank(monkeypatch, 0, 2)
     profiling.profile("spmv", _cases(suitesparse_dir, 1), out, command="rank 0 of 2, killed", progress=False)
     out.with_name("spmv-x.rank0.csv").write_bytes(out.read_bytes())  # its rows, not yet merged
     out.unlink()
@@ -403,6 +411,175 @@ def test_an_input_too_large_for_memory_is_skipped(tmp_path, suitesparse_dir, hos
     assert pd.read_csv(out)["id"].tolist() == [cases[0].id, cases[2].id]
 
 
+def _failing(monkeypatch, errors, profiled=None):
+    """``profile_case`` raising ``errors[id]`` on the inputs it names (a dict the test may change); the
+    inputs it was called on appended to ``profiled``."""
+    real_profile_case = profiling.profile_case
+
+    def profile_case(op, case, **kw):
+        if profiled is not None:
+            profiled.append(case.id)
+        if case.id in errors:
+            raise errors[case.id]
+        return real_profile_case(op, case, **kw)
+
+    monkeypatch.setattr(profiling, "profile_case", profile_case)
+
+
+@pytest.mark.parametrize("message", [
+    "CUDA error: out of memory when calling `cusparseSpMV_bufferSize( handle, opA, &alpha, descA, ...)`",
+    "CUDA error: insufficient resources when calling `cusparseSpMV( handle, opA, &alpha, descA, ...)`",
+    "cuSPARSE failed: CUSPARSE_STATUS_ALLOC_FAILED",
+    "cuSPARSE failed: CUSPARSE_STATUS_INSUFFICIENT_RESOURCES",
+])
+def test_cusparse_out_of_memory_skips_the_input(tmp_path, suitesparse_dir, host_timer, few_variants, monkeypatch,
+                                                capsys, message):
+    """cuSPARSE short of device memory raises a RuntimeError, not torch.OutOfMemoryError: it ended the
+    run, and every resumed run at the same input. torch words the status as cusparseGetErrorString
+    does (the first two)."""
+    cases = _cases(suitesparse_dir, 3)
+    _failing(monkeypatch, {cases[1].id: RuntimeError(message)})
+    out = tmp_path / "spmv-x.csv"
+    profiling.profile("spmv", cases, out, command="test")
+    assert pd.read_csv(out)["id"].tolist() == [cases[0].id, cases[2].id]
+    assert f"SKIPPED {cases[1].id}: {message}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("message", [
+    "CUDA error: invalid value when calling `cusparseSpMV( handle, opA, &alpha, descA, ...)`",
+    "CUDA error: an illegal memory access was encountered",
+    "CUDA error: out of memory",  # not cuSPARSE's: not what the skip is for
+])
+def test_other_runtime_errors_stay_fatal(tmp_path, suitesparse_dir, host_timer, few_variants, monkeypatch, message):
+    cases = _cases(suitesparse_dir, 2)
+    _failing(monkeypatch, {cases[1].id: RuntimeError(message)})
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        profiling.profile("spmv", cases, tmp_path / "spmv-x.csv", command="test", progress=False)
+
+
+def test_skipped_inputs_are_recorded_and_not_tried_again_unless_asked(tmp_path, suitesparse_dir, host_timer,
+                                                                       few_variants, monkeypatch, capsys):
+    """An input skipped for being out of memory was tried again by every resumed run, each paying its
+    load, build and reference again."""
+    cases = _cases(suitesparse_dir, 3)
+    out, profiled = tmp_path / "spmv-x.csv", []
+    errors = {cases[1].id: torch.OutOfMemoryError("CUDA out of memory (as if)")}
+    _failing(monkeypatch, errors, profiled)
+    profiling.profile("spmv", cases[:2], out, command="first", progress=False)
+    meta_file = profiling.meta_path(out)
+    assert json.loads(meta_file.read_text())["skipped"] == {cases[1].id: "CUDA out of memory (as if)"}
+    profiled.clear()
+    profiling.profile("spmv", cases, out, command="resumed")
+    assert profiled == [cases[2].id]
+    assert (f"SKIPPED {cases[1].id}, as recorded in spmv-x.meta.json (seer profile --retry-skipped tries it "
+            "again): CUDA out of memory (as if)") in capsys.readouterr().out
+    meta = json.loads(meta_file.read_text())
+    assert meta["skipped"] == {cases[1].id: "CUDA out of memory (as if)"} and meta["command"] == "resumed"
+    # Retried and still out of memory: its record stays, and a run that only skipped leaves the table's
+    # last run as it was.
+    profiled.clear()
+    profiling.profile("spmv", cases, out, command="retried", progress=False, retry_skipped=True)
+    assert profiled == [cases[1].id] and json.loads(meta_file.read_text()) == meta
+    # Retried where it fits: profiled, and its record gone.
+    errors.clear()
+    profiling.profile("spmv", cases, out, command="fits", progress=False, retry_skipped=True)
+    assert sorted(pd.read_csv(out)["id"]) == sorted(c.id for c in cases)
+    assert json.loads(meta_file.read_text())["skipped"] == {}
+
+
+def test_every_ranks_skips_are_recorded(tmp_path, suitesparse_dir, host_timer, few_variants, monkeypatch):
+    """Under torchrun a rank's skips reach rank 0, which writes the metadata."""
+    cases = _cases(suitesparse_dir, 4)
+    out = tmp_path / "spmv-x.csv"
+    profiling.profile("spmv", cases[:1], out, command="first", progress=False)
+    _as_rank(monkeypatch, 0, 2)
+    monkeypatch.setattr(torch.distributed, "all_gather_object",
+                        lambda each, obj: each.__setitem__(slice(None), [obj, {cases[3].id: "out of memory"}]))
+    _failing(monkeypatch, {cases[2].id: SeerError("complex values are not supported")})
+    profiling.profile("spmv", cases, out, command="rank 0 of 2", progress=False)
+    assert json.loads(profiling.meta_path(out).read_text())["skipped"] == {
+        cases[2].id: "complex values are not supported", cases[3].id: "out of memory"}
+
+
+@pytest.mark.parametrize("first, resumed, refused", [
+    ({"synthetic": "small", "seed": 0}, {"synthetic": "large", "seed": 0},
+     "--synthetic small, this run asks for --synthetic large"),
+    ({"synthetic": "large", "seed": 0}, {"synthetic": "large", "seed": 1}, "--seed 0, this run asks for --seed 1"),
+    ({"synthetic": "none", "seed": 0}, {"synthetic": "none", "seed": 2}, "--seed 0, this run asks for --seed 2"),
+])
+def test_a_resume_with_another_suite_or_seed_is_refused(tmp_path, suitesparse_dir, host_timer, few_variants,
+                                                        first, resumed, refused):
+    """A resume with another --synthetic or --seed mixed two suites in one table without a word."""
+    out = tmp_path / "spmv-x.csv"
+    profiling.profile("spmv", _cases(suitesparse_dir, 1), out, command="first", progress=False, inputs=first)
+    assert json.loads(profiling.meta_path(out).read_text())["inputs"] == first
+    with pytest.raises(ProfileTableError, match=f"spmv-x.csv was profiled with {refused}: .* resume it with "
+                                                f"{refused.split(',')[0]}, or profile into another table"):
+        profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="resumed", progress=False, inputs=resumed)
+    assert len(pd.read_csv(out)) == 1
+
+
+def test_real_matrices_go_with_any_suite_and_old_tables_resume(tmp_path, suitesparse_dir, host_timer, few_variants):
+    """--synthetic none adds no generated input: a table of real matrices may gain the suite (as
+    device_run.sh's spmv-resume does), and a run of real matrices alone may add to a table with one."""
+    out = tmp_path / "spmv-x.csv"
+    profiling.profile("spmv", _cases(suitesparse_dir, 1), out, command="first", progress=False,
+                      inputs={"synthetic": "none", "seed": 0})
+    profiling.profile("spmv", _cases(suitesparse_dir, 2), out, command="suite", progress=False,
+                      inputs={"synthetic": "large", "seed": 0})
+    profiling.profile("spmv", _cases(suitesparse_dir, 3), out, command="real", progress=False,
+                      inputs={"synthetic": "none", "seed": 0})
+    assert json.loads(profiling.meta_path(out).read_text())["inputs"] == {"synthetic": "large", "seed": 0}
+    # A table from before the field: nothing to check; this run's are recorded from now on.
+    meta = json.loads(profiling.meta_path(out).read_text())
+    del meta["inputs"]
+    profiling.meta_path(out).write_text(json.dumps(meta))
+    profiling.profile("spmv", _cases(suitesparse_dir, 4), out, command="old", progress=False,
+                      inputs={"synthetic": "small", "seed": 3})
+    assert len(pd.read_csv(out)) == 4
+    assert json.loads(profiling.meta_path(out).read_text())["inputs"] == {"synthetic": "small", "seed": 3}
+
+
+# A rank of two under torchrun, on the CPU: rank 1 alive but stuck before the first barrier.
+_STUCK_PEER = """
+import datetime as dt, os, sys, time
+import torch
+from seer import profiling
+torch.cuda.set_device = lambda device: None  # a CPU build has no device to set
+profiling.CHECK_TIMEOUT = dt.timedelta(seconds=2)
+if os.environ["RANK"] == "1":
+    profiling._resumed_meta = lambda *args: time.sleep(300)
+profiling.profile("spmv", [], sys.argv[1], command="test", progress=False)
+"""
+
+
+def test_a_rank_stuck_before_the_first_barrier_ends_the_run_in_minutes(tmp_path):
+    """Its peers waited for it in the barrier for gloo's default 30 minutes (a rank that fails exits,
+    and gloo ends its peers' wait at once: the hang is a rank still alive)."""
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": "2"}
+    ranks = [subprocess.Popen([sys.executable, "-c", _STUCK_PEER, str(tmp_path / "spmv-x.csv")],
+                              env={**env, "RANK": str(rank), "LOCAL_RANK": str(rank)}, text=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE if rank == 0 else subprocess.DEVNULL)
+             for rank in (0, 1)]
+    try:
+        _, error = ranks[0].communicate(timeout=120)
+    finally:
+        for process in ranks:
+            process.kill()
+            process.wait()
+    assert ranks[0].returncode != 0
+    assert "SeerError: rank 0 of 2: not every rank checked the table within 2 s" in error
+    assert "Rank 1 failed to pass monitoredBarrier" in error
+
+
 def test_new_columns_widen_the_table(tmp_path):
     out = tmp_path / "t.csv"
     profiling._append_row(out, {"id": "a", "time_ms:v": 1.0})
@@ -416,8 +593,7 @@ def test_a_rank_resumes_past_the_merged_table(tmp_path, suitesparse_dir, host_ti
     cases = _cases(suitesparse_dir, 4)
     out = tmp_path / "spmv-x.csv"
     profiling.profile("spmv", cases[:2], out, command="first", progress=False)
-    monkeypatch.setattr(profiling, "_rank_and_world", lambda: (1, 2))
-    monkeypatch.setattr(torch.distributed, "barrier", lambda: None)
+    _as_rank(monkeypatch, 1, 2)
     profiling.profile("spmv", cases, out, command="second", progress=False)
     shard = pd.read_csv(tmp_path / "spmv-x.rank1.csv")
     assert shard["id"].tolist() == [cases[3].id]  # rank 1's shard is cases 1 and 3; case 1 was merged

@@ -174,6 +174,9 @@ def test_missing_file_and_bad_meta(tmp_path):
         ({"features": {"known": ["rows", "rows"], "gathered": []}}, r"feature\(s\) \['rows'\] are listed more than once"),
         # read as its letters, it was refused as "feature(s) ['n'] listed more than once"
         ({"features": {"known": "nnz", "gathered": []}}, r"features\.known must be a list of column names, got 'nnz'"),
+        # seer profile's, read when it resumes the table
+        ({"skipped": ["m0_0"]}, r"\"skipped\" must be an object such as \{\"<id>\": \"<reason>\"\}, got \['m0_0'\]"),
+        ({"inputs": "large"}, r"\"inputs\" must be an object such as .*, got 'large'"),
     ],
 )
 def test_metadata_fields_of_the_wrong_shape_are_refused_on_reading(tmp_path, change, message):
@@ -391,9 +394,24 @@ def _other_dtype(frame, meta):
     meta["dtype"] = "float16"
 
 
-@pytest.mark.parametrize("change, message", [(_other_gpu, "measured on 'Synthetic GPU', .* on 'Other GPU'"),
-                                             (_other_matrix, "has nnz = .* in campaign 2 .* not the same input"),
-                                             (_other_dtype, r"profiled in float32, .*b\.csv in float16")])
+def _other_group(frame, meta):
+    frame.loc[3, "group"] = "g9"
+
+
+def _other_source(frame, meta):
+    frame.loc[3, "source"] = "derived"
+
+
+@pytest.mark.parametrize("change, message", [
+    (_other_gpu, "measured on 'Synthetic GPU', .* on 'Other GPU'"),
+    (_other_matrix, "has nnz = .* in campaign 2 .* not the same input"),
+    (_other_dtype, r"profiled in float32, .*b\.csv in float16"),
+    # The first campaign's were kept without a word (found by a review).
+    (_other_group, (r"input 'm1_1' has group 'g1' in .*a\.csv but 'g9' in .*b\.csv: the campaigns profiled "
+                    r"different suites \(or grouped .* seer\.datasets\.cases regroup")),
+    (_other_source, (r"input 'm1_1' has source 'real' in .*a\.csv but 'derived' in .*b\.csv: the campaigns "
+                     r"profiled different suites; merge campaigns of one suite")),
+])
 def test_merge_refuses_campaigns_of_other_inputs_or_gpus(tmp_path, change, message):
     frame, meta = planted_frame(groups=4, per_group=2), planted_meta()
     a = write_table(frame, tmp_path / "a.csv", meta)
@@ -402,6 +420,25 @@ def test_merge_refuses_campaigns_of_other_inputs_or_gpus(tmp_path, change, messa
     with pytest.raises(ProfileTableError, match=message):
         merge_tables([a, b], tmp_path / "merged.csv")
     assert not (tmp_path / "merged.csv").exists()
+
+
+def test_merge_takes_an_empty_source_for_no_claim(tmp_path):
+    frame = planted_frame(groups=4, per_group=2)
+    a = _campaign(tmp_path, "a", frame)
+    b = _campaign(tmp_path, "b", _remeasured(frame.assign(source="")))
+    assert (read_table(merge_tables([a, b], tmp_path / "merged.csv")).frame["source"] == frame["source"]).all()
+
+
+def test_a_table_without_its_final_newline_warns_that_its_last_row_may_be_cut(tmp_path):
+    """seer writes every table ending with a newline: a file without it was cut (or edited by hand,
+    which is why this only warns) and was read without a word."""
+    path = write(tmp_path, planted_frame(groups=4, per_group=2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        read_table(path)
+    path.write_bytes(path.read_bytes().rstrip(b"\n"))
+    with pytest.warns(UserWarning, match=r"t\.csv does not end with a newline, .* its last row may be cut short"):
+        assert len(read_table(path)) == 8
 
 
 def test_merge_warns_of_campaigns_measured_with_other_versions(tmp_path):
