@@ -423,10 +423,12 @@ def _inputs_of_table(out: Path, recorded: dict | None, inputs: dict | None) -> d
 
 
 # Before the first barrier every rank only checks what an earlier run left (rank 0 writes the
-# metadata): seconds. A rank not there after this has hung, and its peers would wait for it for gloo's
-# default 30 minutes. (A rank that failed has exited, and gloo ends the wait at once; the default
-# stays for the waits on a rank still profiling its shard, which may take as long as that shard.)
+# metadata): seconds. A rank not there after this has hung, and its peers would wait for it for the
+# process group's whole timeout. (A rank that failed has exited, and gloo ends the wait at once.)
 CHECK_TIMEOUT = dt.timedelta(minutes=5)
+# The ranks' last wait, for the slowest shard: a rank's shard may take hours more than another's
+# (no --deadline, its inputs larger), which gloo's default 30 minutes would cut, losing the merge.
+SHARD_TIMEOUT = dt.timedelta(hours=24)
 
 
 def _wait_for_every_rank(rank: int, world: int) -> None:
@@ -648,7 +650,7 @@ def _merge_shards(out: Path) -> None:
 def _rank_and_world() -> tuple[int, int]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world > 1 and not torch.distributed.is_initialized():
-        torch.distributed.init_process_group("gloo")
+        torch.distributed.init_process_group("gloo", timeout=SHARD_TIMEOUT)
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     return int(os.environ.get("RANK", "0")), world
 

@@ -316,12 +316,13 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
         command=command or f"seer merge {' '.join(map(str, paths))} --out {out}",
         campaigns=[{"table": str(p), "sha256": digest, "date": t.meta.get("date"), "rows": len(t),
                     "versions": t.meta.get("versions"), "commands": t.meta.get("commands", [t.meta.get("command")]),
-                    **{key: t.meta[key] for key in ("runs", "skipped") if key in t.meta}}
+                    **{key: t.meta[key] for key in ("runs", "skipped", "inputs") if key in t.meta}}
                    for p, t, digest in zip(paths, tables, digests)],
     )
     meta.pop("commands", None)
     meta.pop("runs", None)  # the first campaign's: each campaign's are listed with it
     meta.pop("skipped", None)  # likewise (another campaign may have measured them)
+    meta.pop("inputs", None)  # likewise (one campaign's real matrices, another's with the generated suite)
     ProfileTable.from_frame(result.reset_index(), tables[0].op, meta)  # the merged table must read back
     return write_table(result.reset_index(), out, meta)
 

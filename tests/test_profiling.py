@@ -580,6 +580,22 @@ def test_a_rank_stuck_before_the_first_barrier_ends_the_run_in_minutes(tmp_path)
     assert "Rank 1 failed to pass monitoredBarrier" in error
 
 
+
+def test_the_ranks_wait_for_the_slowest_shard_past_gloos_default_30_minutes(monkeypatch):
+    """Shards finishing more than 30 minutes apart (no deadline, larger inputs on one rank) ran out
+    gloo's default timeout in the ranks' last wait, and the merge was lost (found by a review)."""
+    import datetime as dt
+
+    made = []
+    for name, value in (("WORLD_SIZE", "2"), ("RANK", "1"), ("LOCAL_RANK", "1")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.distributed, "init_process_group", lambda *args, **kwargs: made.append((args, kwargs)))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: None)
+    assert profiling._rank_and_world() == (1, 2)
+    assert made == [(("gloo",), {"timeout": profiling.SHARD_TIMEOUT})]
+    assert profiling.SHARD_TIMEOUT >= dt.timedelta(hours=12) > profiling.CHECK_TIMEOUT
+
 def test_new_columns_widen_the_table(tmp_path):
     out = tmp_path / "t.csv"
     profiling._append_row(out, {"id": "a", "time_ms:v": 1.0})

@@ -451,13 +451,16 @@ def test_merge_warns_of_campaigns_measured_with_other_versions(tmp_path):
         merge_tables([a, b], tmp_path / "merged.csv")
 
 
-def test_merge_lists_each_campaigns_runs_with_it(tmp_path):
-    """The merged metadata took the first campaign's runs as its own and lost the second's (found by a review)."""
+def test_merge_lists_each_campaigns_runs_and_inputs_with_it(tmp_path):
+    """The merged metadata took the first campaign's runs (and later its inputs: real matrices
+    only, say) as its own and lost the second's (found by reviews)."""
     frame = planted_frame(groups=4, per_group=2)
-    a = _campaign(tmp_path, "a", frame, runs=[{"command": "run a"}])
-    b = _campaign(tmp_path, "b", frame.assign(**{"time_ms:a": frame["time_ms:a"] * 1.1}), runs=[{"command": "run b"}])
+    a = _campaign(tmp_path, "a", frame, runs=[{"command": "run a"}], inputs={"synthetic": "none", "seed": 0})
+    b = _campaign(tmp_path, "b", frame.assign(**{"time_ms:a": frame["time_ms:a"] * 1.1}), runs=[{"command": "run b"}],
+                  inputs={"synthetic": "large", "seed": 0})
     meta = json.loads(meta_path(merge_tables([a, b], tmp_path / "merged.csv")).read_text())
     assert "runs" not in meta and [c["runs"] for c in meta["campaigns"]] == [[{"command": "run a"}], [{"command": "run b"}]]
+    assert "inputs" not in meta and [c["inputs"]["synthetic"] for c in meta["campaigns"]] == ["none", "large"]
 
 
 def test_merge_refuses_a_merged_table_as_a_campaign(tmp_path):
