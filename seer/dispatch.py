@@ -38,7 +38,7 @@ import torch
 from seer.errors import InputError, ModelError, SeerError, warn_once
 from seer.features_base import reads_dtype
 from seer.launch import INTERPRETING, capturing, on_device, several_gpus
-from seer.registry import Op, get_op
+from seer.registry import Op, get_op, how_to_profile
 
 DEFAULT_CACHE_SIZE = 128
 SHIPPED_MODELS = Path(importlib.import_module("seer.models").__file__).parent
@@ -613,7 +613,7 @@ def _check_dtype_trained(selector, description: str, problem) -> None:
     trained = selector.training.get("dtype", "float32")
     if isinstance(dtype, torch.dtype) and str(dtype).removeprefix("torch.") != trained:
         _warn_once(f"{description} was trained on {trained} timings, this input is {dtype}: its choices may not be "
-                   f"the fastest; profile in that dtype (seer profile ... --dtype) and train")
+                   f"the fastest; profile it in that dtype with {how_to_profile(selector.op)} and train")
 
 
 def _decision(entry, variant, stage, path, features, model, problem, source) -> Decision:
@@ -724,7 +724,8 @@ def _resolve(entry: Op, device, model, world_size):
     if device.type != "cuda" and shipped:  # profiling needs a GPU: say what can be done here
         return _fallback(entry, f"no {entry.name} model measured on {name!r}: seer's models are measured on GPUs "
                                 f"(to see a GPU's choices here, pass model= one of {shipped} from {SHIPPED_MODELS})")
-    return _fallback(entry, f"no {entry.name} model measured on {name!r} (train one with `seer profile` and `seer train`)")
+    return _fallback(entry, f"no {entry.name} model measured on {name!r} (profile it with {how_to_profile(entry.name)}, "
+                            "then `seer train` the table)")
 
 
 def _warn_of_twins(entry: Op, device_name: str, paths: list[Path]) -> None:
@@ -813,7 +814,10 @@ def _warn_once(message: str) -> None:
 # ------------------------------------------------------------------------------ devices
 def _device_of(problem) -> torch.device:
     device = getattr(problem, "device", None)
-    return torch.device(device) if device is not None else torch.device("cpu")
+    if device is None:  # taken for the CPU, a GPU's input would be decided by the CPU's hand rule
+        raise TypeError(f"{type(problem).__name__}, an op's problem, has no device: the kernel module contract "
+                        "(seer/registry.py) asks problem(source) for one")
+    return torch.device(device)
 
 
 def _on_device_of(operands):

@@ -15,7 +15,10 @@ Kernel module contract
     ``KEYS_BY_VALUE`` (optional, default False): True where no key names an object by id, so a
         cached decision need not hold its source alive to keep such ids unique.
     ``problem(source) -> object``: validate ``source`` once (may be costly); the result is
-        cached with the decision and handed to every variant.
+        cached with the decision and handed to every variant. It has a ``device`` (where the op
+        runs: dispatch takes the model measured on that GPU and launches there) and may have a
+        ``dtype`` (checked against a model trained on one dtype; the tolerance profiling checks
+        results with).
     ``check_operands(problem, operands)``: cheap per-call validation.
     ``share_refusal(refusal, op_kwargs)`` (optional): called by dispatch with a ``SeerError`` it is
         about to raise, where more is owed than raising (the multi-GPU ops tell every rank).
@@ -24,6 +27,9 @@ Kernel module contract
         computed it too (SpMV on small matrices: one launch instead of two); dispatch uses it on
         the first call unless a variant is forced.
     ``reference(problem, *operands) -> Tensor``: float64 result, for tests and profiling.
+    ``examples() -> list[tuple]`` (optional for multi-GPU ops, which need a world): small inputs as
+        passed to ``seer.dispatch``, on the CPU, on which ``tests/test_contract.py`` checks every
+        op against this contract and its reference.
     A variant runs as ``VARIANTS[name].run(problem, *operands) -> Tensor``. It may also have
         ``bind(problem) -> call``, ``call(*operands) -> Tensor``, checking the operands itself:
         dispatch then keeps the call with its cached decision, sparing every later call the
@@ -38,6 +44,10 @@ Feature module contract
     ``hand_rule(features: dict) -> str``: the documented fallback choice.
     ``redecides(known: dict) -> bool`` (optional): whether dispatch decides again, for more
         calls, as calls on one input add up without a ``calls`` hint; absent, it never does.
+    Two feature names mean something to seer: ``world_size`` marks a multi-GPU op (a model records
+    the world sizes it was trained at, and dispatch prefers one trained at the caller's), and a
+    name starting with ``dtype`` encodes the input's dtype (:func:`seer.features_base.reads_dtype`:
+    a model that reads it serves every dtype; one without holds for its campaign's dtype alone).
 """
 from __future__ import annotations
 
@@ -79,6 +89,16 @@ OPS: dict[str, OpEntry] = {
                                    "seer.features.overlap", "C = sum of rank partials A_r B_r, scattered by rows"),
 }
 
+# The ops ``seer profile`` has inputs for; the others' tables come from their scripts in benchmarks/.
+PROFILED_OPS = ("spmv",)
+
+
+def how_to_profile(op: str) -> str:
+    """Where a profile table of ``op`` comes from, for messages that send a user to make one."""
+    if op in PROFILED_OPS:
+        return f"`seer profile {op}`"
+    return f"the {op} profiling script in benchmarks/ (README, Measured)"
+
 
 @dataclass(frozen=True)
 class Op:
@@ -103,6 +123,10 @@ class Op:
 
 _loaded: dict[str, Op] = {}
 
+# What dispatch calls on every op; the rest of the contract above is optional.
+KERNEL_MODULE_NEEDS = ("VARIANTS", "split", "cache_key", "problem", "check_operands", "reference")
+FEATURE_MODULE_NEEDS = ("KNOWN", "GATHERED", "known", "gathered", "gathered_if_free", "hand_rule")
+
 
 def _load(where: str):
     """A module (``"pkg.mod"``), or an object in one (``"pkg.mod:name"``) when a module file
@@ -110,6 +134,12 @@ def _load(where: str):
     module, _, attribute = where.partition(":")
     loaded = importlib.import_module(module)
     return getattr(loaded, attribute) if attribute else loaded
+
+
+def variant_names(name: str) -> list[str]:
+    """The names of registered op ``name``'s variants, its kernel module imported but not checked
+    against the contract: training checks a table's columns against them and needs nothing else."""
+    return list(_load(OPS[name].kernels).VARIANTS)
 
 
 def get_op(name: str) -> Op:
@@ -121,5 +151,11 @@ def get_op(name: str) -> Op:
     if entry is None:
         raise InputError(f"unknown op {name!r}; seer knows {sorted(OPS)}")
     op = Op(entry, _load(entry.kernels), _load(entry.features))
+    for where, module, needs in ((entry.kernels, op.kernels, KERNEL_MODULE_NEEDS),
+                                 (entry.features, op.features, FEATURE_MODULE_NEEDS)):
+        missing = [attribute for attribute in needs if not hasattr(module, attribute)]
+        if missing:  # said now, not as an AttributeError deep in a first call
+            raise TypeError(f"op {name!r}: {where} lacks {', '.join(missing)} (see the module contracts in "
+                            "seer/registry.py)")
     _loaded[name] = op
     return op

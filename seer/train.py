@@ -343,11 +343,12 @@ def train_table(
 def _check_variants_known(table: ProfileTable) -> None:
     """ProfileTableError where ``table`` times variants of a registered op that this install lacks:
     seer.dispatch refuses a model naming them, so it would be trained for nothing."""
-    from seer.registry import OPS, get_op
+    from seer.registry import OPS, variant_names
 
     if table.op not in OPS:  # an op seer has no kernels for: its variants are the table's own
         return
-    missing = [name for name in table.variants if name not in get_op(table.op).variants]
+    registered = set(variant_names(table.op))
+    missing = [name for name in table.variants if name not in registered]
     if missing:
         raise ProfileTableError(f"{table.path} times {table.op} variants this install of seer lacks: {missing}; "
                                 "seer.dispatch would refuse a model choosing among them: retire them (python -m "

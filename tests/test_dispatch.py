@@ -1185,3 +1185,42 @@ def test_the_cached_decision_is_what_the_next_call_runs(monkeypatch, binds):
     assert seer.cache_info() == info
     assert seer.cached_decision("spmv", (parts, x)) is None  # another model: another entry
     assert seer.cached_decision("spmv", (m, x)) is None  # scipy: examined on every call, never held
+
+
+def test_an_op_whose_modules_miss_part_of_the_contract_is_refused_by_name(monkeypatch):
+    """A new op's module without, say, ``problem`` failed as an AttributeError deep in its first call."""
+    from seer import registry
+
+    monkeypatch.setitem(registry.OPS, "half/op", registry.OpEntry("half/op", "synthetic_profiles", "synthetic_profiles", ""))
+    with pytest.raises(TypeError, match=r"op 'half/op': synthetic_profiles lacks split, cache_key, problem, "
+                                        r"check_operands, reference \(see the module contracts"):
+        registry.get_op("half/op")
+    assert "half/op" not in registry._loaded
+    assert registry.variant_names("half/op") == ["a", "b", "c"]  # what training needs of it
+
+
+def test_a_problem_without_a_device_is_refused_not_taken_for_the_cpu():
+    """Taken for the CPU, a GPU's input would have been decided by the CPU's hand rule, silently."""
+    from seer.dispatch import _device_of
+
+    class NoDevice:
+        pass
+
+    with pytest.raises(TypeError, match="NoDevice, an op's problem, has no device"):
+        _device_of(NoDevice())
+    assert _device_of(dataclasses.make_dataclass("OnCpu", [("device", str)])("cpu")) == torch.device("cpu")
+
+
+def test_no_model_for_a_gpu_says_how_that_op_is_profiled(monkeypatch):
+    """Every op was sent to `seer profile`, which profiles SpMV alone (found by a new-op drill)."""
+    from seer.dispatch import clear_cache, resolve_model
+    from seer.registry import get_op
+
+    # seer.dispatch is the function; its module is sys.modules'
+    monkeypatch.setattr(sys.modules["seer.dispatch"], "device_identity", lambda device: ("Imaginary GPU", (7, 0)))
+    for op, how in (("spmv", r"profile it with `seer profile spmv`, then `seer train`"),
+                    ("gemm", r"profile it with the gemm profiling script in benchmarks/ \(README, Measured\), then")):
+        clear_cache()
+        with pytest.warns(SeerWarning, match=rf"no {op} model measured on 'Imaginary GPU' \({how}"):
+            assert resolve_model(get_op(op), torch.device("cuda", 0)) == (None, "hand rule")
+    clear_cache()
