@@ -706,6 +706,22 @@ def reference(problem: GemmProblem, a: torch.Tensor, b: torch.Tensor) -> torch.T
     return torch.matmul(a.double(), b.double())
 
 
+def examples() -> list[tuple]:
+    """Small inputs ``(a, b)`` as ``seer.dispatch("gemm", ...)`` takes them, for the registry's
+    contract test (tests/test_contract.py): bf16 and fp16 products with no size a multiple of a
+    block or of 16 bytes (the TMA variants fall back to pointer loads), and a skinny one (M = 3) of
+    16-byte rows, which they load through descriptors; values of either sign and away from 0, so
+    that a term left out cannot match the reference by chance. Seeded: the same inputs every call."""
+    gen = torch.Generator().manual_seed(0)
+
+    def away_from_zero(*shape: int) -> torch.Tensor:
+        return (torch.rand(shape, generator=gen) + 0.5) * (torch.randint(0, 2, shape, generator=gen) * 2 - 1)
+
+    return [(away_from_zero(m, k).to(dtype), away_from_zero(k, n).to(dtype))
+            for m, k, n, dtype in ((33, 47, 29, torch.bfloat16), (33, 47, 29, torch.float16),
+                                   (3, 64, 40, torch.bfloat16))]
+
+
 # ---------------------------------------------------------------- LLM shape suite
 @dataclass(frozen=True)
 class LinearLayer:

@@ -1471,6 +1471,27 @@ def reference(csr: CsrMatrix, x: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(csr.to_scipy() @ x.detach().double().cpu().numpy())
 
 
+def examples() -> list[tuple]:
+    """Small inputs ``(A, x)`` as ``seer.dispatch("spmv", ...)`` takes them, for the registry's
+    contract test (tests/test_contract.py): float32 torch sparse CSR matrices, one tall and one wide,
+    with log-normal row lengths, an empty row and a full one (the variants map short and long rows
+    differently); values and x of either sign and away from 0, so that a term left out or a row
+    left unwritten cannot match the reference by chance. Seeded: the same inputs every call."""
+    def away_from_zero(n: int, gen: torch.Generator) -> torch.Tensor:
+        return (torch.rand(n, generator=gen) + 0.5) * (torch.randint(0, 2, (n,), generator=gen) * 2 - 1)
+
+    made = []
+    for seed, (rows, cols, typical) in enumerate(((128, 96, 2), (16, 300, 6))):
+        gen = torch.Generator().manual_seed(seed)
+        lengths = (typical * torch.randn(rows, generator=gen).exp()).long().clamp(max=cols)
+        lengths[0], lengths[rows // 2] = 0, cols
+        indices = torch.cat([torch.randperm(cols, generator=gen)[:n].sort().values for n in lengths.tolist()])
+        indptr = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
+        values = away_from_zero(len(indices), gen)
+        made.append((_torch_csr(CsrMatrix(indptr, indices, values, (rows, cols)), values), away_from_zero(cols, gen)))
+    return made
+
+
 def raise_input(message: str):
     from seer.errors import InputError
 
