@@ -18,7 +18,7 @@ import scipy.sparse as sp
 import torch
 
 import seer
-from seer.errors import SeerWarning
+from seer.errors import InputError, SeerWarning
 from seer.profiling import TOLERANCE
 from seer.registry import OPS, Variant, get_op
 
@@ -180,3 +180,30 @@ def test_dispatch_follows_the_hand_rule_and_forced_variants(name):
         forced = next((v for v in op.variants if v != chosen), chosen)
         assert_matches(seer.dispatch(name, inputs, variant=forced), reference, problem,
                        f"{name} dispatch forced to {forced}, example {i}")
+
+
+def _altered(tensor: torch.Tensor, how: str) -> torch.Tensor | None:
+    """``tensor`` as a negated view or requiring grad; None where it cannot be so (a sparse tensor
+    has no negated view)."""
+    if how == "a negated view":
+        return torch._neg_view(tensor) if tensor.layout == torch.strided else None
+    return tensor.detach().clone().requires_grad_(True) if tensor.is_floating_point() else None
+
+
+@pytest.mark.parametrize("how", ["a negated view", "requiring grad"])
+@pytest.mark.parametrize("name", OP_NAMES)
+def test_operands_seer_cannot_honour_are_refused(name, how):
+    """A negated view keeps its sign as a flag that kernels reading memory never see (the result
+    would be negated wrong), and seer's kernels have no backward (gradients would stop silently):
+    each op must refuse both with an InputError naming the input (seer.errors' check_not_negated and
+    check_no_grad), which a new op's kernel module could forget."""
+    for i, inputs in enumerate(examples(name)):
+        for position, tensor in enumerate(inputs):
+            altered = _altered(tensor, how) if isinstance(tensor, torch.Tensor) else None
+            if altered is None:
+                continue
+            seer.clear_cache()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", SeerWarning)
+                with pytest.raises(InputError, match="negated view" if how == "a negated view" else "requires grad"):
+                    seer.dispatch(name, (*inputs[:position], altered, *inputs[position + 1:]))
