@@ -12,7 +12,6 @@ import warnings
 from pathlib import Path
 
 from seer.errors import SeerError, SeerWarning, warn
-from seer.registry import PROFILED_OPS
 
 # The installed subpackages, wherever pip put them (editable or not).
 PROFILES = Path(importlib.import_module("seer.datasets").__file__).parent / "profiles"
@@ -61,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
                                    "takes a shard. An input that is not supported or does not fit in memory is "
                                    "skipped and recorded in the table's .meta.json (\"skipped\"); a resume "
                                    "does not try it again unless given --retry-skipped.")
-    p.add_argument("op", choices=PROFILED_OPS, help="the op to profile (GEMM and multi-GPU ops: see benchmarks/)")
+    p.add_argument("op", choices=["spmv"], help="the op to profile (GEMM and multi-GPU ops: see benchmarks/)")
     p.add_argument("--out", type=Path, required=True, help="profile table to write (CSV; .meta.json beside it)")
     p.add_argument("--matrices", type=Path, action="append", default=[],
                    help="folder of .mtx/.mtx.gz/.tar.gz matrices (SuiteSparse layout); repeatable")

@@ -582,7 +582,7 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
     trained_sizes = selector.training.get("world_sizes")
     if trained_sizes and known.get("world_size") not in trained_sizes:
         _warn_once(f"{description} was trained at world sizes {trained_sizes}, running at {known.get('world_size')}: "
-                   f"its choices are extrapolated; profile at this size (benchmarks/overlap.py) and train")
+                   f"its choices are extrapolated; profile at this size ({how_to_profile(entry.name)}) and train")
     if not reads_dtype(known):
         _check_dtype_trained(selector, description, problem)
     free = gathered or entry.features.gathered_if_free(problem)

@@ -6,8 +6,11 @@ name each op's namespace as ``"module:attribute"``), one feature module
 
 Kernel module contract
     ``VARIANTS``: ``dict[str, Variant]``, every launchable choice with its fixed parameters.
-    ``split(inputs) -> (source, operands)``: ``source`` is what the choice depends on
-        (the sparse matrix, the GEMM shapes), ``operands`` what changes from call to call.
+    ``VARIANTS``' keys are the variants' ``Variant.name`` (tables and models name them so).
+    ``split(inputs, **op_kwargs) -> (source, operands)``: ``source`` is what the choice depends on
+        (the sparse matrix, the GEMM shapes), ``operands`` what changes from call to call;
+        ``op_kwargs`` are the keywords ``seer.dispatch`` passes on (``group=`` of the multi-GPU
+        ops), checked against this signature.
     ``cache_key(source) -> (identity, state) or None``: cheap and hashable; together they change
         whenever ``source`` does. ``identity`` names the input (ids of its objects, or its shapes),
         ``state`` what may change in place (versions): a new state replaces the input's cached
@@ -34,6 +37,10 @@ Kernel module contract
         ``bind(problem) -> call``, ``call(*operands) -> Tensor``, checking the operands itself:
         dispatch then keeps the call with its cached decision, sparing every later call the
         lookups that ``run`` makes (a small SpMV's host time is most of its time).
+    ``out=``: where every variant's ``run`` takes an ``out`` keyword (and its ``call`` too), the op
+        takes ``seer.dispatch(..., out=)`` and each writes its result there and returns it;
+        ``first_call`` gets it as its third argument. Where any variant does not, the op refuses
+        ``out=``.
 
 Feature module contract
     ``KNOWN`` and ``GATHERED``: tuples of :class:`seer.features_base.Feature`.
@@ -41,8 +48,10 @@ Feature module contract
     ``gathered(problem) -> dict``: one cheap pass over the data (may synchronise).
     ``gathered_if_free(problem) -> dict | None``: the gathered features when ``problem()``'s
         validation already measured them (no device work), else None.
-    ``hand_rule(features: dict) -> str``: the documented fallback choice.
-    ``redecides(known: dict) -> bool`` (optional): whether dispatch decides again, for more
+    ``hand_rule(features: dict) -> str``: the documented fallback choice, from the known
+        features alone (dispatch does not gather for it).
+    ``redecides(features: dict) -> bool`` (optional, given the decision's features: the known
+        ones, and the gathered ones where they were): whether dispatch decides again, for more
         calls, as calls on one input add up without a ``calls`` hint; absent, it never does.
     Two feature names mean something to seer: ``world_size`` marks a multi-GPU op (a model records
     the world sizes it was trained at, and dispatch prefers one trained at the caller's), and a
@@ -76,28 +85,31 @@ class OpEntry:
     kernels: str
     features: str
     summary: str
+    profiled_by: str = ""  # the command whose table `seer train` fits this op's models on
 
 
+_OVERLAP_PROFILE = "torchrun --nproc-per-node <world size> benchmarks/overlap.py"
 OPS: dict[str, OpEntry] = {
-    "spmv": OpEntry("spmv", "seer.kernels.spmv", "seer.features.spmv", "y = A x, A sparse CSR"),
-    "gemm": OpEntry("gemm", "seer.kernels.gemm", "seer.features.gemm", "C = A B, dense bf16/fp16"),
+    "spmv": OpEntry("spmv", "seer.kernels.spmv", "seer.features.spmv", "y = A x, A sparse CSR",
+                    "seer profile spmv"),
+    "gemm": OpEntry("gemm", "seer.kernels.gemm", "seer.features.gemm", "C = A B, dense bf16/fp16",
+                    "python benchmarks/gemm_profile.py"),
     "all_gather_gemm": OpEntry("all_gather_gemm", "seer.kernels.overlap:all_gather_gemm", "seer.features.overlap",
-                               "C = all_gather(A row shards) B, on every rank"),
+                               "C = all_gather(A row shards) B, on every rank", _OVERLAP_PROFILE),
     "gemm_all_scatter": OpEntry("gemm_all_scatter", "seer.kernels.overlap:gemm_all_scatter", "seer.features.overlap",
-                                "C = A B by column blocks, every rank ends with all of C"),
+                                "C = A B by column blocks, every rank ends with all of C", _OVERLAP_PROFILE),
     "gemm_reduce_scatter": OpEntry("gemm_reduce_scatter", "seer.kernels.overlap:gemm_reduce_scatter",
-                                   "seer.features.overlap", "C = sum of rank partials A_r B_r, scattered by rows"),
+                                   "seer.features.overlap", "C = sum of rank partials A_r B_r, scattered by rows",
+                                   _OVERLAP_PROFILE),
 }
-
-# The ops ``seer profile`` has inputs for; the others' tables come from their scripts in benchmarks/.
-PROFILED_OPS = ("spmv",)
 
 
 def how_to_profile(op: str) -> str:
-    """Where a profile table of ``op`` comes from, for messages that send a user to make one."""
-    if op in PROFILED_OPS:
-        return f"`seer profile {op}`"
-    return f"the {op} profiling script in benchmarks/ (README, Measured)"
+    """The command that makes a profile table of ``op``, for messages that send a user to make one."""
+    entry = OPS.get(op)
+    if entry is None or not entry.profiled_by:
+        return f"a profiling run of your own (seer registers no command for {op!r})"
+    return f"`{entry.profiled_by}`"
 
 
 @dataclass(frozen=True)
@@ -123,7 +135,8 @@ class Op:
 
 _loaded: dict[str, Op] = {}
 
-# What dispatch calls on every op; the rest of the contract above is optional.
+# What every op's modules must have (``reference`` for profiling and the contract tests); the
+# rest of the contract above is optional.
 KERNEL_MODULE_NEEDS = ("VARIANTS", "split", "cache_key", "problem", "check_operands", "reference")
 FEATURE_MODULE_NEEDS = ("KNOWN", "GATHERED", "known", "gathered", "gathered_if_free", "hand_rule")
 

@@ -1219,7 +1219,7 @@ def test_no_model_for_a_gpu_says_how_that_op_is_profiled(monkeypatch):
     # seer.dispatch is the function; its module is sys.modules'
     monkeypatch.setattr(sys.modules["seer.dispatch"], "device_identity", lambda device: ("Imaginary GPU", (7, 0)))
     for op, how in (("spmv", r"profile it with `seer profile spmv`, then `seer train`"),
-                    ("gemm", r"profile it with the gemm profiling script in benchmarks/ \(README, Measured\), then")):
+                    ("gemm", r"profile it with `python benchmarks/gemm_profile.py`, then `seer train`")):
         clear_cache()
         with pytest.warns(SeerWarning, match=rf"no {op} model measured on 'Imaginary GPU' \({how}"):
             assert resolve_model(get_op(op), torch.device("cuda", 0)) == (None, "hand rule")
