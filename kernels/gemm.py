@@ -708,10 +708,21 @@ def reference(problem: GemmProblem, a: torch.Tensor, b: torch.Tensor) -> torch.T
 
 def examples() -> list[tuple]:
     """Small inputs ``(a, b)`` as ``seer.dispatch("gemm", ...)`` takes them, for the registry's
-    contract test (tests/test_contract.py): bf16 and fp16 products with no size a multiple of a
-    block or of 16 bytes (the TMA variants fall back to pointer loads), and a skinny one (M = 3) of
-    16-byte rows, which they load through descriptors; values of either sign and away from 0, so
-    that a term left out cannot match the reference by chance. Seeded: the same inputs every call."""
+    contract test (tests/test_contract.py), sized against the shipped blocks (BLOCK_M 16-128,
+    BLOCK_N 64-256, BLOCK_K 64-128) and the interpreter's :data:`INTERPRETER_SMS` (4):
+
+    * bf16 and fp16 33x47 @ 47x29: no size a multiple of a block or of 16 bytes (the TMA variants
+      fall back to pointer loads), every edge masked;
+    * bf16 20x296 @ 296x264, of 16-byte rows (the TMA variants load through descriptors): the K
+      loop runs 3 to 5 times, its last step part past K; 2 to 5 output tiles along N, and 2 along M
+      for BLOCK_M 16; the split-K variants take 3 slices of one step (``splitk2``: 2, of 3 and 2);
+    * bf16 3x64 @ 64x1032, skinny, of 16-byte rows: 5 to 17 tiles along N, more than the persistent
+      variants launch programs (4 SMs x occupancy), so that a program loops to a second tile
+      (``tma_persistent_128x256``: 5 tiles on 4 programs, through descriptors;
+      ``tile_persistent_64x128``: 9 on 8).
+
+    Values of either sign and away from 0, so that a term left out cannot match the reference by
+    chance. Seeded: the same inputs every call."""
     gen = torch.Generator().manual_seed(0)
 
     def away_from_zero(*shape: int) -> torch.Tensor:
@@ -719,7 +730,7 @@ def examples() -> list[tuple]:
 
     return [(away_from_zero(m, k).to(dtype), away_from_zero(k, n).to(dtype))
             for m, k, n, dtype in ((33, 47, 29, torch.bfloat16), (33, 47, 29, torch.float16),
-                                   (3, 64, 40, torch.bfloat16))]
+                                   (20, 296, 264, torch.bfloat16), (3, 64, 1032, torch.bfloat16))]
 
 
 # ---------------------------------------------------------------- LLM shape suite

@@ -1473,22 +1473,35 @@ def reference(csr: CsrMatrix, x: torch.Tensor) -> torch.Tensor:
 
 def examples() -> list[tuple]:
     """Small inputs ``(A, x)`` as ``seer.dispatch("spmv", ...)`` takes them, for the registry's
-    contract test (tests/test_contract.py): float32 torch sparse CSR matrices, one tall and one wide,
+    contract test (tests/test_contract.py): float32 torch sparse CSR matrices. First a 100 x 100
+    band of 6 diagonals, its rows following the diagonals of its longest but at the edges and in
+    one row short of a nonzero, so that the diagonal variants take their own paths
+    (``diagonal_major_r512`` a copy of the values stored by diagonals, which must follow the values
+    written in place: the contract test writes the first example's); then one tall and one wide,
     with log-normal row lengths, an empty row and a full one (the variants map short and long rows
-    differently); values and x of either sign and away from 0, so that a term left out or a row
+    differently). Values and x of either sign and away from 0, so that a term left out or a row
     left unwritten cannot match the reference by chance. Seeded: the same inputs every call."""
     def away_from_zero(n: int, gen: torch.Generator) -> torch.Tensor:
         return (torch.rand(n, generator=gen) + 0.5) * (torch.randint(0, 2, (n,), generator=gen) * 2 - 1)
 
-    made = []
+    def csr_tensor(rows_columns: list[torch.Tensor], cols: int, gen: torch.Generator) -> torch.Tensor:
+        lengths = torch.tensor([len(columns) for columns in rows_columns])
+        indices = torch.cat(rows_columns)
+        indptr = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
+        values = away_from_zero(len(indices), gen)
+        return _torch_csr(CsrMatrix(indptr, indices, values, (len(rows_columns), cols)), values)
+
+    gen = torch.Generator().manual_seed(2)
+    band, offsets, short = 100, torch.tensor([-3, -1, 0, 1, 2, 7]), 33
+    rows_columns = [(r + offsets)[(r + offsets >= 0) & (r + offsets < band) & ((r != short) | (offsets != 2))]
+                    for r in range(band)]
+    made = [(csr_tensor(rows_columns, band, gen), away_from_zero(band, gen))]
     for seed, (rows, cols, typical) in enumerate(((128, 96, 2), (16, 300, 6))):
         gen = torch.Generator().manual_seed(seed)
         lengths = (typical * torch.randn(rows, generator=gen).exp()).long().clamp(max=cols)
         lengths[0], lengths[rows // 2] = 0, cols
-        indices = torch.cat([torch.randperm(cols, generator=gen)[:n].sort().values for n in lengths.tolist()])
-        indptr = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
-        values = away_from_zero(len(indices), gen)
-        made.append((_torch_csr(CsrMatrix(indptr, indices, values, (rows, cols)), values), away_from_zero(cols, gen)))
+        rows_columns = [torch.randperm(cols, generator=gen)[:n].sort().values for n in lengths.tolist()]
+        made.append((csr_tensor(rows_columns, cols, gen), away_from_zero(cols, gen)))
     return made
 
 
