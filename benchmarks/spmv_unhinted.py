@@ -49,8 +49,8 @@ from seer.train import TwoStageSelector
 
 COUNTS = (1, 10, 100, 1000)  # the shipped SpMV models' call counts
 LOOPS = (1, 10, 30, 100, 300, 1000, 3000, 10000)
-POLICIES = {"kept": "first choice kept", "again": "decided again", "switched": "switched at each count",
-            "hinted": "hinted with N"}
+POLICIES = {"kept": "first choice kept", "again": "decided again", "escaped": "decided again or escaped",
+            "switched": "switched at each count", "hinted": "hinted with N"}
 
 
 # ------------------------------------------------------------------ from the table
@@ -80,21 +80,34 @@ def redeciding(table) -> np.ndarray:
     return redecides({"nnz": table.frame["nnz"].to_numpy()})
 
 
+def decided_again(choice: dict[int, np.ndarray], redeciding_rows: np.ndarray,
+                  escape: bool) -> list[tuple[int, np.ndarray]]:
+    """The schedule of seer.dispatch's rule: at each count reached, to the choice for it where the
+    choices for every larger count agree on it; with ``escape`` also where none of them keeps the
+    variant in use (the agreement alone keeps a variant every later tree rejects: NOTES SpMV 76)."""
+    schedule, current = [], choice[1]
+    for k, c in enumerate(COUNTS):
+        later = [choice[d] for d in COUNTS[k:]]
+        move = np.all([d == choice[c] for d in later], axis=0)
+        if escape:
+            move |= np.all([d != current for d in later], axis=0)
+        current = np.where(redeciding_rows & move, choice[c], current)
+        schedule.append((c, current))
+    return schedule
+
+
 def policies(table, choice: dict[int, np.ndarray], free: np.ndarray, n: int) -> dict[str, np.ndarray]:
     """ms per row of ``n`` calls under each policy, the statistics' cost included once. "switched" is
     dispatch's first rule (NOTES SpMV 46): each count's choice taken when the count is reached,
     whatever the larger counts choose; kept beside the shipped rule because which of the two loses
-    less moves with the variants the tables hold."""
-    times, prepare = table.times, table.prepare_ms
-    again, current, redeciding_rows = [], choice[1], redeciding(table)
-    for k, c in enumerate(COUNTS):  # as seer.dispatch: to a variant every larger count's choice agrees on
-        settled = np.all([choice[d] == choice[c] for d in COUNTS[k:]], axis=0)
-        current = np.where(redeciding_rows & settled, choice[c], current)
-        again.append((c, current))
+    less moves with the variants the tables hold. "escaped": the shipped rule, which also leaves a
+    variant no later count's choice keeps (a candidate, not shipped)."""
+    times, prepare, redeciding_rows = table.times, table.prepare_ms, redeciding(table)
     switched = [(c, np.where(redeciding_rows, choice[c], choice[1])) for c in COUNTS]
     hinted = choice[max(c for c in COUNTS if c <= n)]
     return {"kept": loop_ms(times, prepare, [(1, choice[1])], n) + free,
-            "again": loop_ms(times, prepare, again, n) + free,
+            "again": loop_ms(times, prepare, decided_again(choice, redeciding_rows, escape=False), n) + free,
+            "escaped": loop_ms(times, prepare, decided_again(choice, redeciding_rows, escape=True), n) + free,
             "switched": loop_ms(times, prepare, switched, n) + free,
             "hinted": loop_ms(times, prepare, [(1, hinted)], n) + free}
 
@@ -129,8 +142,9 @@ def table_markdown(result: dict) -> str:
              "Held-out fraction of the oracle for N calls on one matrix (geometric mean of the oracle's cost over "
              "the policy's, each matrix scored by trees trained without its family, validated path): the 1-call "
              "choice kept; decided again at the 10th, 100th and 1,000th call for that many calls (changed only to a "
-             "variant the choices for every larger count agree on) or switched to each count's choice as it is "
-             "reached (dispatch's first rule), on matrices of "
+             "variant the choices for every larger count agree on, as shipped; or also to the count's choice where "
+             "none of them keeps the variant in use: escaped, a candidate) or switched to each count's choice as it "
+             "is reached (dispatch's first rule), on matrices of "
              f"{HOST_BOUND_BELOW:,}+ nonzeros ({result['redeciding_rows']['real']} of "
              f"{result['subset_rows']['real']} real, {result['redeciding_rows']['large']} of "
              f"{result['subset_rows']['large']} large), as `seer.dispatch` does without a hint; and hinted "
