@@ -71,8 +71,8 @@ def _calls_label(calls: int) -> str:
 
 def _scores_table(report: TrainingReport, subset: str) -> str:
     per_calls = report.scores[subset]
-    metrics = list(next(iter(per_calls.values())))
-    rows = [[metric.replace("_", " ")] + [f"{per_calls[c][metric]:.3f}" for c in per_calls] for metric in metrics]
+    rows = [[metric.replace("_", " ")] + [f"{per_calls[c][metric]:.3f}" for c in per_calls]
+            for metric in report.shown_metrics(per_calls)]
     caption = f"**{subset}** ({report.subset_rows[subset]} inputs)"
     return caption + "\n\n" + _table(["metric", *map(_calls_label, per_calls)], rows)
 

@@ -588,6 +588,13 @@ class TrainingReport:
     held_out: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     validated_scores: dict | None = None  # the same, stage 2 on every row (see evaluate)
     validated_held_out: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)  # its per-row choices
+    gathers: bool = True  # the table has gathered features; without, the gathering metrics say nothing
+
+    def shown_metrics(self, per_calls: dict) -> list[str]:
+        """The metrics a reader is shown: without gathered features, those of gathering (equal to
+        ``fraction_of_oracle``, and 0) left out; ``scores`` keeps them for the scripts that read it."""
+        hidden = () if self.gathers else ("fraction_of_oracle_with_gather", "gather_rate")
+        return [metric for metric in next(iter(per_calls.values())) if metric not in hidden]
 
     def to_dict(self, rows: bool = False) -> dict:
         """JSON-ready; ``rows=True`` adds the per-row held-out choices."""
@@ -622,7 +629,7 @@ class TrainingReport:
         for subset, per_calls in self.scores.items():
             lines.append("")
             lines.append(f"{subset} rows ({self.subset_rows[subset]})".ljust(34) + "".join(f"{c:>8,} call" + ("s" if c != 1 else " ") for c in per_calls))
-            for metric in next(iter(per_calls.values())):
+            for metric in self.shown_metrics(per_calls):
                 cells = "".join(f"{per_calls[c].get(metric, math.nan):>14.3f}" for c in per_calls)
                 lines.append(f"  {metric.replace('_', ' ')}".ljust(34) + cells)
         lines.extend(f"note: {note}" for note in self.notes)
@@ -651,6 +658,7 @@ def _report(table: ProfileTable, data: _Data, calls: tuple[int, ...], folds: int
         subset_rows={name: int(mask.sum()) for name, mask in subsets.items()},
         notes=notes,
         held_out=_held_out_frame(table, data, calls, outcome),
+        gathers=bool(table.gathered_features),
     )
 
 

@@ -421,3 +421,19 @@ def test_a_sub_nanosecond_time_trains_a_model_that_saves(tmp_path):
     with pytest.warns(SeerWarning, match="dropped 1 of 24 rows"):
         model, _ = train_table(path, out=tmp_path / "model.json", selector=TwoStageSelector(folds=3))
     assert SelectorModel.load(tmp_path / "model.json") == model
+
+
+def test_a_table_without_gathered_features_is_shown_no_gathering_scores(tmp_path):
+    """GEMM's tables gather nothing: "fraction of oracle with gather" (equal to the fraction of
+    oracle) and "gather rate" (0) printed beside the others said nothing; the scores keep them for
+    the scripts that read them."""
+    frame = planted_frame().drop(columns=["row_cv", "row_max", "gather_ms"], errors="ignore")
+    meta = {**planted_meta(), "op": "flat", "features": {"known": ["rows", "cols", "nnz", "mean_row"], "gathered": []}}
+    table = ProfileTable.from_frame(frame, "flat", meta)
+    report = TwoStageSelector(**QUICK).evaluate(table, calls=(1, 100))
+    text = report.to_text()
+    assert "fraction of oracle" in text and "accuracy" in text
+    assert "with gather" not in text and "gather rate" not in text
+    assert report.scores["all"][1]["gather_rate"] == 0 and not report.gathers
+    assert "gather rate" in TwoStageSelector(**QUICK).evaluate(read_table(write_planted(tmp_path / "t.csv")),
+                                                                calls=(1,)).to_text()
