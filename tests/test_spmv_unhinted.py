@@ -37,6 +37,7 @@ def test_only_matrices_the_op_redecides_on_change_their_choice(unhinted, monkeyp
     np.testing.assert_allclose(costs["again"], [50 * 1.0 + 0.25, 9 * 3.0 + 5.0 + 41 * 1.0 + 30.0 + 0.5])
     np.testing.assert_allclose(costs["hinted"], [50 * 0.5 + 40.0 + 0.25, 50 * 1.0 + 30.0 + 0.5])
     np.testing.assert_allclose(costs["switched"], costs["again"])  # row 0 is not redecided; row 1's counts agree
+    np.testing.assert_allclose(costs["escaped"], costs["again"])
 
 
 def test_the_choice_changes_only_to_what_every_larger_count_agrees_on(unhinted, monkeypatch):
@@ -51,7 +52,6 @@ def test_the_choice_changes_only_to_what_every_larger_count_agrees_on(unhinted, 
                                                    9 * 3.0 + 5.0 + 1991 * 1.0 + 30.0])
 
 
-
 def test_escaping_leaves_a_variant_no_larger_count_keeps(unhinted, monkeypatch):
     """Row 0: variant 0 first; 10 and 100 calls choose 1, 1,000 calls 2: the agreement forms only
     at the last count, so the shipped rule keeps 0, which every later tree rejects, until call 1,000
@@ -64,6 +64,18 @@ def test_escaping_leaves_a_variant_no_larger_count_keeps(unhinted, monkeypatch):
     np.testing.assert_allclose(costs["again"], [999 * 1.0 + 1001 * 2.0 + 7.0, 99 * 3.0 + 5.0 + 1901 * 1.0 + 30.0])
     np.testing.assert_allclose(costs["escaped"], [9 * 1.0 + 990 * 0.5 + 40.0 + 1001 * 2.0 + 7.0,
                                                   99 * 3.0 + 5.0 + 1901 * 1.0 + 30.0])
+
+
+def test_escaping_compares_with_the_variant_in_use_not_the_first(unhinted, monkeypatch):
+    """Choices 0, 1, 2, 1: escaped to 1 at call 10, the variant in use stays 1 at call 100, since
+    the 1,000-call choice keeps it (against the first choice, 0, it would move to 2 there), and the
+    agreement moves nothing before call 1,000, where 1 is already in use."""
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)  # the threshold redecides reads
+    table = SimpleNamespace(times=TIMES[:1], prepare_ms=PREPARE[:1], frame=pd.DataFrame({"nnz": [5]}))
+    choice = {1: np.array([0]), 10: np.array([1]), 100: np.array([2]), 1000: np.array([1])}
+    costs = unhinted.policies(table, choice, np.zeros(1), 2000)
+    np.testing.assert_allclose(costs["escaped"], [9 * 1.0 + 1991 * 0.5 + 40.0])
+    np.testing.assert_allclose(costs["again"], [999 * 1.0 + 1001 * 0.5 + 40.0])
 
 def test_the_loops_summary_compares_each_path_with_the_unhinted_one(unhinted):
     """Planted loop times: unhinted 1 s everywhere, the first rule 3 s, calls=1 2 s / 0.5 s, calls=N 1 s,
