@@ -20,7 +20,6 @@ from __future__ import annotations
 import sys
 
 import torch
-import triton
 from large_set import checked_times
 from spmv_row_occupancy import TILES, over_own_tile, rows_spmv
 from spmv_tiles import _prefetch_rows_kernel
@@ -41,14 +40,9 @@ def configurations() -> dict[str, tuple[int, int, int | None, bool]]:
 
 def candidate_spmv(csr, x: torch.Tensor, group: int, rows_per_program: int, cap: int | None,
                    prefetching: bool) -> torch.Tensor:
-    if not prefetching:
-        return rows_spmv(csr, x, group, rows_per_program, cap)
-    y = torch.empty(csr.rows, dtype=csr.values.dtype, device=x.device)
-    options = {"num_warps": 4, **({"maxnreg": cap} if cap else {})}
-    _prefetch_rows_kernel[(triton.cdiv(csr.rows, rows_per_program),)](
-        csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), csr.rows, ROWS=rows_per_program,
-        G=group, **options)
-    return y
+    if prefetching:
+        return rows_spmv(csr, x, group, rows_per_program, cap, kernel=_prefetch_rows_kernel)
+    return rows_spmv(csr, x, group, rows_per_program, cap)
 
 
 def timed_calls(csr, x) -> dict:

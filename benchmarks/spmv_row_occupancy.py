@@ -44,13 +44,15 @@ def configurations() -> dict[str, tuple[int, int, int | None]]:
     return found
 
 
-def rows_spmv(csr, x: torch.Tensor, group: int, rows_per_program: int, cap: int | None) -> torch.Tensor:
-    """The shipped row-mapped kernel through Triton's own launch, with a register cap if given."""
+def rows_spmv(csr, x: torch.Tensor, group: int, rows_per_program: int, cap: int | None,
+              kernel=spmv._csr_rows_kernel) -> torch.Tensor:
+    """The shipped row-mapped kernel (or ``kernel``, one of its signature) through Triton's own
+    launch, with a register cap if given."""
     y = torch.empty(csr.rows, dtype=csr.values.dtype, device=x.device)
     options = {"num_warps": 4, **({"maxnreg": cap} if cap else {})}
-    spmv._csr_rows_kernel[(triton.cdiv(csr.rows, rows_per_program),)](
-        csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), csr.rows, rows_per_program, group,
-        **options)
+    kernel[(triton.cdiv(csr.rows, rows_per_program),)](
+        csr.indptr, csr.indices, csr.values, x, x.stride(0), y, y.stride(0), csr.rows, ROWS=rows_per_program,
+        G=group, **options)
     return y
 
 
