@@ -35,7 +35,7 @@ import triton.language as tl
 from seer.errors import InputError, check_no_grad, check_not_negated, check_writable, overlap_error, warn_once
 from seer.launch import (INTERPRETER_SMS, InputLaunches, LaunchCache, capturing, on_device,  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
                          sm_count, specialisation, through_triton)
-from seer.registry import Variant
+from seer.registry import Variant, example_values
 
 
 # ---------------------------------------------------------------- shared device helpers
@@ -724,11 +724,7 @@ def examples() -> list[tuple]:
     Values of either sign and away from 0, so that a term left out cannot match the reference by
     chance. Seeded: the same inputs every call."""
     gen = torch.Generator().manual_seed(0)
-
-    def away_from_zero(*shape: int) -> torch.Tensor:
-        return (torch.rand(shape, generator=gen) + 0.5) * (torch.randint(0, 2, shape, generator=gen) * 2 - 1)
-
-    return [(away_from_zero(m, k).to(dtype), away_from_zero(k, n).to(dtype))
+    return [(example_values(m, k, generator=gen).to(dtype), example_values(k, n, generator=gen).to(dtype))
             for m, k, n, dtype in ((33, 47, 29, torch.bfloat16), (33, 47, 29, torch.float16),
                                    (20, 296, 264, torch.bfloat16), (3, 64, 1032, torch.bfloat16))]
 

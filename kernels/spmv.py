@@ -39,7 +39,7 @@ from seer import cusparse, sparse
 from seer.errors import InputError, check_no_grad, check_not_negated, check_writable, overlap_error, warn, warn_once
 from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, current_stream, sm_count,
                          specialisation, through_triton, vector_operands)
-from seer.registry import Variant
+from seer.registry import Variant, example_values
 from seer.sparse import (STRIDED, CsrMatrix, add_up_counts, as_csr, check_dense_vector, dense_vector_check,
                          program_counts, row_statistics, zero_counts)
 
@@ -1481,27 +1481,24 @@ def examples() -> list[tuple]:
     with log-normal row lengths, an empty row and a full one (the variants map short and long rows
     differently). Values and x of either sign and away from 0, so that a term left out or a row
     left unwritten cannot match the reference by chance. Seeded: the same inputs every call."""
-    def away_from_zero(n: int, gen: torch.Generator) -> torch.Tensor:
-        return (torch.rand(n, generator=gen) + 0.5) * (torch.randint(0, 2, (n,), generator=gen) * 2 - 1)
-
     def csr_tensor(rows_columns: list[torch.Tensor], cols: int, gen: torch.Generator) -> torch.Tensor:
         lengths = torch.tensor([len(columns) for columns in rows_columns])
         indices = torch.cat(rows_columns)
         indptr = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
-        values = away_from_zero(len(indices), gen)
+        values = example_values(len(indices), generator=gen)
         return _torch_csr(CsrMatrix(indptr, indices, values, (len(rows_columns), cols)), values)
 
     gen = torch.Generator().manual_seed(2)
     band, offsets, short = 100, torch.tensor([-3, -1, 0, 1, 2, 7]), 33
     rows_columns = [(r + offsets)[(r + offsets >= 0) & (r + offsets < band) & ((r != short) | (offsets != 2))]
                     for r in range(band)]
-    made = [(csr_tensor(rows_columns, band, gen), away_from_zero(band, gen))]
+    made = [(csr_tensor(rows_columns, band, gen), example_values(band, generator=gen))]
     for seed, (rows, cols, typical) in enumerate(((128, 96, 2), (16, 300, 6))):
         gen = torch.Generator().manual_seed(seed)
         lengths = (typical * torch.randn(rows, generator=gen).exp()).long().clamp(max=cols)
         lengths[0], lengths[rows // 2] = 0, cols
         rows_columns = [torch.randperm(cols, generator=gen)[:n].sort().values for n in lengths.tolist()]
-        made.append((csr_tensor(rows_columns, cols, gen), away_from_zero(cols, gen)))
+        made.append((csr_tensor(rows_columns, cols, gen), example_values(cols, generator=gen)))
     return made
 
 

@@ -32,7 +32,7 @@ Kernel module contract
     ``reference(problem, *operands) -> Tensor``: float64 result, for tests and profiling.
     ``examples() -> list[tuple]`` (optional for multi-GPU ops, which need a world): small inputs as
         passed to ``seer.dispatch``, on the CPU, on which ``tests/test_contract.py`` checks every
-        op against this contract and its reference.
+        op against this contract and its reference; their values from :func:`example_values`.
     A variant runs as ``VARIANTS[name].run(problem, *operands) -> Tensor``. It may also have
         ``bind(problem) -> call``, ``call(*operands) -> Tensor``, checking the operands itself:
         dispatch then keeps the call with its cached decision, sparing every later call the
@@ -65,7 +65,16 @@ from dataclasses import dataclass, field
 from types import ModuleType, SimpleNamespace
 from typing import Callable, Mapping
 
+import torch
+
 from seer.errors import InputError
+
+
+def example_values(*shape: int, generator: torch.Generator) -> torch.Tensor:
+    """float32 values for an op's ``examples()``: of either sign, 0.5 to 1.5 in magnitude, so that a
+    term left out or an element left unwritten cannot match the reference by chance."""
+    magnitude = torch.rand(shape, generator=generator) + 0.5
+    return magnitude * (torch.randint(0, 2, shape, generator=generator) * 2 - 1)
 
 
 @dataclass(frozen=True)
