@@ -434,9 +434,10 @@ def _at_once(worker, threads: int) -> list:
     return errors
 
 
-def _slowed(monkeypatch, name: str, made: list, fail_first: bool = False, started: threading.Event | None = None):
+def _slowed(monkeypatch, name: str, made: list, fail_first: bool = False, started: threading.Event | None = None,
+            release: threading.Event | None = None):
     """seer.dispatch's ``name`` counted in ``made`` and slowed, so that other threads arrive meanwhile
-    (``started`` set as it begins)."""
+    (``started`` set as it begins; held until ``release`` is set, where given, else for 0.2 s)."""
     import time
 
     dispatch_module = sys.modules["seer.dispatch"]  # ``seer.dispatch`` names the function
@@ -446,7 +447,10 @@ def _slowed(monkeypatch, name: str, made: list, fail_first: bool = False, starte
         made.append(name)
         if started is not None:
             started.set()
-        time.sleep(0.2)
+        if release is None:
+            time.sleep(0.2)
+        else:
+            assert release.wait(60)
         if fail_first and len(made) == 1:
             raise RuntimeError("the first call failed")
         return step(*args, **kwargs)
@@ -528,12 +532,13 @@ def test_a_clear_during_a_first_call_keeps_neither_its_decision_nor_its_model(mo
     """A call in flight across clear_cache() cached its decision and its model afterwards: after a
     new $SEER_MODELS and a clear, new inputs kept being decided by the old model."""
     dispatch_module = sys.modules["seer.dispatch"]
-    m, made, resolving = _matrix(80, 60, 0.1), [], threading.Event()
-    _slowed(monkeypatch, "_resolve", made, started=resolving)
+    m, made, resolving, cleared = _matrix(80, 60, 0.1), [], threading.Event(), threading.Event()
+    _slowed(monkeypatch, "_resolve", made, started=resolving, release=cleared)
     worker = threading.Thread(target=seer.dispatch, args=("spmv", (_parts(m), torch.randn(60))))
     worker.start()
     assert resolving.wait(60)
     seer.clear_cache()
+    cleared.set()  # not a sleep: a loaded machine's clear could come after the call had cached
     worker.join()
     assert made == ["_resolve"]
     assert seer.cache_info()["size"] == 0 and not dispatch_module._models
