@@ -68,7 +68,9 @@ class SimHeap(Heap):
 class SimWorld:
     """``world_size`` rank processes kept alive between :meth:`run` calls (starting one costs seconds).
 
-    ``timeout_s`` bounds every run, barrier and gloo collective; a world that times out is shut down.
+    ``timeout_s`` bounds every run, barrier and gloo collective, and the ranks' gloo rendezvous as
+    they start (a start on a loaded machine can take tens of seconds: give a short timeout to a
+    run, ``run(..., timeout_s=)``, not to the world); a world that times out is shut down.
     """
 
     def __init__(self, world_size: int, *, heap_bytes: int = DEFAULT_HEAP_BYTES,
