@@ -528,7 +528,8 @@ def _split_keywords(entry: Op) -> frozenset | None:
 def explain(op: str, inputs, *, calls: int | None = None, model=None, **op_kwargs) -> Decision:
     """The decision :func:`dispatch` would make for ``inputs``, with the rule path behind it.
 
-    Nothing is run or cached. ``str(decision)`` reads as a short explanation.
+    No variant is run and nothing is cached (a new input's validation runs, which for SpMV is a
+    launch over the matrix). ``str(decision)`` reads as a short explanation.
     """
     entry = get_op(op)
     if calls is not None:
@@ -653,7 +654,7 @@ def resolve_model(entry: Op, device: torch.device, model=None, world_size: int |
     another op, variants this install lacks) is skipped with a warning; an explicit one that is,
     or no model for this GPU, falls back to the op's hand rule with a warning.
     """
-    token = (entry.name, device, _model_token(model), world_size)
+    token = (entry.name, device, _model_token(model), world_size, _file_state(model))
     with _models_lock:
         resolved = _models.get(token)
         if resolved is not None:
@@ -668,6 +669,19 @@ def resolve_model(entry: Op, device: torch.device, model=None, world_size: int |
         while len(_models) > _MODELS_HELD:
             _models.popitem(last=False)
     return resolved
+
+
+def _file_state(model) -> tuple[int, int] | None:
+    """A model file's (modification time, size), part of its resolved model's key: a file written
+    since it was read (a model retrained in place, a file missing then) is read again by the next
+    decision. None for a model object or a missing file."""
+    if not isinstance(model, (str, os.PathLike)):
+        return None
+    try:
+        stat = os.stat(model)
+    except (OSError, ValueError):  # missing, unreadable, or a path no file can have: load says which
+        return None
+    return stat.st_mtime_ns, stat.st_size
 
 
 def _trained_at(selector, world_size: int | None) -> bool:
@@ -714,16 +728,16 @@ def _resolve(entry: Op, device, model, world_size):
         if here:
             if sized:  # past it, a model of another world size serves anyway
                 _warn_of_twins(entry, name, [path for path, _ in here])
-            return here[0][1], here[0][0].name
+            return here[0][1], _found_name(here[0][0])
         for path, selector in fitting:
             if capability is not None and tuple(selector.device.get("capability") or ()) == capability:
-                _warn_once(f"no {entry.name} model measured on {name!r}; using {path.name} "
+                _warn_once(f"no {entry.name} model measured on {name!r}; using {_found_name(path)} "
                            f"(measured on {selector.device.get('name')!r}, same compute capability)")
-                return selector, path.name
-    shipped = sorted(path.name for path in SHIPPED_MODELS.glob(f"{entry.name}-*.json"))
+                return selector, _found_name(path)
+    shipped = sorted(str(path) for path in SHIPPED_MODELS.glob(f"{entry.name}-*.json"))
     if device.type != "cuda" and shipped:  # profiling needs a GPU: say what can be done here
         return _fallback(entry, f"no {entry.name} model measured on {name!r}: seer's models are measured on GPUs "
-                                f"(to see a GPU's choices here, pass model= one of {shipped} from {SHIPPED_MODELS})")
+                                f"(to see a GPU's choices here, pass model= one of {shipped})")
     return _fallback(entry, f"no {entry.name} model measured on {name!r} (profile it with {how_to_profile(entry.name)}, "
                             "then `seer train` the table)")
 
@@ -737,6 +751,12 @@ def _warn_of_twins(entry: Op, device_name: str, paths: list[Path]) -> None:
         _warn_once(f"{len(twins)} {entry.name} models in {paths[0].parent} were measured on {device_name!r}: "
                    f"{[p.name for p in twins]}; using {paths[0].name}. Keep one there, or name the one to use with "
                    "model= or a folder of its own first in SEER_MODELS")
+
+
+def _found_name(path: Path) -> str:
+    """A model found in the folders, as decisions name it: a shipped one by its file name, another
+    by its path (the same name may be in several folders of $SEER_MODELS)."""
+    return path.name if path.resolve().parent == SHIPPED_MODELS.resolve() else str(path)
 
 
 def _described(model) -> str:
@@ -763,7 +783,14 @@ def _fallback(entry: Op, reason: str):
 
 
 def model_files(op: str) -> list[Path]:
-    folders = [Path(p) for p in os.environ.get("SEER_MODELS", "").split(os.pathsep) if p] + [SHIPPED_MODELS]
+    """``op``'s model files in the folders of ``$SEER_MODELS``, then in the shipped folder."""
+    folders = [Path(p) for p in os.environ.get("SEER_MODELS", "").split(os.pathsep) if p]
+    for folder in folders:
+        if not folder.is_dir():  # else its models would never serve, in silence
+            what = "is a file" if folder.is_file() else "does not exist"
+            _warn_once(f"SEER_MODELS lists {folder}, which {what}: it names folders of models, separated by "
+                       f"{os.pathsep!r} (pass one model file with model=); ignored")
+    folders.append(SHIPPED_MODELS)
     found = {}  # resolved -> as found: a folder listed twice (or the shipped one in $SEER_MODELS) counts once
     for path in (path for folder in folders if folder.is_dir() for path in sorted(folder.glob(f"{op}-*.json"))):
         found.setdefault(path.resolve(), path)

@@ -15,6 +15,7 @@ import torch
 
 import seer
 from seer.datasets import generators
+from seer.dispatch import SHIPPED_MODELS
 from seer.errors import InputError, SeerWarning
 from seer.features import spmv as spmv_features
 from seer.kernels import spmv as spmv_kernels
@@ -73,10 +74,11 @@ def fresh_cache():
 def test_dispatch_matches_scipy_with_hand_rule_fallback():
     m = _matrix()
     x = torch.randn(m.shape[1])
-    # Off a GPU, advice that can be followed there: profiling needs a GPU (found by a user's walkthrough).
+    # Off a GPU, advice that can be followed there: profiling needs a GPU (found by a user's walkthrough);
+    # the models' paths, which model= takes (a file name alone is looked for in the working folder).
     with pytest.warns(SeerWarning, match=r"no spmv model measured on 'cpu': seer's models are measured on GPUs \(to "
-                                         r"see a GPU's choices here, pass model= one of \[.*'spmv-h100.json'.*\] "
-                                         r"from .*models\).*hand rule"):
+                                         r"see a GPU's choices here, pass model= one of \[.*'/\S+/models/spmv-h100.json'.*\]\)"
+                                         r".*hand rule"):
         y = seer.dispatch("spmv", (_parts(m), x))
     _check(y, m, x)
     assert seer.explain("spmv", (_parts(m), x)).stage == "hand rule"
@@ -683,7 +685,8 @@ def test_models_trained_at_this_world_size_come_first(tmp_path, monkeypatch):
     monkeypatch.setenv("SEER_MODELS", str(tmp_path))
     cpu, entry = torch.device("cpu"), get_op("spmv")
     found = {size: resolve_model(entry, cpu, None, size)[1] for size in (2, 4, 8, None)}
-    assert found == {2: "spmv-b.json", 4: "spmv-a.json", 8: "spmv-a.json", None: "spmv-a.json"}
+    a, b = str(tmp_path / "spmv-a.json"), str(tmp_path / "spmv-b.json")  # a model of the user's: its path
+    assert found == {2: b, 4: a, 8: a, None: a}
 
 def test_two_models_of_this_gpu_in_one_folder_are_named_in_a_warning(tmp_path, monkeypatch):
     """`seer train` on a campaign table writes spmv-<device>-first.json beside spmv-<device>.json, and
@@ -700,7 +703,7 @@ def test_two_models_of_this_gpu_in_one_folder_are_named_in_a_warning(tmp_path, m
     monkeypatch.setenv("SEER_MODELS", str(tmp_path / "mine"))
     with pytest.warns(SeerWarning, match=r"2 spmv models in .*mine were measured on 'cpu': "
                                          r"\['spmv-cpu-first\.json', 'spmv-cpu\.json'\]; using spmv-cpu-first\.json"):
-        assert resolve_model(get_op("spmv"), torch.device("cpu"))[1] == "spmv-cpu-first.json"
+        assert resolve_model(get_op("spmv"), torch.device("cpu"))[1] == str(tmp_path / "mine" / "spmv-cpu-first.json")
     (tmp_path / "mine" / "spmv-cpu-first.json").unlink()
     (tmp_path / "other").mkdir()
     model.save(tmp_path / "other" / "spmv-cpu.json")
@@ -708,7 +711,7 @@ def test_two_models_of_this_gpu_in_one_folder_are_named_in_a_warning(tmp_path, m
     seer.clear_cache()
     with warnings.catch_warnings():
         warnings.simplefilter("error", SeerWarning)
-        assert resolve_model(get_op("spmv"), torch.device("cpu"))[1] == "spmv-cpu.json"
+        assert resolve_model(get_op("spmv"), torch.device("cpu"))[1] == str(tmp_path / "mine" / "spmv-cpu.json")
 
 
 def test_a_found_model_naming_variants_this_install_lacks_is_skipped_for_the_next(tmp_path, monkeypatch):
@@ -725,7 +728,65 @@ def test_a_found_model_naming_variants_this_install_lacks_is_skipped_for_the_nex
     model.save(tmp_path / "spmv-b.json")
     monkeypatch.setenv("SEER_MODELS", str(tmp_path))
     with pytest.warns(SeerWarning, match=r"skipping model .*spmv-a\.json: it names variants this install lacks"):
-        assert resolve_model(get_op("spmv"), torch.device("cpu"))[1] == "spmv-b.json"
+        assert resolve_model(get_op("spmv"), torch.device("cpu"))[1] == str(tmp_path / "spmv-b.json")
+
+
+def test_models_found_in_two_folders_under_one_name_are_told_apart(tmp_path, monkeypatch):
+    """A decision names a model found in $SEER_MODELS by its path (by its file name, the same in
+    both folders, which one served could not be told); a shipped one by its file name."""
+    import sys
+
+    from seer.registry import get_op
+
+    resolve_model = sys.modules["seer.dispatch"].resolve_model  # seer.dispatch is also the function
+    model = _model_by_calls({1: _split(_KNOWN, (SMALL, BIG), "nnz", 1e12, SMALL, BIG)})
+    for folder in ("first", "second"):
+        (tmp_path / folder).mkdir()
+        model.save(tmp_path / folder / "spmv-cpu.json")
+    monkeypatch.setenv("SEER_MODELS", os.pathsep.join(str(tmp_path / folder) for folder in ("second", "first")))
+    assert resolve_model(get_op("spmv"), torch.device("cpu"))[1] == str(tmp_path / "second" / "spmv-cpu.json")
+    assert sys.modules["seer.dispatch"]._found_name(SHIPPED_MODELS / "spmv-h100.json") == "spmv-h100.json"
+
+
+@pytest.mark.parametrize("entry", ["missing", "file"])
+def test_a_seer_models_entry_that_is_no_folder_is_named_in_a_warning(tmp_path, monkeypatch, entry):
+    """A file listed in $SEER_MODELS (an easy slip for model=) or a folder not there: its models
+    never served, in silence (found by a user's drill)."""
+    from seer.dispatch import model_files
+
+    listed = tmp_path / "spmv-mine.json"
+    if entry == "file":
+        _model_by_calls({1: _split(_KNOWN, (SMALL, BIG), "nnz", 1e12, SMALL, BIG)}).save(listed)
+    monkeypatch.setenv("SEER_MODELS", str(listed))
+    what = "is a file" if entry == "file" else "does not exist"
+    with pytest.warns(SeerWarning, match=rf"SEER_MODELS lists .*spmv-mine\.json, which {what}: it names folders"):
+        found = model_files("spmv")
+    assert listed not in found and all(path.parent == SHIPPED_MODELS for path in found)
+
+
+def test_a_model_file_written_again_is_read_by_the_next_decision(tmp_path):
+    """A model retrained in place under the same name, or a file named before it existed, kept the
+    first read's model (or hand rule) for the process, new inputs too, until clear_cache() (found
+    by a user's drill). Inputs already decided keep their choice until then."""
+    path = tmp_path / "spmv-mine.json"
+
+    def save(label, seconds_later):
+        _model_by_calls({1: _leaf(_KNOWN, (SMALL, BIG), label)}).save(path)
+        # A retrain takes seconds; two saves within one test may share the file system's clock tick.
+        os.utime(path, ns=(path.stat().st_mtime_ns + seconds_later * 10**9,) * 2)
+
+    decided, later = _matrix(), _matrix(60, 50, 0.2)
+    with pytest.warns(SeerWarning, match="does not exist"):
+        assert seer.explain("spmv", (_parts(decided), torch.randn(decided.shape[1])), model=path).stage == "hand rule"
+    save(SMALL, 1)
+    parts, x = _parts(decided), torch.randn(decided.shape[1])
+    _check(seer.dispatch("spmv", (parts, x), model=path), decided, x)
+    assert seer.cached_decision("spmv", (parts, x), model=path).variant == SMALL
+    save(BIG, 2)
+    assert seer.explain("spmv", (parts, x), model=path).variant == BIG
+    assert seer.explain("spmv", (_parts(later), torch.randn(later.shape[1])), model=path).variant == BIG
+    _check(seer.dispatch("spmv", (parts, x), model=path), decided, x)
+    assert seer.cached_decision("spmv", (parts, x), model=path).variant == SMALL  # kept until a clear
 
 
 @pytest.fixture
