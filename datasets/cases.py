@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from seer.errors import InputError
+from seer.errors import InputError, exit_on_seer_error
 from seer.profiling import Case
 
 
@@ -250,11 +250,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--matrices", type=Path, required=True, help="the real matrices the tables were profiled from")
     args = parser.parse_args(argv)
     command = " ".join(["python -m seer.datasets.cases", *(sys.argv[1:] if argv is None else argv)])
-    if args.action == "recount-shifted-rows":
-        changed = recount_shifted_rows(args.tables, structure_features(args.tables, [args.matrices]), command)
-        for table, count in changed.items():
-            print(f"{table}: {count} shifted_row_frac values changed")
-        return
+    with exit_on_seer_error(parser):
+        if args.action == "recount-shifted-rows":
+            _recount_command(args, command)
+        else:
+            _regroup_command(args, command)
+
+
+def _recount_command(args: argparse.Namespace, command: str) -> None:
+    changed = recount_shifted_rows(args.tables, structure_features(args.tables, [args.matrices]), command)
+    for table, count in changed.items():
+        print(f"{table}: {count} shifted_row_frac values changed")
+
+
+def _regroup_command(args: argparse.Namespace, command: str) -> None:
     for table in args.tables:
         changes = regroup_spmv_table(table, [args.matrices], command)
         print(f"{table}: {len(changes)} groups renamed" + "".join(f"\n  {c}" for c in changes))

@@ -874,9 +874,9 @@ def _check_runnable(device: torch.device) -> None:
         return
     now = os.environ.get("TRITON_INTERPRET") == "1"
     if not (now and INTERPRETING):
-        when = "it was set after seer was imported: set it before" if now else "set TRITON_INTERPRET=1 before"
+        when = "it was set after seer was imported" if now else "it is not set"
         raise InputError("inputs are on the CPU; seer's Triton kernels run on CUDA GPUs, or on the CPU only under "
-                         f"the Triton interpreter (TRITON_INTERPRET=1; {when} importing seer)")
+                         f"the Triton interpreter: set TRITON_INTERPRET=1 before importing seer ({when})")
 
 
 def _short(value) -> str:

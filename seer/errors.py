@@ -1,4 +1,5 @@
 """Exceptions seer raises. Each names the problem and, where there is one, the fix."""
+import contextlib
 import sys
 import warnings
 
@@ -24,6 +25,17 @@ class ModelError(SeerError):
 
 class ProfileTableError(SeerError, ValueError):
     """A profile table does not follow the documented format."""
+
+
+@contextlib.contextmanager
+def exit_on_seer_error(parser):
+    """Within it, a :class:`SeerError` ends a ``python -m`` command as argparse ends a usage error
+    (``prog: error: message`` on stderr, exit status 2): the message already says what is wrong and
+    what to do, which a traceback would bury."""
+    try:
+        yield
+    except SeerError as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
 
 
 class SeerWarning(UserWarning):

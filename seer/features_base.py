@@ -14,7 +14,8 @@ class Feature:
     """A model input.
 
     ``label`` is the words a rule prints (``"row-length CV"``); ``unit`` follows the
-    value when printed; ``integer`` prints thresholds as whole numbers with separators.
+    value when printed; ``integer`` marks a size, count or code, never negative: its thresholds
+    print as whole numbers with separators, and a profile table with a negative one is refused.
     """
 
     name: str

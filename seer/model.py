@@ -272,6 +272,8 @@ class SelectorModel:
     def load(cls, path: str | Path, op: str | None = None) -> SelectorModel:
         """Read a model file, refusing anything missing, damaged, foreign or inconsistent."""
         path = Path(path)
+        if path.is_dir():  # "does not exist" would send the user looking for a path that is there
+            raise ModelError(f"{path} is a folder, not a model file; name a model file (.json) instead")
         if not path.is_file():
             raise ModelError(f"model file {path} does not exist")
         try:

@@ -241,12 +241,23 @@ def _from_scipy(matrix):
         raise InputError(f"expected a 2-D sparse matrix, got a scipy array of shape {matrix.shape}")
     m = matrix.tocsr()
     if m.data.dtype.newbyteorder("=") not in (np.float32, np.float16):
-        raise InputError(f"the scipy matrix holds {m.data.dtype} values; seer supports float32, float16 and bfloat16 "
-                         "(convert with A.astype(numpy.float32))")
+        raise _scipy_dtype_error(m.data.dtype)
     index = np.promote_types(m.indptr.dtype, m.indices.dtype)
     return (torch.from_numpy(np.array(m.indptr, dtype=index.newbyteorder("="))),
             torch.from_numpy(np.array(m.indices, dtype=index.newbyteorder("="))),
             torch.from_numpy(np.array(m.data, dtype=m.data.dtype.newbyteorder("="))), m.shape)
+
+
+def _scipy_dtype_error(dtype: np.dtype) -> InputError:
+    """What to do with a scipy matrix of values seer cannot take. A cast is advised only where it
+    keeps the values' meaning: a complex one would drop the imaginary parts in silence. float16 and
+    bfloat16 are not offered for scipy, which holds neither."""
+    if dtype.kind == "c":
+        return InputError(f"the scipy matrix holds complex values ({dtype}); seer's SpMV is real and does not "
+                          "support them (A.real takes the real parts, where those are all that is wanted)")
+    return InputError(f"the scipy matrix holds {dtype} values; seer takes a scipy matrix of float32 values: convert "
+                      "with A.astype(numpy.float32) (for float16 or bfloat16, which scipy.sparse does not hold, pass "
+                      "a torch sparse CSR tensor or an (indptr, indices, values, shape) tuple of torch tensors)")
 
 
 def csr_shape(shape) -> tuple[int, int]:

@@ -13,7 +13,8 @@ metadata file beside it. Columns:
                         rows separately from the others.
 *feature columns*       named as the op's features (``seer.features.<op>``): every KNOWN feature
                         is required; GATHERED features are optional, and when present the
-                        model gets a second stage that uses them. Cells must be finite numbers.
+                        model gets a second stage that uses them. Cells must be finite numbers,
+                        those of integer features (sizes, counts, codes) not negative.
 ``gather_ms``           optional: measured time to compute the gathered features for that
                         input, in ms. Absent: gathering is treated as free (with a warning).
 ``time_ms:<variant>``   one per variant, at least two: median time of one call, in ms. Rows
@@ -74,7 +75,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from seer.errors import ProfileTableError, SeerError, warn
+from seer.errors import ProfileTableError, exit_on_seer_error, warn
 from seer.model import GATHER, is_capability, op_feature_module
 
 TIME = "time_ms:"
@@ -138,6 +139,8 @@ class ProfileTable:
             _check_finite(frame, column)
         for column in [*known, *gathered]:
             _check_float32_range(frame, column)
+        for column in _integer_features(op, [*known, *gathered]):
+            _check_not_negative(frame, column)
         frame = _drop_failed_rows(frame, [TIME + v for v in variants])
         for column in _prefixed(frame, PREPARE):  # after the drop: a failed variant has no preparation either
             _check_finite(frame, column)
@@ -644,6 +647,23 @@ def _check_float32_range(frame: pd.DataFrame, column: str) -> None:
                                 f"the trees cannot hold, in row(s) {_rows(frame, bad)}")
 
 
+def _integer_features(op: str, names: Sequence[str]) -> list[str]:
+    """Those of ``names`` that ``op``'s feature module marks ``integer`` (none for an op whose
+    table lists its own features: nothing says what their values mean)."""
+    module = op_feature_module(op)
+    integer = {f.name for f in (*module.KNOWN, *module.GATHERED) if f.integer} if module is not None else set()
+    return [name for name in names if name in integer]
+
+
+def _check_not_negative(frame: pd.DataFrame, column: str) -> None:
+    """An integer feature is a size, a count or a code: a negative one is a broken measurement,
+    which the trees would otherwise learn from as if it were an input."""
+    bad = frame[column].to_numpy(dtype=float) < 0
+    if bad.any():
+        raise ProfileTableError(f"column {column!r} (a size, count or code) cannot be negative, but is in row(s) "
+                                f"{_rows(frame, bad)}: profile those inputs again or drop their rows")
+
+
 def _check_host_time(frame: pd.DataFrame, column: str) -> None:
     """Empty cells were not measured; any other is a host call's wall time, finite and positive."""
     values = frame[column].to_numpy(dtype=float)
@@ -704,13 +724,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--variant", action="append", required=True, help="a variant to remove (repeatable)")
     args = parser.parse_args(argv)
     command = " ".join(["python -m seer.table", *(sys.argv[1:] if argv is None else argv)])
-    try:
+    with exit_on_seer_error(parser):
         for table in args.tables:  # every table checked before any is rewritten
             _retirable(table, args.variant)
         for table in args.tables:
             print(f"{table}: removed {', '.join(retire_variants(table, args.variant, command))}")
-    except SeerError as error:
-        parser.exit(2, f"{parser.prog}: error: {error}\n")
 
 
 if __name__ == "__main__":

@@ -157,13 +157,15 @@ class TwoStageSelector:
         self.folds = folds
         self.random_state = random_state
         self.fold_seed = fold_seed
+        # The tables told that they have too few groups for self.folds: a command scores a table, then
+        # fits it, and each counts its folds; the notice is said once.
+        self._told_fewer_folds: set = set()
 
     # ------------------------------------------------------------------ fitting
 
     def fit(self, table: ProfileTable) -> TwoStageSelector:
         data = _Data.of(table, table.known_features, table.gathered_features)
-        folds = _fold_count(data.groups, self.folds, minimum=2, warns=True)
-        self._fit(data, table, folds)
+        self._fit(data, table, self._folds_of(table, data, minimum=2))
         return self
 
     def _fit(self, data: _Data, table: ProfileTable, folds: int) -> None:
@@ -256,7 +258,7 @@ class TwoStageSelector:
         path (stage 2 decides every row, charged this cost) as ``validated_scores``."""
         calls = tuple(calls)
         data = _Data.of(table, table.known_features, table.gathered_features)
-        folds = _fold_count(data.groups, self.folds, minimum=3, warns=True)
+        folds = self._folds_of(table, data, minimum=3)
         n = len(table)
         choice = {c: np.zeros(n, dtype=int) for c in calls}
         gathered = {c: np.zeros(n, dtype=bool) for c in calls}
@@ -267,7 +269,7 @@ class TwoStageSelector:
             inner = TwoStageSelector(self.max_depth, self.min_samples_leaf, self.calls, self.folds, self.random_state,
                                      self.regret_cap, self.fold_seed)
             part = data.take(train)
-            inner._fit(part, table, _fold_count(part.groups, self.folds, minimum=2, warns=False, where=f"outer fold {k}"))
+            inner._fit(part, table, _fold_count(part.groups, self.folds, minimum=2, where=f"outer fold {k}"))
             held_out = data.take(test)
             for c in calls:
                 choice[c][test], gathered[c][test] = inner._choose(held_out, c)
@@ -287,6 +289,14 @@ class TwoStageSelector:
             report.validated_scores = _subset_scores(table, charged, calls, validated, _hand_rule(table)[0])
             report.validated_held_out = _held_out_frame(table, charged, calls, validated)
         return report
+
+    def _folds_of(self, table: ProfileTable, data: _Data, minimum: int) -> int:
+        """:func:`_fold_count` of ``table``, with a notice, once per table, where it is fewer than asked."""
+        folds = _fold_count(data.groups, self.folds, minimum)
+        if folds < self.folds:
+            warn_once(self._told_fewer_folds, f"the table has only {folds} groups: using {folds}-fold instead of "
+                      f"{self.folds}-fold grouped CV", key=(table.path or id(table.frame), self.folds))
+        return folds
 
     # ------------------------------------------------------------------ exporting
 
@@ -500,15 +510,14 @@ def _best_single(times: np.ndarray) -> int:
     return int(np.log(times).sum(axis=0).argmin())
 
 
-def _fold_count(groups: np.ndarray, wanted: int, minimum: int, warns: bool, where: str = "the table") -> int:
+def _fold_count(groups: np.ndarray, wanted: int, minimum: int, where: str = "the table") -> int:
+    """min(``wanted``, the number of groups); a ProfileTableError below ``minimum``."""
     n_groups = len(np.unique(groups))
     if n_groups < minimum:
         raise ProfileTableError(
             f"{where} has {n_groups} group(s); grouped cross-validation needs at least {minimum} "
             "(fit needs 2, evaluate 3): profile more input families"
         )
-    if n_groups < wanted and warns:
-        warn(f"{where} has only {n_groups} groups: using {n_groups}-fold instead of {wanted}-fold grouped CV")
     return min(wanted, n_groups)
 
 

@@ -103,6 +103,24 @@ def test_regroup_command_line(tmp_path, suitesparse_dir, capsys):
         f"python -m seer.datasets.cases regroup {path}")
 
 
+@pytest.mark.parametrize("action", ["regroup", "recount-shifted-rows"])
+def test_command_line_mistakes_are_one_line_errors(tmp_path, suitesparse_dir, capsys, action):
+    """A missing table, a missing or empty --matrices folder and a GEMM table had each printed a
+    traceback where seer's other commands print ``prog: error: message``."""
+    spmv, _ = _old_style_table(tmp_path, ROWS)
+    gemm = SHIPPED.with_name("gemm-h100.csv")
+    (tmp_path / "empty").mkdir()
+    mistakes = {"missing.csv does not exist": [tmp_path / "missing.csv", suitesparse_dir],
+                "does not exist or is not a folder": [spmv, tmp_path / "absent"],
+                "no matrices in": [spmv, tmp_path / "empty"],
+                "profiled for op 'gemm', not 'spmv'": [gemm, suitesparse_dir]}
+    for message, (table, matrices) in mistakes.items():
+        with pytest.raises(SystemExit) as exit_:
+            cases.main([action, str(table), "--matrices", str(matrices)])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and err.startswith("python -m seer.datasets.cases: error: ") and message in err
+
+
 # A 27-point stencil of side 42 (74,088 rows): over every row 0.9286 of its rows shift the one before.
 STENCIL = "synthetic/stencil_3d/n42-points27/seed0"
 

@@ -239,6 +239,8 @@ def test_damaged_or_inconsistent_files_are_refused(tmp_path, change, fix_checksu
 def test_missing_non_json_and_foreign_files(tmp_path):
     with pytest.raises(ModelError, match="does not exist"):
         SelectorModel.load(tmp_path / "none.json")
+    with pytest.raises(ModelError, match=f"{tmp_path} is a folder, not a model file"):
+        SelectorModel.load(tmp_path)  # had said "does not exist" of a folder that does
     garbage = tmp_path / "garbage.json"
     garbage.write_bytes(b"\x89PNG not json")
     with pytest.raises(ModelError, match="is not JSON"):

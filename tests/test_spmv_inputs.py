@@ -229,6 +229,22 @@ def test_tuple_members_that_are_no_dense_tensors_are_named(member, bad, message)
         seer.dispatch("spmv", (tuple(parts), torch.randn(5)))
 
 
+def test_a_complex_scipy_matrix_is_refused_without_advice_to_cast_it():
+    """The advice had been A.astype(numpy.float32), which drops the imaginary parts in silence."""
+    m = sp.eye(3, dtype=np.complex64, format="csr")
+    with pytest.raises(InputError, match=r"complex values \(complex64\); seer's SpMV is real") as error:
+        as_csr(m)
+    assert "astype" not in str(error.value)
+
+
+def test_a_float64_scipy_matrix_is_told_to_convert_to_float32_alone():
+    """float16 had been offered for scipy matrices too, which scipy.sparse does not hold."""
+    with pytest.raises(InputError, match=r"float64 values; seer takes a scipy matrix of float32 values: convert with "
+                                         r"A\.astype\(numpy\.float32\) \(for float16 or bfloat16, which scipy\.sparse "
+                                         r"does not hold, pass a torch"):
+        as_csr(sp.eye(3, format="csr"))
+
+
 def test_inputs_in_the_wrong_order_are_named():
     """(x, A) said only "expected a sparse CSR tensor, got layout torch.strided" (found by a user's walkthrough)."""
     m = _matrix()

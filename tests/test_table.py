@@ -124,12 +124,24 @@ def test_unregistered_op_may_list_its_features_in_meta(tmp_path):
         (lambda f: f.assign(**{"time_ms:": 1.0}), r"column\(s\) \['time_ms:'\] name no variant"),
         (lambda f: f.assign(**{"call_us:a": [20.0, -1.0, 20.0, np.inf]}), r"column 'call_us:a' must hold positive host times .* row\(s\) \['2', '4'\]"),
         (lambda f: f.assign(nnz=[1e39] + list(f["nnz"][1:])), r"column 'nnz' has values beyond float32's range .* row\(s\) \['1'\]"),
+        # An integer feature is a size, count or code: a negative one had been trained on as an input.
+        (lambda f: f.assign(nnz=[f["nnz"][0], -3, f["nnz"][2], -1]), r"column 'nnz' \(a size, count or code\) cannot be negative, but is in row\(s\) \['2', '4'\]"),
+        (lambda f: f.assign(row_max=[-1] + list(f["row_max"][1:])), r"column 'row_max' \(a size, count or code\) cannot be negative, but is in row\(s\) \['1'\]"),
     ],
 )
 def test_bad_tables_are_refused_with_the_reason(tmp_path, edit, message):
     path = write(tmp_path, edit(planted_frame(groups=2, per_group=2)))
     with pytest.raises(ProfileTableError, match=message):
         read_table(path)
+
+
+def test_negative_values_are_refused_only_in_integer_features(tmp_path):
+    """A feature not marked integer may be negative, as may any feature of an op whose table lists
+    its own: nothing says what their values mean."""
+    frame = planted_frame(groups=2, per_group=2)
+    read_table(write(tmp_path, frame.assign(mean_row=-frame["mean_row"]), name="fractional.csv"))
+    meta = {"op": "listed", "features": {"known": ["nnz"], "gathered": []}}
+    read_table(write(tmp_path, frame.assign(nnz=-frame["nnz"]), meta, name="listed.csv"))
 
 
 def test_a_table_is_rewritten_whole_or_not_at_all(tmp_path, monkeypatch):

@@ -219,6 +219,19 @@ def test_small_tables_use_fewer_folds_or_refuse(tmp_path):
         TwoStageSelector().fit(one)
 
 
+def test_fewer_folds_are_said_once_per_command(tmp_path):
+    """seer train and seer report score a table, then fit it, and each step had said it again."""
+    path = write_planted(tmp_path / "small.csv", groups=3, per_group=4)
+    with pytest.warns(SeerWarning, match="only 3 groups") as train:
+        train_table(path)
+    table = read_table(path)
+    selector = TwoStageSelector()
+    with pytest.warns(SeerWarning, match="only 3 groups") as report:
+        selector.evaluate(table)
+        selector.fit(table)
+    assert [len([w for w in told if "only 3 groups" in str(w.message)]) for told in (train, report)] == [1, 1]
+
+
 def test_unknown_op_trains_without_hand_rule(tmp_path):
     frame = planted_frame(groups=30, per_group=3)
     meta = {"op": "mystery", "features": {"known": ["nnz"], "gathered": ["row_cv"]}}
