@@ -6,6 +6,7 @@ it launches and how full the last one is (wave quantisation), how compute- or me
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -64,6 +65,13 @@ def known(problem) -> dict:
         "k_per_output": k / max(m * n, 1),
         "align": _alignment(n, k),
     }
+
+
+def known_on(problem, device: dict) -> dict | None:
+    """:func:`known` as the GPU ``device`` (a model's provenance) computes it, its SM count in the
+    wave features; None where ``device`` records no SM count."""
+    sm_count = device.get("sm_count")
+    return None if sm_count is None else known(dataclasses.replace(problem, num_sms=sm_count))
 
 
 def gathered(problem) -> dict:

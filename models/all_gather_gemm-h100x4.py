@@ -1,8 +1,8 @@
 # seer selection rules for op 'all_gather_gemm'
-# device: NVIDIA H100 80GB HBM3, compute capability 9.0
+# device: NVIDIA H100 80GB HBM3, compute capability 9.0, 132 SMs
 # variants: bulk_torch, bulk_triton, fused_sequential, producer_consumer, workgroup_specialised, pipelined_torch, torch_fused
 # training table: datasets/profiles/all_gather_gemm-h100x4.csv (sha256 99c18bff5f2d4c2343521e1eb1c667c6fe3256b2d52530cd0f69e5d0d50492d2), 84 rows in 6 groups
-# trained: 2026-11-26T21:08:05+00:00
+# trained: 2026-11-30T15:09:19+00:00
 # command: seer train datasets/profiles/all_gather_gemm-h100x4.csv
 # held-out fraction of oracle (5-fold grouped CV): 0.987 at 1 call, 0.987 at 100 calls
 # regenerate: rerun the command above on the table with this sha256 to retrain; seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model

@@ -1,8 +1,8 @@
 # seer selection rules for op 'all_gather_gemm'
-# device: NVIDIA H200, compute capability 9.0
+# device: NVIDIA H200, compute capability 9.0, 132 SMs
 # variants: bulk_torch, bulk_triton, fused_sequential, producer_consumer, workgroup_specialised, pipelined_torch, torch_fused
 # training table: datasets/profiles/all_gather_gemm-h200x2.csv (sha256 8cb373bfa061cd8006aa4d4b02943154df856afba460cf02496b130a942a5a31), 84 rows in 6 groups
-# trained: 2026-11-25T06:13:24+00:00
+# trained: 2026-11-30T15:09:24+00:00
 # command: seer train datasets/profiles/all_gather_gemm-h200x2.csv
 # held-out fraction of oracle (5-fold grouped CV): 0.983 at 1 call, 0.983 at 100 calls
 # regenerate: rerun the command above on the table with this sha256 to retrain; seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model

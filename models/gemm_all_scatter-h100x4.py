@@ -1,8 +1,8 @@
 # seer selection rules for op 'gemm_all_scatter'
-# device: NVIDIA H100 80GB HBM3, compute capability 9.0
+# device: NVIDIA H100 80GB HBM3, compute capability 9.0, 132 SMs
 # variants: bulk_torch, bulk_triton, fused_sequential, producer_consumer, workgroup_specialised, pipelined_torch
 # training table: datasets/profiles/gemm_all_scatter-h100x4.csv (sha256 6a89fb59bf3b8136c362becb726e855cc9a501567e867ec200e78406796e8ae8), 84 rows in 6 groups
-# trained: 2026-11-26T21:08:13+00:00
+# trained: 2026-11-30T15:09:28+00:00
 # command: seer train datasets/profiles/gemm_all_scatter-h100x4.csv
 # held-out fraction of oracle (5-fold grouped CV): 0.980 at 1 call, 0.980 at 100 calls
 # regenerate: rerun the command above on the table with this sha256 to retrain; seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model

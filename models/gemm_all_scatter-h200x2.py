@@ -1,8 +1,8 @@
 # seer selection rules for op 'gemm_all_scatter'
-# device: NVIDIA H200, compute capability 9.0
+# device: NVIDIA H200, compute capability 9.0, 132 SMs
 # variants: bulk_torch, bulk_triton, fused_sequential, producer_consumer, workgroup_specialised, pipelined_torch
 # training table: datasets/profiles/gemm_all_scatter-h200x2.csv (sha256 d12dc42f763343037aed50ca374b429e9fd2790d99bf708b286452112f3ff293), 84 rows in 6 groups
-# trained: 2026-11-26T05:23:55+00:00
+# trained: 2026-11-30T15:09:32+00:00
 # command: seer train datasets/profiles/gemm_all_scatter-h200x2.csv
 # held-out fraction of oracle (5-fold grouped CV): 0.982 at 1 call, 0.982 at 100 calls
 # regenerate: rerun the command above on the table with this sha256 to retrain; seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model

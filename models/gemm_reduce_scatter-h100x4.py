@@ -1,8 +1,8 @@
 # seer selection rules for op 'gemm_reduce_scatter'
-# device: NVIDIA H100 80GB HBM3, compute capability 9.0
+# device: NVIDIA H100 80GB HBM3, compute capability 9.0, 132 SMs
 # variants: bulk_torch, bulk_triton, fused_sequential, producer_consumer, workgroup_specialised, pipelined_torch, fused_torch, pipelined_graph
 # training table: datasets/profiles/gemm_reduce_scatter-h100x4.csv (sha256 d895cb9d71f93d66c306f28ccc6f982893876c6218be7017bc7a616f01703e37), 84 rows in 6 groups
-# trained: 2026-11-26T21:08:23+00:00
+# trained: 2026-11-30T15:09:38+00:00
 # command: seer train datasets/profiles/gemm_reduce_scatter-h100x4.csv
 # held-out fraction of oracle (5-fold grouped CV): 0.983 at 1 call, 0.983 at 100 calls
 # regenerate: rerun the command above on the table with this sha256 to retrain; seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model

@@ -1,8 +1,8 @@
 # seer selection rules for op 'gemm_reduce_scatter'
-# device: NVIDIA H200, compute capability 9.0
+# device: NVIDIA H200, compute capability 9.0, 132 SMs
 # variants: bulk_torch, bulk_triton, fused_sequential, producer_consumer, workgroup_specialised, pipelined_torch, fused_torch, pipelined_graph
 # training table: datasets/profiles/gemm_reduce_scatter-h200x2.csv (sha256 8d0cee111ae474da3276cad6fdf589af661712ac6c08840c07c2624793b3b2b4), 84 rows in 6 groups
-# trained: 2026-11-25T06:13:27+00:00
+# trained: 2026-11-30T15:09:43+00:00
 # command: seer train datasets/profiles/gemm_reduce_scatter-h200x2.csv
 # held-out fraction of oracle (5-fold grouped CV): 0.955 at 1 call, 0.955 at 100 calls
 # regenerate: rerun the command above on the table with this sha256 to retrain; seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model

@@ -1,8 +1,8 @@
 # seer selection rules for op 'spmv'
-# device: NVIDIA H100 80GB HBM3, compute capability 9.0
+# device: NVIDIA H100 80GB HBM3, compute capability 9.0, 132 SMs
 # variants: scalar_r128, vector_g4, vector_g8, vector_g16, vector_g32, vector_g64, vector_g256, diagonal_r128, diagonal_major_r512, merge_c256, merge_c512, merge_c512_hot64k, adaptive, torch_csr, cusparse_prepared, offsets_i16, cusparse_slices_16k
 # training table: datasets/profiles/spmv-h100.csv (sha256 626af1ccf5f6f05bbca81c34423d6585d4d8089138daa15025b413c3463cfcb8), 477 rows in 56 groups
-# trained: 2026-11-30T09:16:43+00:00
+# trained: 2026-11-30T15:09:57+00:00
 # command: seer train datasets/profiles/spmv-h100.csv
 # held-out fraction of oracle (5-fold grouped CV) of inputs passed unchecked, stage 1 deciding whether gathering pays, its cost included: 0.848 at 1 call, 0.931 at 100 calls (validated inputs, dispatch's default, go straight to stage 2: scored by benchmarks/selection.py --validation)
 # regenerate: rerun the command above on the table with this sha256 to retrain; seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model

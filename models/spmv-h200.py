@@ -1,8 +1,8 @@
 # seer selection rules for op 'spmv'
-# device: NVIDIA H200, compute capability 9.0
+# device: NVIDIA H200, compute capability 9.0, 132 SMs
 # variants: scalar_r128, vector_g4, vector_g8, vector_g16, vector_g32, vector_g64, vector_g256, diagonal_r128, diagonal_major_r512, merge_c256, merge_c512, merge_c512_hot64k, adaptive, torch_csr, cusparse_prepared, offsets_i16, cusparse_slices_16k
 # training table: datasets/profiles/spmv-h200.csv (sha256 99d116440ac7e6f11b24151d7d15385e10e2495eb5325b9a4ef109d3c61d0bf8), 485 rows in 57 groups
-# trained: 2026-11-30T09:17:13+00:00
+# trained: 2026-11-30T15:10:12+00:00
 # command: seer train datasets/profiles/spmv-h200.csv
 # held-out fraction of oracle (5-fold grouped CV) of inputs passed unchecked, stage 1 deciding whether gathering pays, its cost included: 0.888 at 1 call, 0.925 at 100 calls (validated inputs, dispatch's default, go straight to stage 2: scored by benchmarks/selection.py --validation)
 # regenerate: rerun the command above on the table with this sha256 to retrain; seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model

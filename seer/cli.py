@@ -246,7 +246,7 @@ def _check_model_of(model, path: Path, table) -> None:
 def _explain(args, command: str) -> int:
     import seer
     from seer.datasets.suitesparse import read_matrix
-    from seer.dispatch import model_files
+    from seer.dispatch import found_model_name, model_files
 
     import torch
 
@@ -267,7 +267,7 @@ def _explain(args, command: str) -> int:
     x = torch.ones(matrix.shape[1], device=device)
     for path in [args.model] if args.model else model_files("spmv") or [None]:
         if path is not None:
-            print(f"== {Path(path).name}")
+            print(f"== {path if args.model else found_model_name(path)}")
         print(seer.explain("spmv", (A, x), calls=args.calls, model=path))
     return 0
 

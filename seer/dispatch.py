@@ -580,6 +580,8 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
         name = entry.features.hand_rule(known)
         path = [f"hand rule ({entry.features.hand_rule.__doc__ or 'documented fallback'}".rstrip() + ")"]
         return _decision(entry, name, "hand rule", path, known, description, problem, source)
+    if device.type != "cuda":
+        known = _known_on_models_gpu(entry, problem, known, selector, description)
     trained_sizes = selector.training.get("world_sizes")
     if trained_sizes and known.get("world_size") not in trained_sizes:
         _warn_once(f"{description} was trained at world sizes {trained_sizes}, running at {known.get('world_size')}: "
@@ -599,6 +601,22 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
     decision = _decision(entry, choice.variant, stage, choice.path, features, description, problem, source)
     decision.calls = calls or 1
     return decision
+
+
+def _known_on_models_gpu(entry: Op, problem, known: dict, selector, description: str) -> dict:
+    """Off a GPU, the known features as the model's GPU computes them, where they depend on the GPU
+    (GEMM's waves of its SMs): a GPU's model consulted here (to see its choices, the one reason to)
+    then gives that GPU's choice, not one for the interpreter's few SMs. A warning where the model
+    does not record what they need."""
+    known_on = getattr(entry.features, "known_on", None)
+    if known_on is None:
+        return known
+    on_gpu = known_on(problem, selector.device)
+    if on_gpu is None:
+        _warn_once(f"{description} does not record its GPU's SM count (train it again on its table to add it): "
+                   f"its {entry.name} choices here read this device's wave features, not its GPU's")
+        return known
+    return on_gpu
 
 
 def _check_variant(entry: Op, variant) -> None:
@@ -654,34 +672,36 @@ def resolve_model(entry: Op, device: torch.device, model=None, world_size: int |
     another op, variants this install lacks) is skipped with a warning; an explicit one that is,
     or no model for this GPU, falls back to the op's hand rule with a warning.
     """
-    token = (entry.name, device, _model_token(model), world_size, _file_state(model))
+    token, state = (entry.name, device, _model_token(model), world_size), _file_state(model)
     with _models_lock:
-        resolved = _models.get(token)
-        if resolved is not None:
+        held = _models.get(token)
+        if held is not None and held[0] == state:
             _models.move_to_end(token)
-            return resolved
+            return held[1]
         generation = _models_generation
     resolved = _resolve(entry, device, model, world_size)
     with _models_lock:
         if generation != _models_generation:  # cleared meanwhile: $SEER_MODELS may name others now
             return resolved
-        _models[token] = resolved
+        _models[token] = state, resolved  # a file's earlier state replaced, not kept beside it
+        _models.move_to_end(token)
         while len(_models) > _MODELS_HELD:
             _models.popitem(last=False)
     return resolved
 
 
-def _file_state(model) -> tuple[int, int] | None:
-    """A model file's (modification time, size), part of its resolved model's key: a file written
-    since it was read (a model retrained in place, a file missing then) is read again by the next
-    decision. None for a model object or a missing file."""
+def _file_state(model) -> tuple[int, ...] | None:
+    """A model file's identity and (modification time, size), kept with its resolved model: a file
+    written since it was read (a model retrained in place, which ``SelectorModel.save`` replaces
+    whole, a file missing then) is read again by the next decision. None for a model object or a
+    missing file."""
     if not isinstance(model, (str, os.PathLike)):
         return None
     try:
         stat = os.stat(model)
     except (OSError, ValueError):  # missing, unreadable, or a path no file can have: load says which
         return None
-    return stat.st_mtime_ns, stat.st_size
+    return stat.st_dev, stat.st_ino, stat.st_mtime_ns, stat.st_size
 
 
 def _trained_at(selector, world_size: int | None) -> bool:
@@ -728,12 +748,12 @@ def _resolve(entry: Op, device, model, world_size):
         if here:
             if sized:  # past it, a model of another world size serves anyway
                 _warn_of_twins(entry, name, [path for path, _ in here])
-            return here[0][1], _found_name(here[0][0])
+            return here[0][1], found_model_name(here[0][0])
         for path, selector in fitting:
             if capability is not None and tuple(selector.device.get("capability") or ()) == capability:
-                _warn_once(f"no {entry.name} model measured on {name!r}; using {_found_name(path)} "
+                _warn_once(f"no {entry.name} model measured on {name!r}; using {found_model_name(path)} "
                            f"(measured on {selector.device.get('name')!r}, same compute capability)")
-                return selector, _found_name(path)
+                return selector, found_model_name(path)
     shipped = sorted(str(path) for path in SHIPPED_MODELS.glob(f"{entry.name}-*.json"))
     if device.type != "cuda" and shipped:  # profiling needs a GPU: say what can be done here
         return _fallback(entry, f"no {entry.name} model measured on {name!r}: seer's models are measured on GPUs "
@@ -753,10 +773,10 @@ def _warn_of_twins(entry: Op, device_name: str, paths: list[Path]) -> None:
                    "model= or a folder of its own first in SEER_MODELS")
 
 
-def _found_name(path: Path) -> str:
+def found_model_name(path: Path) -> str:
     """A model found in the folders, as decisions name it: a shipped one by its file name, another
     by its path (the same name may be in several folders of $SEER_MODELS)."""
-    return path.name if path.resolve().parent == SHIPPED_MODELS.resolve() else str(path)
+    return path.name if path.parent.resolve() == SHIPPED_MODELS.resolve() else str(path)
 
 
 def _described(model) -> str:
@@ -787,9 +807,9 @@ def model_files(op: str) -> list[Path]:
     folders = [Path(p) for p in os.environ.get("SEER_MODELS", "").split(os.pathsep) if p]
     for folder in folders:
         if not folder.is_dir():  # else its models would never serve, in silence
-            what = "is a file" if folder.is_file() else "does not exist"
+            what = "is a file (pass one model file with model=)" if folder.is_file() else "does not exist"
             _warn_once(f"SEER_MODELS lists {folder}, which {what}: it names folders of models, separated by "
-                       f"{os.pathsep!r} (pass one model file with model=); ignored")
+                       f"{os.pathsep!r}; ignored")
     folders.append(SHIPPED_MODELS)
     found = {}  # resolved -> as found: a folder listed twice (or the shipped one in $SEER_MODELS) counts once
     for path in (path for folder in folders if folder.is_dir() for path in sorted(folder.glob(f"{op}-*.json"))):

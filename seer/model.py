@@ -9,7 +9,8 @@ between two trained ones uses the tree of the smaller (:func:`nearest_calls`).
 
 File layout (``SCHEMA = "seer.model/2"``): one JSON object with ``schema``, ``op``,
 ``variants``, ``known_features``, ``gathered_features``, ``stage1`` (``{"<calls>": tree}``),
-``stage2`` (``{"<calls>": tree}`` or null), ``device`` (``{"name", "capability"}``),
+``stage2`` (``{"<calls>": tree}`` or null), ``device`` (``{"name", "capability"}``, and
+``"sm_count"`` where the profile table recorded it),
 ``versions``, ``training`` and ``checksum`` (``{"sha256": ...}`` of the canonical JSON of
 everything else, so a file edited by hand or damaged on disk is refused). Trees use
 :meth:`seer.tree.Tree.to_dict`. Version 1 files (``"seer.model/1"``, from before preparation
@@ -22,6 +23,7 @@ import hashlib
 import importlib
 import json
 import math
+import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -265,7 +267,14 @@ class SelectorModel:
         path = Path(path)
         content = self.to_dict()
         document = {**content, "checksum": {"sha256": checksum(content)}}
-        path.write_text(json.dumps(document, indent=1, allow_nan=False) + "\n")
+        # Written beside it, then put in its place: dispatch reads a model file again once it changes,
+        # and must never find one half written.
+        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        try:
+            partial.write_text(json.dumps(document, indent=1, allow_nan=False) + "\n")
+            os.replace(partial, path)
+        finally:
+            partial.unlink(missing_ok=True)
         return path
 
     @classmethod
@@ -419,24 +428,29 @@ def _check_consistent(model: SelectorModel) -> None:
 
 def _check_provenance(model: SelectorModel) -> None:
     """What dispatch reads of the provenance to pick a model (the GPU's name and compute capability,
-    the world sizes trained at) must have the types it compares them as."""
+    the world sizes trained at) and to decide off a GPU (its SM count) must have the types it uses
+    them as."""
     name, capability = model.device.get("name"), model.device.get("capability")
     if name is not None and not isinstance(name, str):
         raise ModelError(f"device name must be a string or null, got {name!r}")
     if capability is not None and not is_capability(capability):
         raise ModelError(f"device capability must be [major, minor] or null, got {capability!r}")
+    sm_count = model.device.get("sm_count")
+    if sm_count is not None and not is_count(sm_count, least=1):
+        raise ModelError(f"device sm_count must be a whole number >= 1 or null, got {sm_count!r}")
     sizes = model.training.get("world_sizes")
-    if sizes is not None and not (isinstance(sizes, (list, tuple)) and all(_is_count(v, least=1) for v in sizes)):
+    if sizes is not None and not (isinstance(sizes, (list, tuple)) and all(is_count(v, least=1) for v in sizes)):
         raise ModelError(f"training world_sizes must be a list of world sizes (whole numbers >= 1), got {sizes!r}")
 
 
 def is_capability(value: Any) -> bool:
     """A CUDA compute capability as the provenance stores it: ``[major, minor]``, whole numbers >= 0
     (a model's and a profile table's metadata alike)."""
-    return isinstance(value, (list, tuple)) and len(value) == 2 and all(_is_count(v, least=0) for v in value)
+    return isinstance(value, (list, tuple)) and len(value) == 2 and all(is_count(v, least=0) for v in value)
 
 
-def _is_count(value: Any, least: int) -> bool:
+def is_count(value: Any, least: int) -> bool:
+    """A whole number (not a bool) of at least ``least``."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 

@@ -30,7 +30,8 @@ def header_lines(model: SelectorModel, source: str | Path | None = None) -> list
     capability = device.get("capability")
     lines = [
         f"seer selection rules for op {model.op!r}" + (f" (model {source})" if source else ""),
-        f"device: {device.get('name') or 'unknown'}" + (f", compute capability {_capability(capability)}" if capability else ""),
+        f"device: {device.get('name') or 'unknown'}" + (f", compute capability {_capability(capability)}" if capability else "")
+        + (f", {device['sm_count']} SMs" if device.get("sm_count") else ""),
         f"variants: {', '.join(model.variants)}",
         f"training table: {training.get('table') or 'in memory'} (sha256 {training.get('sha256') or 'n/a'}), "
         f"{training.get('rows', '?')} rows in {training.get('groups', '?')} groups",

@@ -250,14 +250,15 @@ def _from_scipy(matrix):
 
 def _scipy_dtype_error(dtype: np.dtype) -> InputError:
     """What to do with a scipy matrix of values seer cannot take. A cast is advised only where it
-    keeps the values' meaning: a complex one would drop the imaginary parts in silence. float16 and
-    bfloat16 are not offered for scipy, which holds neither."""
+    keeps the values' meaning: a complex one would drop the imaginary parts in silence. bfloat16 is
+    not offered for scipy, which does not hold it."""
     if dtype.kind == "c":
         return InputError(f"the scipy matrix holds complex values ({dtype}); seer's SpMV is real and does not "
-                          "support them (A.real takes the real parts, where those are all that is wanted)")
-    return InputError(f"the scipy matrix holds {dtype} values; seer takes a scipy matrix of float32 values: convert "
-                      "with A.astype(numpy.float32) (for float16 or bfloat16, which scipy.sparse does not hold, pass "
-                      "a torch sparse CSR tensor or an (indptr, indices, values, shape) tuple of torch tensors)")
+                          "support them (A.real.astype(numpy.float32) takes the real parts, where those are all "
+                          "that is wanted)")
+    return InputError(f"the scipy matrix holds {dtype} values; seer takes a scipy matrix of float32 or float16 values: "
+                      "convert with A.astype(numpy.float32) (for bfloat16, which scipy.sparse does not hold, pass a "
+                      "torch sparse CSR tensor or an (indptr, indices, values, shape) tuple of torch tensors)")
 
 
 def csr_shape(shape) -> tuple[int, int]:

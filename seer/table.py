@@ -76,7 +76,7 @@ import numpy as np
 import pandas as pd
 
 from seer.errors import ProfileTableError, exit_on_seer_error, warn
-from seer.model import GATHER, is_capability, op_feature_module
+from seer.model import GATHER, is_capability, is_count, op_feature_module
 
 TIME = "time_ms:"
 BASELINE = "baseline_ms:"
@@ -518,8 +518,9 @@ def _check_meta_fields(meta: Mapping) -> None:
 
 
 def device_of(meta: Mapping) -> dict:
-    """``{"name", "capability"}`` of the metadata's ``device``: an object, or the GPU's name alone;
-    both None where the metadata names no device. ProfileTableError for any other shape."""
+    """``{"name", "capability"}`` of the metadata's ``device``, with its ``sm_count`` where it has one:
+    an object, or the GPU's name alone; both None where the metadata names no device.
+    ProfileTableError for any other shape."""
     device = meta.get("device")
     if device is None or isinstance(device, str):
         device = {"name": device}
@@ -531,7 +532,12 @@ def device_of(meta: Mapping) -> dict:
         raise ProfileTableError(f"the device's \"name\" must be a string, got {name!r}")
     if capability is not None and not is_capability(capability):
         raise ProfileTableError(f"the device's \"capability\" must be [major, minor], got {capability!r}")
-    return {"name": name, "capability": None if capability is None else list(capability)}
+    found = {"name": name, "capability": None if capability is None else list(capability)}
+    if device.get("sm_count") is not None:  # what features counting the GPU's SMs (GEMM's waves) read
+        if not is_count(device["sm_count"], least=1):
+            raise ProfileTableError(f"the device's \"sm_count\" must be a whole number >= 1, got {device['sm_count']!r}")
+        found["sm_count"] = device["sm_count"]
+    return found
 
 
 def _feature_names(op: str, meta: Mapping, columns: pd.Index) -> tuple[tuple[str, ...], tuple[str, ...]]:

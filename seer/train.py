@@ -295,7 +295,7 @@ class TwoStageSelector:
         folds = _fold_count(data.groups, self.folds, minimum)
         if folds < self.folds:
             warn_once(self._told_fewer_folds, f"the table has only {folds} groups: using {folds}-fold instead of "
-                      f"{self.folds}-fold grouped CV", key=(table.path or id(table.frame), self.folds))
+                      f"{self.folds}-fold grouped CV")
         return folds
 
     # ------------------------------------------------------------------ exporting

@@ -746,7 +746,11 @@ def test_models_found_in_two_folders_under_one_name_are_told_apart(tmp_path, mon
         model.save(tmp_path / folder / "spmv-cpu.json")
     monkeypatch.setenv("SEER_MODELS", os.pathsep.join(str(tmp_path / folder) for folder in ("second", "first")))
     assert resolve_model(get_op("spmv"), torch.device("cpu"))[1] == str(tmp_path / "second" / "spmv-cpu.json")
-    assert sys.modules["seer.dispatch"]._found_name(SHIPPED_MODELS / "spmv-h100.json") == "spmv-h100.json"
+    found_model_name = sys.modules["seer.dispatch"].found_model_name
+    (tmp_path / "shipped").symlink_to(SHIPPED_MODELS)  # the shipped folder by another name
+    (tmp_path / "first" / "spmv-linked.json").symlink_to(SHIPPED_MODELS / "spmv-h100.json")
+    assert found_model_name(tmp_path / "shipped" / "spmv-h100.json") == "spmv-h100.json"
+    assert found_model_name(tmp_path / "first" / "spmv-linked.json") == str(tmp_path / "first" / "spmv-linked.json")
 
 
 @pytest.mark.parametrize("entry", ["missing", "file"])
@@ -759,7 +763,7 @@ def test_a_seer_models_entry_that_is_no_folder_is_named_in_a_warning(tmp_path, m
     if entry == "file":
         _model_by_calls({1: _split(_KNOWN, (SMALL, BIG), "nnz", 1e12, SMALL, BIG)}).save(listed)
     monkeypatch.setenv("SEER_MODELS", str(listed))
-    what = "is a file" if entry == "file" else "does not exist"
+    what = r"is a file \(pass one model file with model=\)" if entry == "file" else "does not exist"
     with pytest.warns(SeerWarning, match=rf"SEER_MODELS lists .*spmv-mine\.json, which {what}: it names folders"):
         found = model_files("spmv")
     assert listed not in found and all(path.parent == SHIPPED_MODELS for path in found)
@@ -768,7 +772,7 @@ def test_a_seer_models_entry_that_is_no_folder_is_named_in_a_warning(tmp_path, m
 def test_a_model_file_written_again_is_read_by_the_next_decision(tmp_path):
     """A model retrained in place under the same name, or a file named before it existed, kept the
     first read's model (or hand rule) for the process, new inputs too, until clear_cache() (found
-    by a user's drill). Inputs already decided keep their choice until then."""
+    by a user's drill). Inputs already decided keep their choice until decided again."""
     path = tmp_path / "spmv-mine.json"
 
     def save(label, seconds_later):
@@ -787,7 +791,10 @@ def test_a_model_file_written_again_is_read_by_the_next_decision(tmp_path):
     assert seer.explain("spmv", (parts, x), model=path).variant == BIG
     assert seer.explain("spmv", (_parts(later), torch.randn(later.shape[1])), model=path).variant == BIG
     _check(seer.dispatch("spmv", (parts, x), model=path), decided, x)
-    assert seer.cached_decision("spmv", (parts, x), model=path).variant == SMALL  # kept until a clear
+    assert seer.cached_decision("spmv", (parts, x), model=path).variant == SMALL  # kept until decided again
+    _check(seer.dispatch("spmv", (parts, x), model=path, calls=1000), decided, x)
+    assert seer.cached_decision("spmv", (parts, x), model=path).variant == BIG  # decided again: the new file
+    assert not list(tmp_path.glob(".*partial"))  # each save wrote beside the file and moved it in place
 
 
 @pytest.fixture
@@ -1087,6 +1094,35 @@ def test_an_input_written_in_place_replaces_its_cached_entry(write):
         assert seer.cache_info()["hits"] == hits + 1
     finally:
         seer.set_cache_size(sys.modules["seer.dispatch"].DEFAULT_CACHE_SIZE)
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["sm_count", "no_sm_count"])
+def test_a_gpu_gemm_model_off_a_gpu_decides_on_its_gpus_waves(recorded):
+    """A GPU's GEMM model consulted on the CPU (as the fallback warning there suggests, to see the
+    GPU's choices) read the interpreter's 4 SMs in its wave features, and chose otherwise than on its
+    GPU for 44 of the 171 suite shapes under the shipped H100 model. With the SM count its table
+    recorded it decides as there; a model without one says so."""
+    from seer.features import gemm as gemm_features
+
+    tile, cublas = "tile_64x64x64_w4s4g8", "torch_matmul"
+    known = tuple(f.name for f in gemm_features.KNOWN)
+    device = {"name": "Test GPU", "capability": [9, 0]} | ({"sm_count": 132} if recorded else {})
+    model = SelectorModel(op="gemm", variants=(tile, cublas), known_features=known, gathered_features=(),
+                          stage1={1: _split(known, (tile, cublas), "waves", 2.0, tile, cublas)}, stage2=None,
+                          device=device, versions={}, training={"dtype": "bfloat16"})
+    a, b = torch.randn(512, 64, dtype=torch.bfloat16), torch.randn(64, 512, dtype=torch.bfloat16)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        decision = seer.explain("gemm", (a, b), model=model)  # 16 output tiles: 4 waves of 4 SMs, 0.12 of 132
+    said = [str(w.message) for w in said]
+    if recorded:
+        assert (decision.variant, decision.features["waves"]) == (tile, 16 / 132)
+        assert not any("SM count" in message for message in said)
+    else:
+        assert (decision.variant, decision.features["waves"]) == (cublas, 16 / 4)
+        assert any("does not record its GPU's SM count" in message for message in said), said
+    exact = a.double() @ b.double()
+    assert (seer.dispatch("gemm", (a, b), model=model).double() - exact).norm() <= 1e-2 * exact.norm()
 
 
 def test_a_gemm_decision_holds_none_of_its_operands():

@@ -1,5 +1,6 @@
 """SelectorModel: two-stage choice, call-count trees and the checked JSON file format."""
 import json
+import re
 
 import pytest
 from synthetic_profiles import GATHERED, KNOWN, toy_op  # noqa: F401 (toy_op is a fixture)
@@ -224,6 +225,9 @@ def rewrite(path, change, fix_checksum=True):
         (lambda d: d["device"].update(name=7), True, "device name must be a string or null, got 7"),
         (lambda d: d["device"].update(capability=9), True, r"device capability must be \[major, minor\] or null, got 9"),
         (lambda d: d["device"].update(capability=[9, "0"]), True, r"device capability .* got \[9, '0'\]"),
+        # what dispatch reads off a GPU to compute a GEMM's waves as on the model's GPU
+        (lambda d: d["device"].update(sm_count=0), True, "device sm_count must be a whole number >= 1 or null, got 0"),
+        (lambda d: d["device"].update(sm_count=132.0), True, "device sm_count .* got 132.0"),
         (lambda d: d["training"].update(world_sizes=4), True, "training world_sizes must be a list of world sizes .* got 4"),
         (lambda d: d["training"].update(world_sizes=[0]), True, r"training world_sizes .* got \[0\]"),
     ],
@@ -239,7 +243,7 @@ def test_damaged_or_inconsistent_files_are_refused(tmp_path, change, fix_checksu
 def test_missing_non_json_and_foreign_files(tmp_path):
     with pytest.raises(ModelError, match="does not exist"):
         SelectorModel.load(tmp_path / "none.json")
-    with pytest.raises(ModelError, match=f"{tmp_path} is a folder, not a model file"):
+    with pytest.raises(ModelError, match=f"{re.escape(str(tmp_path))} is a folder, not a model file"):
         SelectorModel.load(tmp_path)  # had said "does not exist" of a folder that does
     garbage = tmp_path / "garbage.json"
     garbage.write_bytes(b"\x89PNG not json")

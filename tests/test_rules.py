@@ -1,4 +1,6 @@
 """Rules export: readable thresholds, provenance header, and a generated module that agrees with the trees."""
+import dataclasses
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -25,7 +27,9 @@ def test_text_rules_read_in_natural_units(trained):
     path, model = trained
     text = rules.to_text(model, source="models/toy.json")
     assert "seer selection rules for op 'toy' (model models/toy.json)" in text
-    assert "device: Synthetic GPU, compute capability 9.0" in text
+    assert "device: Synthetic GPU, compute capability 9.0\n" in text
+    counted = dataclasses.replace(model, device={**model.device, "sm_count": 132})  # as the profiling harness records
+    assert "device: Synthetic GPU, compute capability 9.0, 132 SMs\n" in rules.to_text(counted)
     assert f"sha256 {table_sha256(path)}" in text and "300 rows in 60 groups" in text
     assert "command: seer train planted.csv" in text and "regenerate:" in text
     assert "Stage 1, fewer than 100 calls (known features only):" in text

@@ -23,6 +23,8 @@ def test_a_shipped_model_is_what_its_table_trains_to(path, tmp_path):
     fresh = json.loads((tmp_path / path.name).read_text())
     for stage in ("stage1", "stage2"):
         assert fresh[stage] == shipped[stage], f"{path.name}: {stage} differs from a fresh training"
+    # The GPU as the table records it, its SM count too: off a GPU, GEMM's waves are computed with it
+    assert fresh["device"] == shipped["device"], f"{path.name}: its device differs from its table's"
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda path: path.stem)

@@ -230,19 +230,25 @@ def test_tuple_members_that_are_no_dense_tensors_are_named(member, bad, message)
 
 
 def test_a_complex_scipy_matrix_is_refused_without_advice_to_cast_it():
-    """The advice had been A.astype(numpy.float32), which drops the imaginary parts in silence."""
-    m = sp.eye(3, dtype=np.complex64, format="csr")
-    with pytest.raises(InputError, match=r"complex values \(complex64\); seer's SpMV is real") as error:
+    """The advice had been A.astype(numpy.float32), which drops the imaginary parts in silence; taking
+    the real parts is offered as such, in a form seer then takes (A.real of complex128 is float64)."""
+    m = sp.eye(3, dtype=np.complex128, format="csr")
+    with pytest.raises(InputError, match=r"complex values \(complex128\); seer's SpMV is real .*"
+                                         r"A\.real\.astype\(numpy\.float32\) takes the real parts") as error:
         as_csr(m)
-    assert "astype" not in str(error.value)
+    assert "A.astype" not in str(error.value)
+    as_csr(m.real.astype(np.float32))
 
 
-def test_a_float64_scipy_matrix_is_told_to_convert_to_float32_alone():
-    """float16 had been offered for scipy matrices too, which scipy.sparse does not hold."""
-    with pytest.raises(InputError, match=r"float64 values; seer takes a scipy matrix of float32 values: convert with "
-                                         r"A\.astype\(numpy\.float32\) \(for float16 or bfloat16, which scipy\.sparse "
-                                         r"does not hold, pass a torch"):
+def test_a_float64_scipy_matrix_is_told_the_dtypes_scipy_can_hold():
+    """bfloat16 had been offered for scipy matrices too, which scipy.sparse does not hold (float16 it
+    holds when built from its arrays, and seer takes it)."""
+    with pytest.raises(InputError, match=r"float64 values; seer takes a scipy matrix of float32 or float16 values: "
+                                         r"convert with A\.astype\(numpy\.float32\) \(for bfloat16, which "
+                                         r"scipy\.sparse does not hold, pass a torch"):
         as_csr(sp.eye(3, format="csr"))
+    eye = sp.eye(3, format="csr")
+    assert as_csr(sp.csr_matrix((eye.data.astype(np.float16), eye.indices, eye.indptr))).values.dtype == torch.float16
 
 
 def test_inputs_in_the_wrong_order_are_named():

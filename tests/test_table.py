@@ -183,6 +183,7 @@ def test_missing_file_and_bad_meta(tmp_path):
         ({"device": ["H100"]}, r"\"device\" must be an object"),
         ({"device": {"name": 7}}, r"the device's \"name\" must be a string, got 7"),
         ({"device": {"name": "X", "capability": 9}}, r"the device's \"capability\" must be \[major, minor\], got 9"),
+        ({"device": {"name": "X", "sm_count": "132"}}, r"the device's \"sm_count\" must be a whole number >= 1, got '132'"),
         ({"features": {"known": ["rows", "rows"], "gathered": []}}, r"feature\(s\) \['rows'\] are listed more than once"),
         # read as its letters, it was refused as "feature(s) ['n'] listed more than once"
         ({"features": {"known": "nnz", "gathered": []}}, r"features\.known must be a list of column names, got 'nnz'"),
@@ -208,6 +209,9 @@ def test_a_device_named_by_a_string_is_its_name(tmp_path):
     table = read_table(write(tmp_path, planted_frame(groups=2, per_group=2), {**planted_meta(), "device": "Some GPU"}))
     assert device_of(table.meta) == {"name": "Some GPU", "capability": None}
     assert device_of({}) == {"name": None, "capability": None}
+    # The SM count the profiling harness records: a model trained on the table keeps it
+    measured = {"name": "G", "capability": [9, 0], "sm_count": 132, "memory_gib": 79.2}
+    assert device_of({"device": measured}) == {"name": "G", "capability": [9, 0], "sm_count": 132}
 
 
 @pytest.mark.parametrize("name", ["NA", "None", "null", "nan", "N/A"])
