@@ -580,7 +580,7 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
         name = entry.features.hand_rule(known)
         path = [f"hand rule ({entry.features.hand_rule.__doc__ or 'documented fallback'}".rstrip() + ")"]
         return _decision(entry, name, "hand rule", path, known, description, problem, source)
-    if device.type != "cuda":
+    if device.type != "cuda" and selector.device.get("name") != device.type:  # a GPU's model, off a GPU
         known = _known_on_models_gpu(entry, problem, known, selector, description)
     trained_sizes = selector.training.get("world_sizes")
     if trained_sizes and known.get("world_size") not in trained_sizes:

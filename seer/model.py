@@ -22,8 +22,11 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
+import errno
 import math
 import os
+import shutil
+import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -263,16 +266,24 @@ class SelectorModel:
         _check_op_features(self)
 
     def save(self, path: str | Path) -> Path:
-        """Write JSON with a checksum of its content; returns the path."""
+        """Write JSON with a checksum of its content; returns the path.
+
+        The file is written beside its place and then moved there: dispatch reads a model file again
+        once it changes, and must never find one half written. A link is followed (its target is
+        replaced), a file keeps its permissions, and a read-only one is refused."""
         path = Path(path)
+        target = Path(os.path.realpath(path))
         content = self.to_dict()
         document = {**content, "checksum": {"sha256": checksum(content)}}
-        # Written beside it, then put in its place: dispatch reads a model file again once it changes,
-        # and must never find one half written.
-        partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+        replaced = target.exists()
+        if replaced and not os.access(target, os.W_OK):
+            raise PermissionError(errno.EACCES, "the model file is read-only", str(path))
+        partial = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.partial")
         try:
             partial.write_text(json.dumps(document, indent=1, allow_nan=False) + "\n")
-            os.replace(partial, path)
+            if replaced:
+                shutil.copymode(target, partial)
+            os.replace(partial, target)
         finally:
             partial.unlink(missing_ok=True)
         return path

@@ -53,7 +53,8 @@ Feature module contract
     ``known_on(problem, device: dict) -> dict | None`` (optional, for ops whose known features
         depend on the GPU): ``known(problem)`` as the GPU of a model's provenance ``device``
         computes it (GEMM: its SM count in the wave features), None where ``device`` does not say
-        enough. Off a GPU, dispatch decides on these, so that a GPU's model gives that GPU's choice.
+        enough. Off a GPU, dispatch decides on these with a model measured on a GPU, so that it gives
+        that GPU's choice.
     ``redecides(features: dict) -> bool`` (optional, given the decision's features: the known
         ones, and the gathered ones where they were): whether dispatch decides again, for more
         calls, as calls on one input add up without a ``calls`` hint; absent, it never does.

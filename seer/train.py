@@ -291,7 +291,8 @@ class TwoStageSelector:
         return report
 
     def _folds_of(self, table: ProfileTable, data: _Data, minimum: int) -> int:
-        """:func:`_fold_count` of ``table``, with a notice, once per table, where it is fewer than asked."""
+        """:func:`_fold_count` of ``table``, with a notice where it is fewer than asked (once per
+        selector: a command scores and then fits one table)."""
         folds = _fold_count(data.groups, self.folds, minimum)
         if folds < self.folds:
             warn_once(self._told_fewer_folds, f"the table has only {folds} groups: using {folds}-fold instead of "

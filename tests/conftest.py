@@ -30,10 +30,10 @@ SUITESPARSE = _suitesparse()
 def pytest_collection_modifyitems(config, items):
     skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
     skip_multi = pytest.mark.skip(reason="needs several CUDA GPUs")
-    for item in items:
-        if "gpu" in item.keywords and not HAS_CUDA:
+    for item in items:  # by marker, not keyword: a test case's id "gpu" is a keyword too
+        if item.get_closest_marker("gpu") and not HAS_CUDA:
             item.add_marker(skip_gpu)
-        if "multigpu" in item.keywords and torch.cuda.device_count() < 2:
+        if item.get_closest_marker("multigpu") and torch.cuda.device_count() < 2:
             item.add_marker(skip_multi)
 
 

@@ -227,6 +227,12 @@ def test_features_are_named_finite_and_ruled(name):
         for features in (known, {**known, **gathered}):
             choice = op.features.hand_rule(features)
             assert choice in op.variants, f"{name} example {i}: the hand rule chose {choice!r}, no variant"
+        known_on = getattr(op.features, "known_on", None)
+        if known_on is not None:  # a GPU's model decides on these off a GPU: the same names, finite
+            gpu = {"name": "A GPU", "capability": [9, 0], "sm_count": 132}
+            on_gpu = known_on(problem, gpu)
+            assert on_gpu is None or set(on_gpu) == set(known), f"{name} example {i}: known_on gives {sorted(on_gpu)}"
+            assert on_gpu is None or all(math.isfinite(v) for v in on_gpu.values()), f"{name} example {i}: {on_gpu}"
 
 
 @pytest.mark.parametrize("name", OP_NAMES)

@@ -240,6 +240,39 @@ def test_damaged_or_inconsistent_files_are_refused(tmp_path, change, fix_checksu
     assert str(path) in str(error.value)
 
 
+def test_a_save_replaces_the_file_whole_keeping_its_link_and_permissions(tmp_path, monkeypatch):
+    """dispatch reads a model file again once it changes: a save writes beside it and moves it in
+    place, so no reader finds it half written. A save that fails leaves the old file and no partial
+    one; a link is followed, not replaced by a file; permissions stay; a read-only file is refused."""
+    import os
+    import stat
+
+    import dataclasses
+
+    model = make_model()
+    other = dataclasses.replace(model, training={"table": "another.csv"})
+    target = model.save(tmp_path / "target.json")
+    target.chmod(0o664)
+    (tmp_path / "link.json").symlink_to(target)
+    other.save(tmp_path / "link.json")
+    assert (tmp_path / "link.json").is_symlink() and SelectorModel.load(target).training == {"table": "another.csv"}
+    assert stat.S_IMODE(target.stat().st_mode) == 0o664
+    before = target.read_bytes()
+
+    def fail(source, destination):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        model.save(target)
+    monkeypatch.undo()
+    assert target.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "target.json"]
+    target.chmod(0o444)
+    if not os.access(target, os.W_OK):  # root may write anyway
+        with pytest.raises(PermissionError, match="read-only"):
+            model.save(target)
+
+
 def test_missing_non_json_and_foreign_files(tmp_path):
     with pytest.raises(ModelError, match="does not exist"):
         SelectorModel.load(tmp_path / "none.json")
