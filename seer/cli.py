@@ -5,6 +5,7 @@ import argparse
 import importlib
 import math
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -107,10 +108,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="folder for report.md and the figures (default: ./report)")
     p.set_defaults(run=_report)
 
-    p = sub.add_parser("explain", help="show which SpMV variant seer picks for a matrix file, and why")
-    p.add_argument("matrix", type=Path, help=".mtx, .mtx.gz or SuiteSparse .tar.gz file")
-    p.add_argument("--model", type=Path, default=None, help="model file (default: every shipped SpMV model)")
-    p.add_argument("--calls", type=_positive, default=1, help="how many calls on this matrix to plan for")
+    p = sub.add_parser("explain", help="show which variant seer picks for an input (SpMV: a matrix file; GEMM: "
+                                       "a shape), and why",
+                       description="Print each model's choice for the input, with its rule path and features: "
+                                   "every shipped model of the op, or --model's. Explained on this machine's GPU "
+                                   "where it has one; off a GPU a GPU's model decides on features as its GPU "
+                                   "computes them (GEMM's waves from its SM count).")
+    p.add_argument("input", help="SpMV: a .mtx, .mtx.gz or SuiteSparse .tar.gz file; GEMM: its shape MxNxK, "
+                                 "C[M, N] = A[M, K] B[K, N] (e.g. 16x4096x14336)")
+    p.add_argument("--op", choices=sorted(_EXPLAINED_INPUTS), default="spmv", help="the op (default: spmv)")
+    p.add_argument("--dtype", choices=["bfloat16", "float16"], default=None, help="GEMM's operands (default: bfloat16)")
+    p.add_argument("--model", type=Path, default=None, help="model file (default: every shipped model of the op)")
+    p.add_argument("--calls", type=_positive, default=1, help="how many calls on this input to plan for")
     p.set_defaults(run=_explain)
     return parser
 
@@ -245,31 +254,59 @@ def _check_model_of(model, path: Path, table) -> None:
 
 def _explain(args, command: str) -> int:
     import seer
-    from seer.datasets.suitesparse import read_matrix
     from seer.dispatch import found_model_name, model_files
 
     import torch
 
+    if args.dtype is not None and args.op != "gemm":
+        raise SeerError(f"--dtype sets GEMM's operands; {args.op} is explained in float32")
     if args.model is not None:
         from seer.model import SelectorModel
         from seer.registry import get_op
 
-        named = SelectorModel.load(args.model, op="spmv")  # named by the user: refused, not replaced by the hand rule
-        lacking = sorted(set(named.variants) - set(get_op("spmv").variants))
+        named = SelectorModel.load(args.model, op=args.op)  # named by the user: refused, not replaced by the hand rule
+        lacking = sorted(set(named.variants) - set(get_op(args.op).variants))
         if lacking:
             raise SeerError(f"model {args.model} names variants this install lacks: {lacking}; train it anew on a "
                             "table this seer profiled")
-    matrix = read_matrix(args.matrix).astype("float32").tocsr()
     # On this machine's GPU where it has one: the models say which GPU they were measured on.
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    # Its arrays as a tuple: a torch sparse CSR tensor would print torch's notes on every build.
-    A = (*(torch.from_numpy(part).to(device) for part in (matrix.indptr, matrix.indices, matrix.data)), matrix.shape)
-    x = torch.ones(matrix.shape[1], device=device)
-    for path in [args.model] if args.model else model_files("spmv") or [None]:
+    inputs = _EXPLAINED_INPUTS[args.op](args, device)
+    for path in [args.model] if args.model else model_files(args.op) or [None]:
         if path is not None:
             print(f"== {path if args.model else found_model_name(path)}")
-        print(seer.explain("spmv", (A, x), calls=args.calls, model=path))
+        print(seer.explain(args.op, inputs, calls=args.calls, model=path))
     return 0
+
+
+def _matrix_inputs(args, device: str) -> tuple:
+    """The matrix file's ``(A, x)``, x of ones."""
+    import torch
+
+    from seer.datasets.suitesparse import read_matrix
+
+    matrix = read_matrix(Path(args.input)).astype("float32").tocsr()
+    # Its arrays as a tuple: a torch sparse CSR tensor would print torch's notes on every build.
+    A = (*(torch.from_numpy(part).to(device) for part in (matrix.indptr, matrix.indices, matrix.data)), matrix.shape)
+    return A, torch.ones(matrix.shape[1], device=device)
+
+
+def _gemm_inputs(args, device: str) -> tuple:
+    """``(a, b)`` of the shape, left unwritten: a GEMM's choice reads shapes, strides and dtype alone
+    (and pages never written cost no memory)."""
+    import torch
+
+    shape = re.fullmatch(r"(\d+)x(\d+)x(\d+)", args.input.strip().lower())
+    if shape is None or 0 in (sizes := tuple(int(size) for size in shape.groups())):
+        raise SeerError(f"a GEMM is given by its shape MxNxK, three whole numbers of 1 or more (e.g. "
+                        f"16x4096x14336), got {args.input!r}")
+    m, n, k = sizes
+    dtype = getattr(torch, args.dtype or "bfloat16")
+    return torch.empty(m, k, dtype=dtype, device=device), torch.empty(k, n, dtype=dtype, device=device)
+
+
+# What `seer explain` builds an op's inputs from; the multi-GPU ops need a world of ranks (seer.explain).
+_EXPLAINED_INPUTS = {"spmv": _matrix_inputs, "gemm": _gemm_inputs}
 
 
 def _make_folder(path: Path, what: str) -> None:

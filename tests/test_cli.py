@@ -1,5 +1,6 @@
 """The seer command: help everywhere, the main job on the shipped table, report and explain."""
 import json
+import re
 
 import pytest
 from synthetic_profiles import planted_frame, planted_meta, toy_op, write_planted  # noqa: F401 (toy_op is a fixture)
@@ -73,6 +74,40 @@ def test_explain_a_real_matrix(suitesparse_dir, capsys):
     assert printed.err.splitlines() == [
         f"seer explain: warning: model for spmv was measured on {gpu!r}, running on 'cpu': its choices may not be the "
         "fastest here" for gpu in ("NVIDIA H100 80GB HBM3", "NVIDIA H200")]
+
+
+def test_explain_a_gemm_shape_off_a_gpu(capsys, monkeypatch):
+    """`seer explain` took SpMV matrix files alone. A GEMM is given by its shape; on a CPU, without
+    the interpreter (a user's shell), each shipped GPU model decides on its GPU's waves: 16x4096
+    outputs make 32 tiles of 128x128, 32/132 of a wave on an H100 or H200."""
+    from seer.dispatch import SHIPPED_MODELS
+
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    assert main(["explain", "16x4096x14336", "--op", "gemm"]) == 0
+    out = capsys.readouterr().out
+    assert "== gemm-h100.json" in out and "== gemm-h200.json" in out
+    assert out.count("m=16, n=4096, k=14336, dtype=1") == 2 and out.count("waves=0.2424") == 2
+    assert main(["explain", "64x64x64", "--op", "gemm", "--dtype", "float16",
+                 "--model", str(SHIPPED_MODELS / "gemm-h200.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("== ") and "gemm-h200.json" in out.splitlines()[0] and "dtype=0" in out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["16x4096", "--op", "gemm"], "a GEMM is given by its shape MxNxK, three whole numbers of 1 or more"),
+    (["0x4096x4096", "--op", "gemm"], r"got '0x4096x4096'"),
+    (["m.mtx", "--dtype", "float16"], "--dtype sets GEMM's operands; spmv is explained in float32"),
+])
+def test_explain_refuses_what_it_cannot_build(argv, message, capsys):
+    assert main(["explain", *argv]) == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_explain_refuses_a_model_of_another_op(capsys):
+    from seer.dispatch import SHIPPED_MODELS
+
+    assert main(["explain", "16x16x16", "--op", "gemm", "--model", str(SHIPPED_MODELS / "spmv-h100.json")]) == 2
+    assert "is for op 'spmv', expected 'gemm'" in capsys.readouterr().err
 
 
 def test_profile_needs_a_gpu(capsys, monkeypatch):

@@ -619,6 +619,10 @@ def test_cpu_inputs_need_the_interpreter(monkeypatch, now, message):
     m = _matrix()
     with pytest.raises(InputError, match=f"CPU only under the Triton interpreter: {message}"):
         seer.dispatch("spmv", (_parts(m), torch.randn(m.shape[1])))
+    a, b = torch.randn(8, 16, dtype=torch.bfloat16), torch.randn(16, 24, dtype=torch.bfloat16)
+    with pytest.raises(InputError, match=f"CPU only under the Triton interpreter: {message}"):
+        seer.dispatch("gemm", (a, b))
+    assert seer.explain("gemm", (a, b)).variant  # a choice runs no kernel: explained without the interpreter
 
 
 def test_empty_matrix():

@@ -378,10 +378,12 @@ def test_split_needs_two_inputs():
         gemm.split((torch.ones(2, 2),))
 
 
-def test_cpu_tensors_need_the_interpreter(monkeypatch):
+def test_cpu_tensors_are_described_without_the_interpreter(monkeypatch):
+    """A choice reads the problem alone (`seer explain` on a CPU shell); running on CPU tensors
+    without the interpreter is refused by dispatch (test_dispatch's test_cpu_inputs_need_the_interpreter)."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    with pytest.raises(InputError, match="CUDA"):
-        gemm.problem(operands(2, 3, 4, torch.float16))
+    p = gemm.problem(operands(2, 3, 4, torch.float16))
+    assert (p.M, p.N, p.K, p.dtype) == (2, 3, 4, torch.float16) and not gemm.tma_usable(p)
 
 
 def test_check_operands_catches_changed_shapes():
