@@ -285,6 +285,9 @@ def _matrix_inputs(args, device: str) -> tuple:
 
     from seer.datasets.suitesparse import read_matrix
 
+    if _gemm_shape(args.input) is not None and not Path(args.input).exists():
+        raise SeerError(f"{args.input!r} reads as a GEMM's shape: pass --op gemm (an SpMV is explained from a "
+                        "matrix file)")
     matrix = read_matrix(Path(args.input)).astype("float32").tocsr()
     # Its arrays as a tuple: a torch sparse CSR tensor would print torch's notes on every build.
     A = (*(torch.from_numpy(part).to(device) for part in (matrix.indptr, matrix.indices, matrix.data)), matrix.shape)
@@ -292,17 +295,22 @@ def _matrix_inputs(args, device: str) -> tuple:
 
 
 def _gemm_inputs(args, device: str) -> tuple:
-    """``(a, b)`` of the shape, left unwritten: a GEMM's choice reads shapes, strides and dtype alone
-    (and pages never written cost no memory)."""
+    """``(a, b)`` of the shape, one element each seen through every index: a GEMM's choice reads
+    sizes and dtype alone, and a real operand of a large shape would take GPU memory for nothing."""
     import torch
 
-    shape = re.fullmatch(r"(\d+)x(\d+)x(\d+)", args.input.strip().lower())
-    if shape is None or 0 in (sizes := tuple(int(size) for size in shape.groups())):
+    sizes = _gemm_shape(args.input)
+    if sizes is None or 0 in sizes or max(sizes) >= 2**63:
         raise SeerError(f"a GEMM is given by its shape MxNxK, three whole numbers of 1 or more (e.g. "
                         f"16x4096x14336), got {args.input!r}")
     m, n, k = sizes
-    dtype = getattr(torch, args.dtype or "bfloat16")
-    return torch.empty(m, k, dtype=dtype, device=device), torch.empty(k, n, dtype=dtype, device=device)
+    one = torch.ones((), dtype=getattr(torch, args.dtype or "bfloat16"), device=device)
+    return one.expand(m, k), one.expand(k, n)
+
+
+def _gemm_shape(text: str) -> tuple[int, int, int] | None:
+    shape = re.fullmatch(r"([0-9]+)x([0-9]+)x([0-9]+)", text.strip().lower())
+    return None if shape is None else tuple(int(size) for size in shape.groups())
 
 
 # What `seer explain` builds an op's inputs from; the multi-GPU ops need a world of ranks (seer.explain).

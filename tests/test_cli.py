@@ -83,7 +83,8 @@ def test_explain_a_gemm_shape_off_a_gpu(capsys, monkeypatch):
     from seer.dispatch import SHIPPED_MODELS
 
     monkeypatch.setenv("TRITON_INTERPRET", "0")
-    assert main(["explain", "16x4096x14336", "--op", "gemm"]) == 0
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)  # a GPU host would read its own SM count
+    assert main(["explain", " 16X4096x14336 ", "--op", "gemm"]) == 0
     out = capsys.readouterr().out
     assert "== gemm-h100.json" in out and "== gemm-h200.json" in out
     assert out.count("m=16, n=4096, k=14336, dtype=1") == 2 and out.count("waves=0.2424") == 2
@@ -97,6 +98,9 @@ def test_explain_a_gemm_shape_off_a_gpu(capsys, monkeypatch):
     (["16x4096", "--op", "gemm"], "a GEMM is given by its shape MxNxK, three whole numbers of 1 or more"),
     (["0x4096x4096", "--op", "gemm"], r"got '0x4096x4096'"),
     (["m.mtx", "--dtype", "float16"], "--dtype sets GEMM's operands; spmv is explained in float32"),
+    (["16 x 4096 x 14336", "--op", "gemm"], "three whole numbers"),
+    (["99999999999999999999x1x1", "--op", "gemm"], "three whole numbers"),
+    (["16x4096x14336"], "'16x4096x14336' reads as a GEMM's shape: pass --op gemm"),
 ])
 def test_explain_refuses_what_it_cannot_build(argv, message, capsys):
     assert main(["explain", *argv]) == 2

@@ -382,8 +382,13 @@ def test_cpu_tensors_are_described_without_the_interpreter(monkeypatch):
     """A choice reads the problem alone (`seer explain` on a CPU shell); running on CPU tensors
     without the interpreter is refused by dispatch (test_dispatch's test_cpu_inputs_need_the_interpreter)."""
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    p = gemm.problem(operands(2, 3, 4, torch.float16))
+    a, b = operands(2, 3, 4, torch.float16)
+    p = gemm.problem((a, b))
     assert (p.M, p.N, p.K, p.dtype) == (2, 3, 4, torch.float16) and not gemm.tma_usable(p)
+    # A Triton variant run outside dispatch on them: refused by name, not "0 active drivers"
+    monkeypatch.setattr(gemm, "INTERPRETING", False)
+    with pytest.raises(InputError, match="gemm: tensors are on cpu; the Triton kernels run on CUDA GPUs"):
+        gemm.VARIANTS["tile_16x64x128_w4s4g1"].run(p, a, b)
 
 
 def test_check_operands_catches_changed_shapes():
