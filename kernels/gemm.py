@@ -33,7 +33,7 @@ import triton
 import triton.language as tl
 
 from seer.errors import InputError, check_no_grad, check_not_negated, check_writable, overlap_error, warn_once
-from seer.launch import (INTERPRETER_SMS, INTERPRETING, InputLaunches, LaunchCache, capturing, on_device,  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
+from seer.launch import (INTERPRETER_SMS, InputLaunches, LaunchCache, capturing, check_runnable, on_device,  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
                          sm_count, specialisation, through_triton)
 from seer.registry import Variant, example_values
 
@@ -354,9 +354,7 @@ def _launches(cache: LaunchCache, config: GemmConfig | None, problem: GemmProble
     """``cache``'s launches for one config and problem, found by the pointers' alignment alone: every
     other argument is ``fixed`` by the two. C's strides too, as (N, 1): a contiguous C has other
     strides only along a dimension of size 1, whose one index multiplies its stride by 0."""
-    if problem.device.type != "cuda" and not INTERPRETING:  # once a plan: a Triton variant run outside dispatch
-        raise InputError(f"gemm: tensors are on {problem.device}; the Triton kernels run on CUDA GPUs, or on the CPU "
-                         "only under the Triton interpreter (set TRITON_INTERPRET=1 before importing seer)")
+    check_runnable(problem.device)  # dispatch checks before deciding; a variant run outside it, here once a plan
     options, name = ({}, None) if config is None else (config.options(), config.name)
     return InputLaunches(cache, (problem.device, problem.dtype, name, specialisation(*fixed)), options)
 
@@ -683,8 +681,8 @@ def problem(source) -> GemmProblem:
         raise InputError(f"gemm: a is {a.dtype} but b is {b.dtype}; convert one so they match")
     if a.device != b.device:
         raise InputError(f"gemm: a is on {a.device} but b is on {b.device}")
-    # CPU tensors without the interpreter are refused by dispatch when a variant is to run
-    # (seer.dispatch's _check_runnable); a choice is explained on them alone.
+    # CPU tensors without the interpreter are refused when a variant is to run (seer.launch's
+    # check_runnable); a choice is explained on them alone.
     return GemmProblem(a.shape[0], b.shape[1], a.shape[1], a.dtype, a.device, tuple(a.stride()), tuple(b.stride()),
                        sm_count(a.device))
 

@@ -37,7 +37,7 @@ import torch
 
 from seer.errors import InputError, ModelError, SeerError, warn_once
 from seer.features_base import reads_dtype
-from seer.launch import INTERPRETING, capturing, on_device, several_gpus
+from seer.launch import INTERPRETING, capturing, check_runnable, on_device, several_gpus
 from seer.registry import Op, get_op, how_to_profile
 
 DEFAULT_CACHE_SIZE = 128
@@ -570,7 +570,7 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
         entry.kernels.check_operands(problem, operands)
     device = _device_of(problem)
     if will_run:
-        _check_runnable(device)
+        check_runnable(device)
     known = entry.features.known(problem)
     if variant is not None:
         _check_variant(entry, variant)
@@ -885,18 +885,6 @@ def _on_device(call: Callable, index: int) -> Callable:
             return call(*operands, **out)
 
     return on_its_device
-
-
-def _check_runnable(device: torch.device) -> None:
-    """CPU inputs run under the interpreter only, which Triton reads when a kernel is defined: set
-    after seer was imported, its kernels are compiled ones, which fail on CPU tensors obscurely."""
-    if device.type != "cpu":
-        return
-    now = os.environ.get("TRITON_INTERPRET") == "1"
-    if not (now and INTERPRETING):
-        when = "it was set after seer was imported" if now else "it is not set"
-        raise InputError("inputs are on the CPU; seer's Triton kernels run on CUDA GPUs, or on the CPU only under "
-                         f"the Triton interpreter: set TRITON_INTERPRET=1 before importing seer ({when})")
 
 
 def _short(value) -> str:

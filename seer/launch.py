@@ -54,6 +54,18 @@ LAUNCHER_LAYOUT = {"3.6": "arguments spread", "3.7": "arguments in a tuple", "3.
                    "3.9": "arguments in a tuple"}.get(".".join(triton.__version__.split(".")[:2]))
 
 
+def check_runnable(device: torch.device) -> None:
+    """CPU inputs run under the interpreter only, which Triton reads when a kernel is defined: set
+    after seer was imported, its kernels are compiled ones, which fail on CPU tensors obscurely."""
+    if device.type != "cpu":
+        return
+    now = os.environ.get("TRITON_INTERPRET") == "1"
+    if not (now and INTERPRETING):
+        when = "it was set after seer was imported" if now else "it is not set"
+        raise InputError("inputs are on the CPU; seer's Triton kernels run on CUDA GPUs, or on the CPU only under "
+                         f"the Triton interpreter: set TRITON_INTERPRET=1 before importing seer ({when})")
+
+
 # Triton launches, and seer's direct launches, go to the current CUDA device, which torch's own ops
 # do not assume: an input on another GPU would be read across the link or fault. Where the process
 # sees several GPUs, seer makes the input's GPU current around its launches, as torch's device

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import json
 import errno
+import json
 import math
 import os
 import shutil

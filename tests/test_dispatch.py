@@ -604,7 +604,7 @@ def test_forced_variant_and_bad_requests():
 
 def _imported_without_the_interpreter(monkeypatch) -> None:
     """As seer is where TRITON_INTERPRET was unset at import: its kernels compiled ones."""
-    for module in ("seer.dispatch", "seer.kernels.spmv"):
+    for module in ("seer.dispatch", "seer.launch", "seer.kernels.spmv"):
         monkeypatch.setattr(sys.modules[module], "INTERPRETING", False)
 
 

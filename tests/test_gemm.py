@@ -2,6 +2,7 @@
 import functools
 import math
 import re
+import sys
 import warnings
 
 import numpy as np
@@ -386,8 +387,10 @@ def test_cpu_tensors_are_described_without_the_interpreter(monkeypatch):
     p = gemm.problem((a, b))
     assert (p.M, p.N, p.K, p.dtype) == (2, 3, 4, torch.float16) and not gemm.tma_usable(p)
     # A Triton variant run outside dispatch on them: refused by name, not "0 active drivers"
-    monkeypatch.setattr(gemm, "INTERPRETING", False)
-    with pytest.raises(InputError, match="gemm: tensors are on cpu; the Triton kernels run on CUDA GPUs"):
+    monkeypatch.setattr(sys.modules["seer.launch"], "INTERPRETING", False)
+    with pytest.raises(InputError, match=r"inputs are on the CPU; seer's Triton kernels run on CUDA GPUs, or on the CPU "
+                                         r"only under the Triton interpreter: set TRITON_INTERPRET=1 before importing "
+                                         r"seer \(it is not set\)"):
         gemm.VARIANTS["tile_16x64x128_w4s4g1"].run(p, a, b)
 
 
