@@ -157,8 +157,8 @@ class TwoStageSelector:
         self.folds = folds
         self.random_state = random_state
         self.fold_seed = fold_seed
-        # The tables told that they have too few groups for self.folds: a command scores a table, then
-        # fits it, and each counts its folds; the notice is said once.
+        # The too-few-groups notices said: a command scores a table, then fits it, and each counts its
+        # folds; the notice is said once.
         self._told_fewer_folds: set = set()
 
     # ------------------------------------------------------------------ fitting
