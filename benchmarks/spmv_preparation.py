@@ -40,7 +40,8 @@ from seer.datasets.cases import spmv_cases
 from seer.profiling import (SPMV_CALL_OVERHEAD_BELOW, _Prefetched, _rank_and_world, gather_ms, host_call_us,
                             preparation_columns, timed_if_correct)
 from seer.registry import get_op
-from seer.table import meta_path, read_frame, replace_atomically
+from seer.files import replace_atomically
+from seer.table import meta_path, read_frame
 
 
 def preparation(names: list[str]):

@@ -25,8 +25,6 @@ import errno
 import json
 import math
 import os
-import shutil
-import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +33,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from seer import registry
 from seer.errors import InputError, ModelError
+from seer.files import replace_atomically
 from seer.features_base import Feature
 from seer.tree import Tree
 
@@ -268,24 +267,15 @@ class SelectorModel:
     def save(self, path: str | Path) -> Path:
         """Write JSON with a checksum of its content; returns the path.
 
-        The file is written beside its place and then moved there: dispatch reads a model file again
-        once it changes, and must never find one half written. A link is followed (its target is
-        replaced), a file keeps its permissions, and a read-only one is refused."""
+        dispatch reads a model file again once it changes: the file is replaced whole
+        (:func:`seer.files.replace_atomically`: never found half written, a link followed, its
+        permissions kept), and a read-only one is refused."""
         path = Path(path)
-        target = Path(os.path.realpath(path))
         content = self.to_dict()
         document = {**content, "checksum": {"sha256": checksum(content)}}
-        replaced = target.exists()
-        if replaced and not os.access(target, os.W_OK):
+        if path.exists() and not os.access(path, os.W_OK):
             raise PermissionError(errno.EACCES, "the model file is read-only", str(path))
-        partial = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.partial")
-        try:
-            partial.write_text(json.dumps(document, indent=1, allow_nan=False) + "\n")
-            if replaced:
-                shutil.copymode(target, partial)
-            os.replace(partial, target)
-        finally:
-            partial.unlink(missing_ok=True)
+        replace_atomically(path, (json.dumps(document, indent=1, allow_nan=False) + "\n").encode())
         return path
 
     @classmethod

@@ -29,8 +29,9 @@ import torch
 
 from seer.errors import ProfileTableError, SeerError, warn
 from seer.features import spmv as spmv_features
+from seer.files import replace_atomically
 from seer.registry import get_op
-from seer.table import CAMPAIGNS, PREPARE, TIME, device_of, meta_path, read_meta, read_rows, replace_atomically
+from seer.table import CAMPAIGNS, PREPARE, TIME, device_of, meta_path, read_meta, read_rows
 
 # A variant whose result differs from the float64 reference by more than this (relative
 # 2-norm) is recorded as failed (NaN time) rather than timed.

@@ -76,6 +76,7 @@ import numpy as np
 import pandas as pd
 
 from seer.errors import ProfileTableError, exit_on_seer_error, warn
+from seer.files import replace_atomically
 from seer.model import GATHER, is_capability, is_count, op_feature_module
 
 TIME = "time_ms:"
@@ -254,13 +255,6 @@ def write_table(frame: pd.DataFrame, path: str | Path, meta: Mapping) -> Path:
     replace_atomically(path, frame.to_csv(index=False).encode())
     replace_atomically(meta_path(path), (json.dumps(dict(meta), indent=2, sort_keys=True) + "\n").encode())
     return path
-
-
-def replace_atomically(path: Path, data: bytes) -> None:
-    """``path`` holds ``data``, or what it held before if the process dies while writing."""
-    written = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # one per writing process: two merges may run at once
-    written.write_bytes(data)
-    os.replace(written, path)
 
 
 def _check_replaceable(out: Path) -> None:
