@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import inspect
 import io
 import re
 import tarfile
@@ -35,6 +36,9 @@ _MANIFEST_COLUMNS = ("group", "name", "rows", "cols", "nnz_file", "kind", "file"
 # What scipy, gzip, zlib and tarfile raise on a damaged file; all become an InputError naming it.
 # (OverflowError: scipy's reader on an integer entry beyond int64.)
 _PARSE_ERRORS = (ValueError, OverflowError, OSError, EOFError, zlib.error, tarfile.TarError)
+# scipy 1.18 deprecates mmread's sparse-matrix default (arrays from 1.20) with a warning on every read;
+# the result becomes a CSR matrix here either way, so ask for the array where the keyword exists.
+_MMREAD_OPTIONS = {"spmatrix": False} if "spmatrix" in inspect.signature(scipy.io.mmread).parameters else {}
 
 
 class MatrixHeader(NamedTuple):
@@ -100,7 +104,7 @@ def read_matrix(path) -> sp.csr_matrix:
     summed and explicit zeros kept (they are stored entries). Index arrays are int32 when they fit.
     """
     path = _existing_file(path)
-    matrix = _parse(path, scipy.io.mmread, whole=True)
+    matrix = _parse(path, lambda source: scipy.io.mmread(source, **_MMREAD_OPTIONS), whole=True)
     if np.iscomplexobj(matrix):
         raise InputError(f"{path} holds a complex matrix; seer reads real matrices only")
     try:

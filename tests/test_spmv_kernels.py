@@ -6,17 +6,15 @@ duplicate and unsorted column indices), on the edge cases (empty rows and matric
 """
 from __future__ import annotations
 
-import gzip
-
 import numpy as np
 import pandas as pd
 import pytest
-import scipy.io
 import scipy.sparse as sp
 import torch
 
 import seer.kernels.spmv as spmv
 from seer import sparse
+from seer.datasets.suitesparse import read_matrix
 from seer.errors import InputError
 from seer.launch import cdiv
 from seer.sparse import as_csr
@@ -683,8 +681,7 @@ def suitesparse_choice(folder, count: int = 32, max_nnz: int = 40_000) -> list[s
 
 def read_real(path, rng) -> sp.csr_matrix:
     """The matrix's structure with fresh random nonzero values (file values may be zeros or absent)."""
-    with gzip.open(path) as f:
-        matrix = sp.csr_matrix(scipy.io.mmread(f))
+    matrix = read_matrix(path)
     matrix.data = rng.uniform(0.5, 1.5, size=matrix.nnz) * rng.choice([-1.0, 1.0], size=matrix.nnz)
     return matrix
 
