@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from functools import partial
+from functools import partial, wraps
 from typing import Callable
 
 import numpy as np
@@ -1236,7 +1236,21 @@ def _torch_csr(csr: CsrMatrix, values: torch.Tensor) -> torch.Tensor:
 
 def _register(name: str, run_and_bind: tuple[Callable, Callable], params: dict, doc: str) -> None:
     run, bind = run_and_bind
-    VARIANTS[name] = Variant(name, run, params, doc, bind)
+    VARIANTS[name] = Variant(name, _examining(run), params, doc, _examining(bind))
+
+
+def _examining(method: Callable) -> Callable:
+    """A variant's ``run`` or ``bind``, which takes :func:`problem`'s matrix, taking any other form
+    too through :func:`problem`: a ``CsrMatrix`` made by hand, never examined, would otherwise reach
+    the kernels with strided or out-of-range arrays, read as if contiguous and in range."""
+
+    @wraps(method)
+    def examined(matrix, *args, **kwargs):
+        if not (isinstance(matrix, CsrMatrix) and matrix.checked is not None):
+            matrix = problem(matrix)
+        return method(matrix, *args, **kwargs)
+
+    return examined
 
 
 VARIANTS: dict[str, Variant] = {}
@@ -1349,8 +1363,9 @@ def _key(matrix, tracked: bool):
         if isinstance(values, torch.Tensor) and not values.is_contiguous():
             # The kernels read a contiguous copy, which values written in place (a cache hit for
             # separate arrays) would leave stale.
-            warn("the CSR values are not contiguous: seer multiplies a contiguous copy, so it examines the "
-                 "matrix afresh on every call instead of caching its decision; pass values.contiguous()")
+            _warn_once("strided values", "the CSR values are not contiguous: seer multiplies a contiguous copy, so "
+                       "it examines the matrix afresh on every call instead of caching its decision; pass "
+                       "values.contiguous()")
             return None
         if not (type(shape) is tuple and len(shape) == 2 and type(shape[0]) is int and type(shape[1]) is int):
             shape = sparse.csr_shape(shape)  # by value: a tensor's hash is its id, a list has none
@@ -1390,6 +1405,8 @@ def _rechecked(matrix: CsrMatrix) -> CsrMatrix:
     another dtype or device), its plans dropped if its values moved, and validated anew if it was
     checked and its index arrays were written in place, or never checked (one made unchecked on
     purpose stays so)."""
+    if matrix.checked is None:  # made by hand, never examined: examined now, strided arrays copied
+        return as_csr(matrix)
     strided = [name for name in ("indptr", "indices", "values") if not getattr(matrix, name).is_contiguous()]
     if strided:  # moved since (set_ with strides): the kernels and plans read each array as contiguous
         raise InputError(f"CSR {' and '.join(strided)} moved onto non-contiguous memory since the matrix was made; "
@@ -1428,11 +1445,11 @@ def first_call(matrix, operands, out: torch.Tensor | None = None) -> tuple[CsrMa
     if isinstance(matrix, CsrMatrix):
         return _rechecked(matrix), None
     csr = as_csr(matrix, check=False)
+    (x,) = operands
+    check_dense_vector(csr, x)  # first: a wrong x is named as such, not by where the pass cannot run
     if not (within_validating_bounds(csr.rows, csr.nnz) and _runs_here(csr.device)):
         sparse.check_structure(csr)
-        return csr, None
-    (x,) = operands
-    check_dense_vector(csr, x)
+        return csr, None  # out is checked by the variant's call (it moves out's version counter)
     if out is not None:
         _out_check(csr)(out, x)
     y = x.new_empty(csr.rows)

@@ -537,7 +537,9 @@ def explain(op: str, inputs, *, calls: int | None = None, model=None, **op_kwarg
     if op_kwargs:
         _check_op_keywords(entry, op_kwargs, "seer.explain", ("calls", "model"))
     source, operands = entry.kernels.split(inputs, **op_kwargs)
-    with _on_device_of(operands):  # gathering features may launch a pass
+    # Gathering features may launch a pass. Nothing runs that gradients would flow through, so an
+    # operand that requires grad (a weight) is explained as under no_grad, where dispatch takes it.
+    with _on_device_of(operands), torch.no_grad():
         return _decide(entry, source, operands, calls=calls, model=model, variant=None, will_run=False)
 
 

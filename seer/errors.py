@@ -66,8 +66,9 @@ def _in_seer(module: str) -> bool:
 
 
 def overlap_error(name: str) -> InputError:
-    return InputError(f"out overlaps {name} in memory: the result cannot be written over an operand that is "
-                      f"read to compute it; pass an out that shares no memory with {name}")
+    return InputError(f"out overlaps {name} in memory (their spans, first element to last, meet: interleaved views "
+                      "of one buffer count): the result cannot be written over an operand that is read to compute "
+                      f"it; pass an out whose memory lies apart from {name}'s")
 
 
 def check_not_negated(op: str, **operands) -> None:

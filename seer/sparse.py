@@ -188,7 +188,11 @@ def as_csr(matrix, *, check: bool = True) -> CsrMatrix:
 
     ``check=False`` skips the one pass over the index arrays (monotone ``indptr``,
     in-range column indices) and with it the row-length sums, which features then measure on
-    demand; the cheap metadata checks always run.
+    demand; the cheap metadata checks always run. It trusts the arrays: on a malformed matrix the
+    kernels then read out of bounds (wrong results, or a crash).
+
+    A strided array is replaced by a contiguous copy, which the matrix holds: later writes into
+    the original are not seen (pass contiguous arrays to share their memory).
     """
     if isinstance(matrix, CsrMatrix):
         return matrix if matrix.checked is not None else _examined(matrix, check)  # None: made by hand
@@ -295,7 +299,7 @@ def check_metadata(csr: CsrMatrix) -> None:
     if csr.values.dtype not in VALUE_DTYPES:
         raise InputError(
             f"CSR values have dtype {csr.values.dtype}; seer supports float32, float16 and bfloat16 "
-            "(convert with values.to(torch.float32))"
+            "(convert the values, or a torch sparse CSR tensor itself, with .to(torch.float32))"
         )
     if csr.indptr.dtype not in INDEX_DTYPES or csr.indices.dtype not in INDEX_DTYPES:
         raise InputError(
@@ -308,6 +312,8 @@ def check_metadata(csr: CsrMatrix) -> None:
     devices = {csr.indptr.device, csr.indices.device, csr.values.device}
     if len(devices) != 1:
         raise InputError(f"CSR arrays live on different devices: {sorted(map(str, devices))}")
+    if csr.indptr.device.type == "meta":
+        raise InputError("CSR arrays are meta tensors, which hold no data to multiply; make them on a GPU")
     if csr.indptr.numel() != rows + 1:
         raise InputError(f"CSR indptr has {csr.indptr.numel()} entries; a matrix with {rows} rows needs {rows + 1}")
     if csr.indices.numel() != csr.values.numel():
@@ -750,8 +756,11 @@ def _check_vector(shape: tuple, dtype: torch.dtype, device: torch.device, name: 
     if x.numel() != shape[0]:
         raise InputError(f"{name} has {x.numel()} entries; the matrix has {shape[0]} columns")
     if x.device != device:
-        raise InputError(f"{name} is on {x.device} but the matrix is on {device}")
+        host = " (a scipy matrix is in host memory: pass it as a torch sparse CSR tensor on the GPU)" if (
+            device.type == "cpu") else ""
+        raise InputError(f"{name} is on {x.device} but the matrix is on {device}; put both on one device{host}")
     if x.dtype != dtype:
-        raise InputError(f"{name} has dtype {x.dtype} but the matrix values have {dtype}; cast one to match")
+        what = "x.to" if name == "x" else "an out of dtype "  # a converted out would be a copy, not written
+        raise InputError(f"{name} has dtype {x.dtype} but the matrix values have {dtype}: pass {what}({dtype})")
     check_not_negated("spmv", **{name: x})
     check_no_grad("spmv", **{name: x})

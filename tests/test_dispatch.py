@@ -227,17 +227,19 @@ def test_out_over_x_is_refused_on_first_and_cached_calls():
 def test_values_not_contiguous_are_examined_on_every_call():
     """Separate arrays whose values are a strided view: the kernels read a contiguous copy, which a
     cache hit after values written in place would leave stale; so no decision is cached (a warning
-    says why) and every call reads the new values."""
+    says why, once: a serving loop would repeat it on every call) and every call reads the new values."""
     m = _matrix()
     indptr, indices, contiguous, shape = _parts(m)
     buffer = torch.full((2 * m.nnz,), float("nan"))
     buffer[::2] = contiguous
     parts = (indptr, indices, buffer[::2], shape)
     x = torch.randn(m.shape[1])
+    sys.modules["seer.kernels.spmv"]._warned.discard("strided values")
     with pytest.warns(SeerWarning, match="not contiguous"):
         _check(seer.dispatch("spmv", (parts, x)), m, x)
     parts[2].mul_(-3.0)
-    with pytest.warns(SeerWarning, match="not contiguous"):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*not contiguous.*")
         _check(seer.dispatch("spmv", (parts, x)), -3.0 * m, x)
     assert seer.cache_info()["size"] == 0
 
@@ -379,6 +381,23 @@ def test_operands_that_require_grad_are_refused_while_autograd_is_on():
     spec = SimpleNamespace(op="all_gather_gemm", a_shape=(8, 16), b_shape=(16, 4), dtype=a.dtype, device=a.device)
     with pytest.raises(InputError, match="all_gather_gemm: b requires grad"):
         overlap.check_operands(spec, (a, b.clone().requires_grad_()))
+
+@pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
+def test_explain_answers_for_operands_that_require_grad():
+    """explain runs nothing gradients would flow through: what seer picks for a weight (an
+    nn.Parameter) is asked as dispatch would be called with it, under torch.no_grad()."""
+    m = _matrix()
+    indptr, indices, values, shape = _parts(m)
+    weights = (indptr, indices, values.clone().requires_grad_(), shape)
+    x = torch.randn(m.shape[1], requires_grad=True)
+    with torch.no_grad():
+        expected = seer.explain("spmv", (_parts(m), x)).variant
+    assert seer.explain("spmv", (weights, x)).variant == expected
+    a = torch.nn.Parameter(torch.randn(8, 16, dtype=torch.float16))
+    assert seer.explain("gemm", (a, torch.randn(16, 4, dtype=torch.float16))).variant
+    with pytest.raises(InputError, match="values requires grad"):  # dispatch still refuses to run it
+        seer.dispatch("spmv", (weights, x))
+
 
 def test_cache_is_bounded():
     seer.set_cache_size(3)
@@ -606,6 +625,17 @@ def _imported_without_the_interpreter(monkeypatch) -> None:
     """As seer is where TRITON_INTERPRET was unset at import: its kernels compiled ones."""
     for module in ("seer.dispatch", "seer.launch", "seer.kernels.spmv"):
         monkeypatch.setattr(sys.modules[module], "INTERPRETING", False)
+
+
+def test_a_wrong_vector_for_a_cpu_matrix_is_named_before_the_interpreter(monkeypatch):
+    """A CPU matrix (a scipy one, say) with x on a GPU, or of the wrong length, was told to set
+    TRITON_INTERPRET=1: the first call checked where its pass could run before it checked x."""
+    _imported_without_the_interpreter(monkeypatch)
+    m = _matrix()
+    with pytest.raises(InputError, match="x is on meta but the matrix is on cpu; put both on one device .*scipy"):
+        seer.dispatch("spmv", (m, torch.ones(m.shape[1], device="meta")))
+    with pytest.raises(InputError, match="x has 3 entries"):
+        seer.dispatch("spmv", (_parts(m), torch.ones(3)))
 
 
 @pytest.mark.parametrize("now,message", [("0", r"set TRITON_INTERPRET=1 before importing seer \(it is not set\)"),

@@ -73,7 +73,7 @@ def test_dense_vector_checks():
     for x, message in (
         (torch.randn(5), "has 5 entries; the matrix has 4 columns"),
         (torch.randn(4, 1), "must be 1-D"),
-        (torch.randn(4).double(), "cast one to match"),
+        (torch.randn(4).double(), r"pass x.to\(torch.float32\)"),
         ([1.0] * 4, "must be a torch.Tensor"),
     ):
         with pytest.raises(InputError, match=message):

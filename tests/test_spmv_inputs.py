@@ -397,6 +397,33 @@ def test_a_matrix_made_by_hand_is_checked(arrays, message):
             seer.dispatch("spmv", (A, torch.ones(2)), variant=variant)
 
 
+@pytest.mark.parametrize("name", ["scalar_r128", "merge_c512", "torch_csr"])
+def test_a_variant_run_on_a_matrix_made_by_hand_checks_it(name):
+    """``run`` and ``bind`` took a hand-made matrix as validated: its strided values were read as if
+    contiguous (a review: [1, 0] for [1, 2]) and column 7 of a 2 x 2 matrix past x."""
+    variant, x = spmv.VARIANTS[name], torch.ones(2)
+    strided = CsrMatrix(torch.tensor([0, 1, 2]), torch.tensor([0, 1]), torch.tensor([1.0, -7.0, 2.0, -7.0])[::2], (2, 2))
+    assert torch.equal(variant.run(strided, x), torch.tensor([1.0, 2.0]))
+    strided = CsrMatrix(torch.tensor([0, 1, 2]), torch.tensor([0, 1]), torch.tensor([1.0, -7.0, 2.0, -7.0])[::2], (2, 2))
+    assert torch.equal(variant.bind(strided)(x), torch.tensor([1.0, 2.0]))
+    outside = CsrMatrix(torch.tensor([0, 1, 2]), torch.tensor([0, 7]), torch.tensor([1.0, 2.0]), (2, 2))
+    with pytest.raises(InputError, match=r"column indices must lie in \[0, 2\)"):
+        variant.run(outside, x)
+
+
+def test_a_matrix_made_by_hand_on_strided_values_is_multiplied_not_refused_as_moved():
+    """Its first examination takes contiguous copies, as as_csr does; it had been refused as
+    "moved onto non-contiguous memory since the matrix was made", which it had not."""
+    A = CsrMatrix(torch.tensor([0, 1, 2]), torch.tensor([0, 1]), torch.tensor([1.0, -7.0, 2.0, -7.0])[::2], (2, 2))
+    assert torch.equal(seer.dispatch("spmv", (A, torch.ones(2))), torch.tensor([1.0, 2.0]))
+
+
+def test_meta_arrays_are_refused_by_name():
+    A = tuple(t.to("meta") for t in _parts(_matrix())[:3]) + ((30, 20),)
+    with pytest.raises(InputError, match="meta tensors"):
+        seer.dispatch("spmv", (A, torch.ones(20, device="meta")))
+
+
 def test_a_variant_run_on_a_made_matrix_follows_values_replaced_through_data():
     """``run`` looks its plan up in the matrix's scratch, which kept the diagonal copy of the old values."""
     m = _tridiagonal()
