@@ -121,8 +121,8 @@ def recount_shifted_rows(paths: list[Path], structure: dict[str, dict], command:
     ``structure`` (:func:`structure_features`: the count as the validation pass samples today),
     leaving every measured column as it is, and say so in their metadata (``command``: how it was
     run). Every table is checked before any is written: an InputError names a table without the
-    column, or an input whose other gathered features differ from the table's (then it is not the
-    input the row measured). Returns how many values changed in each table."""
+    column, or an input whose other gathered features (those the table has) differ from the table's
+    (then it is not the input the row measured). Returns how many values changed in each table."""
     from seer.sparse import SHIFT_SAMPLE_DEFINITION
     from seer.table import read_cells, read_table, write_table
 
@@ -132,10 +132,13 @@ def recount_shifted_rows(paths: list[Path], structure: dict[str, dict], command:
         if "shifted_row_frac" not in frame.columns:
             raise InputError(f"{path} has no shifted_row_frac column to recount (profiled before the feature); "
                              f"measure it with benchmarks/spmv_preparation.py --gather")
+        # The other gathered features the table has (each is optional): an input whose own differ
+        # is not the one its row measured.
+        compared = [n for n in frame.columns if n != "shifted_row_frac" and n in table.gathered_features]
         for _, row in frame.iterrows():
             got = structure[row["id"]]
-            differing = {n: (row[n], v) for n, v in got.items()
-                         if n != "shifted_row_frac" and not np.isclose(v, float(row[n]), rtol=1e-9, atol=0)}
+            differing = {n: (row[n], got[n]) for n in compared
+                         if not np.isclose(got[n], float(row[n]), rtol=1e-9, atol=0)}
             if differing:
                 raise InputError(f"{path}: {row['id']}'s features (table, structure) {differing} differ; is it the "
                                  f"same input? No table was rewritten")

@@ -163,6 +163,8 @@ def read_ssstats(path) -> pd.DataFrame:
             count_line, date_line = lines.readline(), lines.readline()
         count = int(count_line)
         table = pd.read_csv(path, skiprows=2, header=None)
+    except OSError as err:  # no permission: a user's mistake, named as such
+        raise InputError(f"cannot read {path}: {err.strerror or err}") from None
     except ValueError as err:
         raise InputError(f"{path} is not a SuiteSparse index (count line, date line, CSV rows): {err}") from err
     _check_ssstats(path, table, count)
@@ -281,6 +283,8 @@ def _from_manifest(folder: Path) -> list[MatrixInfo]:
     manifest = folder / MANIFEST
     try:
         table = pd.read_csv(manifest, dtype=str, keep_default_na=False)  # every cell as written
+    except OSError as err:  # no permission
+        raise InputError(f"cannot read {manifest}: {err.strerror or err}") from None
     except ValueError as err:
         raise InputError(f"cannot read {manifest}: {err}") from err
     missing = [column for column in _MANIFEST_COLUMNS if column not in table.columns]

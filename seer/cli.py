@@ -31,8 +31,17 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return args.run(args, command) or 0
         except SeerError as error:
-            print(f"seer {args.command}: error: {error}", file=sys.stderr)
-            return 2
+            return _error(args.command, error)
+        except OSError as error:  # a file the user named that cannot be read or written, where no check caught it
+            if error.filename is None:
+                raise
+            return _error(args.command, f"cannot read or write {error.filename}: {error.strerror or error}")
+
+
+def _error(command: str, message) -> int:
+    """A user's mistake, said as argparse says a usage error: ``seer <cmd>: error: <message>``, status 2."""
+    print(f"seer {command}: error: {message}", file=sys.stderr)
+    return 2
 
 
 def _plain_warnings(command: str):
@@ -167,14 +176,21 @@ def _profile(args, command: str) -> int:
 
     from seer.datasets.cases import spmv_cases
     from seer.profiling import SPMV_CALL_OVERHEAD_BELOW, profile
+    from seer.table import check_table_path
 
     if not torch.cuda.is_available():
         raise SeerError("profiling times kernels on a CUDA GPU and none is visible; interpreter timings "
                         "are not GPU timings")
     if not args.matrices and args.synthetic == "none":
         raise SeerError("nothing to profile: give --matrices FOLDER and/or --synthetic small|large")
+    check_table_path(args.out)  # before the inputs are listed (reading every matrix's header)
     cases = spmv_cases(args.matrices, synthetic=args.synthetic, max_nnz=args.max_nnz,
                        dtype=getattr(torch, args.dtype), seed=args.seed)
+    if not cases:  # only --max-nnz can leave none: a folder without matrices is refused as such
+        raise SeerError(f"nothing to profile: no matrix of {', '.join(map(str, args.matrices))} has at most --max-nnz "
+                        f"{args.max_nnz} nonzeros; raise --max-nnz, or add --synthetic small|large")
+    _make_folder(args.out.parent, "--out's folder")  # before the timing: it takes hours
+    _check_writable(args.out)
     if args.limit is not None:
         cases = cases[: args.limit]
     profile("spmv", cases, args.out, command=command, call_overhead_below=SPMV_CALL_OVERHEAD_BELOW,
@@ -195,10 +211,10 @@ def _merge(args, command: str) -> int:
 
 def _train(args, command: str) -> int:
     from seer import rules
+    from seer.table import check_table_path
     from seer.train import check_model_path, train_table
 
-    if args.table.is_dir():
-        raise SeerError(f"{args.table} is a folder; give the profile table (a CSV with its .meta.json beside)")
+    check_table_path(args.table)  # before --out's folder is made
     out = args.out or Path("models") / f"{args.table.stem}.json"
     exports = {".txt": rules.to_text, ".md": rules.to_markdown, ".py": rules.to_python}
     check_model_path(args.table, out, beside=tuple(exports))  # before training: it takes minutes
@@ -241,8 +257,9 @@ def _report(args, command: str) -> int:
 
 
 def _check_model_of(model, path: Path, table) -> None:
-    """A warning where ``model`` was not trained on ``table``: the report puts the table's held-out
-    scores beside the model's rules, which then describe other measurements."""
+    """A warning where ``model`` was not trained on ``table``, or chooses among or reads other variants
+    or features than it has: the report puts the table's held-out scores beside the model's rules,
+    which then describe other measurements."""
     from seer.table import table_sha256
 
     trained_on = model.training.get("sha256")
@@ -250,6 +267,15 @@ def _check_model_of(model, path: Path, table) -> None:
         warn(f"model {path} was trained on {model.training.get('table')!r} (measured on "
              f"{model.device.get('name')!r}), not on {table.path}: the report's scores are this table's, its rules "
              "the model's")
+    # Said apart: a model without a training record (written by hand, or older) may differ too.
+    model_features = {*model.known_features, *model.gathered_features}
+    differing = {"variants the table lacks": set(model.variants) - set(table.variants),
+                 "features the table lacks": model_features - {*table.known_features, *table.gathered_features},
+                 "variants only the table times": set(table.variants) - set(model.variants)}
+    said = [f"{what} {sorted(names)}" for what, names in differing.items() if names]
+    if said:
+        warn(f"model {path} does not match {table.path} ({'; '.join(said)}): the report's scores are of the table's "
+             "variants and features, its rules of the model's")
 
 
 def _explain(args, command: str) -> int:
@@ -325,9 +351,8 @@ def _make_folder(path: Path, what: str) -> None:
 
 
 def _check_writable(out: Path) -> None:
-    """A SeerError now, not a traceback after minutes of training, where ``out`` cannot be written."""
-    if out.is_dir():
-        raise SeerError(f"--out {out} is a folder; name the model file, e.g. {out / 'spmv-mine.json'}")
+    """A SeerError now, not a traceback after minutes of training or profiling, where ``out`` (not a
+    folder: each command refuses that first, naming what it writes) cannot be written."""
     if out.exists() and not os.access(out, os.W_OK):
         raise SeerError(f"cannot write --out {out}: the file is read-only")
     try:

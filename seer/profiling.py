@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import glob
-import io
 import json
 import os
 import platform
@@ -31,7 +30,8 @@ from seer.errors import ProfileTableError, SeerError, warn
 from seer.features import spmv as spmv_features
 from seer.files import replace_atomically
 from seer.registry import get_op
-from seer.table import CAMPAIGNS, PREPARE, TIME, device_of, meta_path, read_meta, read_rows
+from seer.table import (CAMPAIGNS, PREPARE, TIME, check_table_path, device_of, meta_path, read_frame, read_header,
+                        read_meta, read_rows)
 
 # A variant whose result differs from the float64 reference by more than this (relative
 # 2-norm) is recorded as failed (NaN time) rather than timed.
@@ -309,6 +309,7 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     again on resume unless ``retry_skipped``.
     """
     out = Path(out)
+    check_table_path(out)  # a folder, or a name read_table refuses: before any rank writes
     rank, world = _rank_and_world()
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     earlier = _resumed_meta(out, environment(device), op_name, dtype)
@@ -475,7 +476,9 @@ def _ids(table: Path) -> list[str]:
     if not whole.strip():
         return []
     try:
-        return list(pd.read_csv(io.BytesIO(whole), usecols=["id"], dtype=str, keep_default_na=False)["id"])
+        return list(read_frame(table, data=whole, usecols=["id"], dtype=str, keep_default_na=False)["id"])
+    except ProfileTableError:  # a line of another width than the header's, named: fixed, the table resumes
+        raise
     except ValueError as error:  # pandas's ParserError and a missing column; bytes that are no text
         raise ProfileTableError(f"{table} is not a profile table to resume ({error}): profile into another "
                                 "table") from None
@@ -544,7 +547,7 @@ def _check_variants_timed(table: Path, op_name: str, remedy: str) -> None:
     retired ones'."""
     if not _ids(table):
         return
-    timed = {c.removeprefix(TIME) for c in pd.read_csv(table, nrows=0).columns if c.startswith(TIME)}
+    timed = {c.removeprefix(TIME) for c in read_header(table) if c.startswith(TIME)}
     variants = set(get_op(op_name).variants)
     if timed != variants:
         differ = [f"times {sorted(timed - variants)}, which this seer's {op_name} lacks"] if timed - variants else []
@@ -622,7 +625,7 @@ def measured_within_budget(cases: list[Case], measure: Callable, budget_s: float
 def _append_row(path: Path, row: dict) -> None:
     frame = pd.DataFrame([row])
     if path.exists():
-        header = pd.read_csv(path, nrows=0).columns.tolist()
+        header = read_header(path)
         frame = frame.reindex(columns=header + [c for c in frame.columns if c not in header])
         if list(frame.columns) != header:  # a new column appeared: rewrite with the wider header (whole
             wider = pd.concat([read_rows(path), frame], ignore_index=True)  # or not at all if killed)

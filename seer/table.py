@@ -9,12 +9,12 @@ metadata file beside it. Columns:
 ``group``               optional: the family the input belongs to (a matrix and the matrices
                         derived from it share a group). Cross-validation never puts one group on
                         both sides of a split. Empty or absent: the row's ``id``.
-``source``              optional: ``real``, ``derived`` or ``synthetic``; reports score ``real``
-                        rows separately from the others.
+``source``              optional: ``real``, ``derived`` or ``synthetic`` (or empty); reports score
+                        ``real`` rows separately from the others.
 *feature columns*       named as the op's features (``seer.features.<op>``): every KNOWN feature
                         is required; GATHERED features are optional, and when present the
                         model gets a second stage that uses them. Cells must be finite numbers,
-                        those of integer features (sizes, counts, codes) not negative.
+                        those of integer features (sizes, counts, codes) whole and not negative.
 ``gather_ms``           optional: measured time to compute the gathered features for that
                         input, in ms. Absent: gathering is treated as free (with a warning).
 ``time_ms:<variant>``   one per variant, at least two: median time of one call, in ms. Rows
@@ -31,7 +31,8 @@ metadata file beside it. Columns:
                         ``seer.profiling.preparation_columns``); from 0 to a day. Absent:
                         the variant needs none. Training and scores charge it once over the
                         expected number of calls.
-Any other column is kept in ``ProfileTable.frame`` and ignored. Every column is named once.
+Any other column is kept in ``ProfileTable.frame`` and ignored. Every column is named once, and every
+line has as many fields as the header.
 
 Metadata, ``<stem>.meta.json`` next to ``<stem>.csv``::
 
@@ -62,8 +63,10 @@ matrix; the mean of two halves that noise in the table's labels and in its oracl
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
+import io
 import json
 import os
 import re
@@ -91,6 +94,11 @@ MIN_TIME_MS = 1e-6
 # Nor does one take a day; a longer time is a recording error whose sums overflow in training
 # (regrets of 1e307 ms are infinite): treated as a failed measurement.
 MAX_TIME_MS = 86_400_000.0
+# The values' dtypes a table may be profiled in (seer.sparse.VALUE_DTYPES, by torch's names; the
+# first is that of tables from before the metadata recorded it).
+DTYPES = ("float32", "float16", "bfloat16")
+# What a row's ``source`` may say (reports score "real" rows apart from the others).
+SOURCES = ("real", "derived", "synthetic")
 # Names, read as written: a family called "NA" or "None" is a family, not a missing cell (pandas's
 # default would make each of its rows a group of its own, and grouped CV would train on its members).
 TEXT_COLUMNS = ("id", "group", "source")
@@ -141,7 +149,8 @@ class ProfileTable:
         for column in [*known, *gathered]:
             _check_float32_range(frame, column)
         for column in _integer_features(op, [*known, *gathered]):
-            _check_not_negative(frame, column)
+            _check_whole_numbers(frame, column)
+        _check_sources(frame)
         frame = _drop_failed_rows(frame, [TIME + v for v in variants])
         for column in _prefixed(frame, PREPARE):  # after the drop: a failed variant has no preparation either
             _check_finite(frame, column)
@@ -209,11 +218,15 @@ class ProfileTable:
 def read_table(path: str | Path, op: str | None = None) -> ProfileTable:
     """Read ``path`` and its ``<stem>.meta.json``; ``op`` defaults to the one in the metadata."""
     path = Path(path)
+    check_table_path(path)
     if not path.is_file():
         raise ProfileTableError(f"profile table {path} does not exist")
-    if path.suffix.lower() == ".json":  # read as CSV it would only lack every column
-        raise ProfileTableError(f"{path} is JSON (a model, or a table's metadata); a profile table is the CSV beside "
-                                "its .meta.json")
+    with _read_errors():
+        return _read_table(path, op)
+
+
+def _read_table(path: Path, op: str | None) -> ProfileTable:
+    """:func:`read_table` of a file that exists."""
     meta = read_meta(meta_path(path))
     if op is None:
         op = meta.get("op")
@@ -224,13 +237,34 @@ def read_table(path: str | Path, op: str | None = None) -> ProfileTable:
         raise ProfileTableError(f"{path} was profiled for op {meta['op']!r}, not {op!r}")
     _warn_if_cut(path)
     try:
-        frame = read_rows(path, _check_header(path))
+        frame = read_rows(path, read_header(path))
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, csv.Error) as error:
         raise ProfileTableError(f"{path} is not a readable CSV: {error}") from None
     try:
         return ProfileTable.from_frame(frame, op, meta, path)
     except ProfileTableError as error:
         raise ProfileTableError(f"{path}: {error}") from None
+
+
+def check_table_path(path: Path) -> None:
+    """A ProfileTableError where ``path`` cannot be a profile table, to read or to write: a folder,
+    or a JSON file (read as CSV it would only lack every column, and a table named so would be
+    refused when read)."""
+    if path.is_dir():
+        raise ProfileTableError(f"{path} is a folder; give the profile table (a CSV with its .meta.json beside)")
+    if path.suffix.lower() == ".json":
+        raise ProfileTableError(f"{path} is JSON (a model, or a table's metadata); a profile table is the CSV beside "
+                                "its .meta.json")
+
+
+@contextlib.contextmanager
+def _read_errors():
+    """Within it, a file that cannot be read (no permission, a folder where a file should be) is a
+    ProfileTableError naming it, not a traceback."""
+    try:
+        yield
+    except OSError as error:
+        raise ProfileTableError(f"cannot read {error.filename}: {error.strerror or error}") from None
 
 
 def _warn_if_cut(path: Path) -> None:
@@ -251,9 +285,12 @@ def write_table(frame: pd.DataFrame, path: str | Path, meta: Mapping) -> Path:
     file is replaced whole or not at all: tables are rewritten in place (retired variants, regrouped
     rows), and one cut short would read back as fewer rows."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    replace_atomically(path, frame.to_csv(index=False).encode())
-    replace_atomically(meta_path(path), (json.dumps(dict(meta), indent=2, sort_keys=True) + "\n").encode())
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        replace_atomically(path, frame.to_csv(index=False).encode())
+        replace_atomically(meta_path(path), (json.dumps(dict(meta), indent=2, sort_keys=True) + "\n").encode())
+    except OSError as error:  # its file name may be the partial file's, which the user never named
+        raise ProfileTableError(f"cannot write {path}: {error.strerror or error}") from None
     return path
 
 
@@ -278,6 +315,7 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
     campaign must be of one op and one GPU, and a row's features must agree in every campaign
     that measured it (else it is not the same input): a ProfileTableError names what differs."""
     paths, out = [Path(p) for p in paths], Path(out)
+    check_table_path(out)  # before anything is written: the merged table must read back
     if len(paths) < 2:
         raise ProfileTableError(f"merging needs at least two campaigns, got {len(paths)}")
     if any(out.resolve() == p.resolve() for p in paths):
@@ -346,15 +384,34 @@ def _version(text: str) -> tuple[int, int]:
 _EXACT_FLOATS = {"float_precision": "round_trip"} if _version(pd.__version__) < (3, 1) else {}
 
 
-def read_frame(path: str | Path, **options) -> pd.DataFrame:
-    """A table's CSV with every float as written, to the bit, on any pandas this package supports."""
-    return pd.read_csv(path, **_EXACT_FLOATS, **options)
+def read_frame(path: str | Path, *, data: bytes | None = None, **options) -> pd.DataFrame:
+    """A table's CSV with every float as written, to the bit, on any pandas this package supports;
+    ``data``: the file's bytes where the caller has read them (a resume reads its whole lines alone).
+    Every reader of a table comes here: each line's fields are counted against the header's first."""
+    data = Path(path).read_bytes() if data is None else data
+    _check_field_counts(path, data)
+    # index_col=False: pandas would otherwise take the first field for an index where every row has
+    # one more than the header (the field counts are checked, but an empty table has no rows to check).
+    return pd.read_csv(io.BytesIO(data), index_col=False, **_EXACT_FLOATS, **options)
+
+
+def _check_field_counts(path: str | Path, data: bytes) -> None:
+    """A ProfileTableError naming the first line with more or fewer fields than the header: pandas
+    would shift such a table's columns (the first field read as an index where every row has one
+    more) or pad it with empty cells, silently."""
+    lines = csv.reader(io.StringIO(data.decode("utf-8"), newline=""))
+    header = next(lines, [])
+    for fields in lines:
+        if fields and len(fields) != len(header):  # a blank line is no row (pandas skips it too)
+            raise ProfileTableError(f"{path}: line {lines.line_num} has {len(fields)} fields, but the header names "
+                                    f"{len(header)} columns: a cell too many or too few (a comma in a name, or a "
+                                    "row cut short); fix that line")
 
 
 def read_rows(path: str | Path, header: Sequence[str] | None = None) -> pd.DataFrame:
     """A table's CSV as :func:`read_table` reads it: floats to the bit, and names (``id``, ``group``,
     ``source``) as text, where only an empty cell is missing (an input may be named ``NA``)."""
-    header = pd.read_csv(path, nrows=0).columns if header is None else header
+    header = read_header(path) if header is None else header
     return read_frame(path, dtype=dict.fromkeys(TEXT_COLUMNS, str), keep_default_na=False,
                       na_values={c: [""] if c in TEXT_COLUMNS else NA_CELLS for c in header})
 
@@ -362,7 +419,7 @@ def read_rows(path: str | Path, header: Sequence[str] | None = None) -> pd.DataF
 def read_cells(path: str | Path) -> pd.DataFrame:
     """The table's cells as written (strings, empty cells kept empty), for a rewrite in place that
     changes some columns and re-formats none of the others."""
-    return pd.read_csv(path, dtype=str, keep_default_na=False)
+    return read_frame(path, dtype=str, keep_default_na=False)
 
 
 def retire_variants(path: str | Path, variants: Sequence[str], command: str) -> list[str]:
@@ -486,7 +543,8 @@ def read_meta(path: Path) -> dict:
     if not path.is_file():
         return {}
     try:
-        meta = json.loads(path.read_text())
+        with _read_errors():
+            meta = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ProfileTableError(f"{path} is not JSON: {error}") from None
     if not isinstance(meta, dict):
@@ -505,9 +563,19 @@ def _check_meta_fields(meta: Mapping) -> None:
         raise ProfileTableError(f"\"op\" must be an op's name, got {meta['op']!r}")
     if not isinstance(meta.get("versions", {}), Mapping):
         raise ProfileTableError(f"\"versions\" must be an object such as {{\"torch\": \"2.11.0\"}}, got {meta['versions']!r}")
-    for name, example in (("inputs", '{"synthetic": "large", "seed": 0}'), ("skipped", '{"<id>": "<reason>"}')):
-        if not isinstance(meta.get(name, {}), Mapping):  # seer profile reads them to resume
+    for name, example in (("inputs", '{"synthetic": "large", "seed": 0}'), ("skipped", '{"<id>": "<reason>"}'),
+                          ("groups", '{"definition": "...", "rewritten_by": "<command>"}')):
+        if not isinstance(meta.get(name, {}), Mapping):  # seer profile reads them to resume, a regroup the last
             raise ProfileTableError(f"\"{name}\" must be an object such as {example}, got {meta[name]!r}")
+    # Lists that seer profile, retire and merge extend and copy: each entry of the type they write.
+    for name, kind, example in (("commands", str, '["seer profile spmv ..."]'),
+                                ("runs", Mapping, '[{"command": ..., "date": ..., "versions": {...}}]'),
+                                ("retired_variants", Mapping, '[{"variants": ["<variant>"], "by": "<command>"}]')):
+        entries = meta.get(name, [])
+        if not (isinstance(entries, list) and all(isinstance(entry, kind) for entry in entries)):
+            raise ProfileTableError(f"\"{name}\" must be a list such as {example}, got {entries!r}")
+    if meta.get("dtype", DTYPES[0]) not in DTYPES:  # a model trained on the table records it, dispatch compares it
+        raise ProfileTableError(f"\"dtype\" must name the values' dtype, one of {list(DTYPES)}, got {meta['dtype']!r}")
     device_of(meta)
 
 
@@ -602,10 +670,10 @@ def _numeric(frame: pd.DataFrame, column: str) -> pd.Series:
     return values
 
 
-def _check_header(path: Path) -> list[str]:
+def read_header(path: str | Path) -> list[str]:
     """The header, every column named once: read before pandas renames a repeated name
     (``time_ms:a`` twice reads as variants ``a`` and ``a.1``)."""
-    with path.open(newline="", encoding="utf-8") as file:
+    with Path(path).open(newline="", encoding="utf-8") as file:
         header = next(csv.reader(file), [])
     repeated = sorted(name for name, count in Counter(header).items() if count > 1)
     if repeated:
@@ -655,13 +723,27 @@ def _integer_features(op: str, names: Sequence[str]) -> list[str]:
     return [name for name in names if name in integer]
 
 
-def _check_not_negative(frame: pd.DataFrame, column: str) -> None:
-    """An integer feature is a size, a count or a code: a negative one is a broken measurement,
-    which the trees would otherwise learn from as if it were an input."""
-    bad = frame[column].to_numpy(dtype=float) < 0
+def _check_whole_numbers(frame: pd.DataFrame, column: str) -> None:
+    """An integer feature is a size, a count or a code: a negative or fractional one is a broken
+    measurement, which the trees would otherwise learn from as if it were an input."""
+    values = frame[column].to_numpy(dtype=float)
+    for bad, what in ((values < 0, "cannot be negative, but is"),
+                      (values != np.floor(values), "must be a whole number, but is fractional")):
+        if bad.any():
+            raise ProfileTableError(f"column {column!r} (a size, count or code) {what} in row(s) {_rows(frame, bad)}: "
+                                    "profile those inputs again or drop their rows")
+
+
+def _check_sources(frame: pd.DataFrame) -> None:
+    """A source other than :data:`SOURCES` (a misspelt ``Real``) would be scored with the others,
+    not with the real inputs, silently; an empty one claims nothing."""
+    if "source" not in frame.columns:
+        return
+    sources = frame["source"]
+    bad = sources.notna() & ~sources.isin(SOURCES)
     if bad.any():
-        raise ProfileTableError(f"column {column!r} (a size, count or code) cannot be negative, but is in row(s) "
-                                f"{_rows(frame, bad)}: profile those inputs again or drop their rows")
+        raise ProfileTableError(f"column 'source' must be one of {list(SOURCES)} (or empty); "
+                                f"{sources[bad].iloc[0]!r} in row(s) {_rows(frame, bad)}")
 
 
 def _check_host_time(frame: pd.DataFrame, column: str) -> None:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import platform
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -164,20 +165,17 @@ class TwoStageSelector:
     # ------------------------------------------------------------------ fitting
 
     def fit(self, table: ProfileTable) -> TwoStageSelector:
+        self._search_space()  # its hyper-parameters checked before the table's folds are counted
         data = _Data.of(table, table.known_features, table.gathered_features)
         self._fit(data, table, self._folds_of(table, data, minimum=2))
         return self
 
     def _fit(self, data: _Data, table: ProfileTable, folds: int) -> None:
-        if not self.calls or min(self.calls) < 1:
-            raise ValueError(f"calls must be positive call counts, got {self.calls}")
+        depths, leaves, caps = self._search_space()
         self.variants_ = table.variants
         self.known_ = table.known_features
         self.gathered_ = table.gathered_features
         splits = grouped_folds(data.groups, folds, self.fold_seed)
-        depths = _candidates(self.max_depth, DEFAULT_DEPTHS)
-        leaves = _candidates(self.min_samples_leaf, DEFAULT_LEAVES)
-        caps = _candidates(self.regret_cap, DEFAULT_REGRET_CAPS)
 
         def tune(X: np.ndarray, costs: np.ndarray, features: Sequence[str], labels: Sequence[str]) -> _Fitted:
             return _tune_tree(X, costs, features, labels, splits, depths, leaves, caps, self.random_state)
@@ -213,6 +211,22 @@ class TwoStageSelector:
 
         # Without gathering or preparation, c * t_v has the same argmin for every c: one tree serves all.
         return _per_count(counts, fit, one_serves_all=not stage2 and not data.has_preparation)
+
+    def _search_space(self) -> tuple[tuple, tuple, tuple]:
+        """The candidates of max_depth, min_samples_leaf and regret_cap; a ValueError that says what to
+        pass where a hyper-parameter cannot be used (checked when fitting, as scikit-learn's estimators
+        do): a cap of 0 clips every regret to 0 and trains a constant tree, and scikit-learn's own
+        messages name its parameters, not these."""
+        if not (self.calls and all(_is_whole(c, least=1) for c in self.calls)):
+            raise ValueError(f"calls must be whole numbers of calls >= 1, e.g. (1, 100), got {self.calls}")
+        if not _is_whole(self.folds, least=2):
+            raise ValueError(f"folds must be a whole number >= 2 (grouped cross-validation), got {self.folds!r}")
+        return (_candidates("max_depth", self.max_depth, DEFAULT_DEPTHS,
+                            lambda v: v is None or _is_whole(v, least=1), "a whole number >= 1, or None for no limit"),
+                _candidates("min_samples_leaf", self.min_samples_leaf, DEFAULT_LEAVES,
+                            lambda v: _is_whole(v, least=1), "a whole number >= 1"),
+                _candidates("regret_cap", self.regret_cap, DEFAULT_REGRET_CAPS, _is_cap,
+                            "a positive, finite log-slowdown such as 0.5"))
 
     # ------------------------------------------------------------------ predicting
 
@@ -257,6 +271,7 @@ class TwoStageSelector:
         input's validation pass measures them on its way; given, the report also scores that
         path (stage 2 decides every row, charged this cost) as ``validated_scores``."""
         calls = tuple(calls)
+        self._search_space()  # checked before the outer folds are dealt
         data = _Data.of(table, table.known_features, table.gathered_features)
         folds = self._folds_of(table, data, minimum=3)
         n = len(table)
@@ -380,6 +395,10 @@ def check_model_path(table: str | Path, out: str | Path, beside: Sequence[str] =
         if written.resolve() in inputs:
             raise ModelError(f"training would write {written} over {inputs[written.resolve()]}; "
                              f"write the model to a new file, e.g. --out models/{table.stem}.json")
+        if written.is_dir():  # found only when they are written, after the training
+            raise ModelError(f"{out} is a folder; name the model file, e.g. {out / 'spmv-mine.json'}" if written == out
+                             else f"{written} is a folder, where training would write the model's rules: choose "
+                                  "another --out, or move it away")
         if written.is_file() and not _written_by_training(written):
             raise ModelError(f"{written} exists and is not a seer model or its rules: training would write over it; "
                              "choose another --out, or move that file away")
@@ -475,15 +494,24 @@ def _regret_tree(max_depth: int | None, min_samples_leaf: int, random_state: int
     return DecisionTreeRegressor(max_depth=max_depth, min_samples_leaf=min_samples_leaf, random_state=random_state)
 
 
-def _candidates(setting, default: tuple) -> tuple:
+def _candidates(name: str, setting, default: tuple, valid: Callable[[object], bool], expected: str) -> tuple:
+    """The candidates ``setting`` gives (None: ``default``; a value: itself; a list: its values; a
+    string is one value, not its letters); a ValueError naming ``name`` unless each is ``valid``."""
     if setting is None:
         return default
-    if isinstance(setting, Iterable):
-        values = tuple(setting)
-        if not values:
-            raise ValueError("an empty list of hyper-parameter candidates")
-        return values
-    return (setting,)
+    values = tuple(setting) if isinstance(setting, Iterable) and not isinstance(setting, str) else (setting,)
+    if not values or not all(valid(value) for value in values):
+        raise ValueError(f"{name} must be one candidate or a non-empty list of them, each {expected}; got {setting!r}")
+    return values
+
+
+def _is_whole(value, least: int) -> bool:
+    """A whole number (numpy's too; not a bool) of at least ``least``."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= least
+
+
+def _is_cap(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def _simplest_near_best(scores: dict[tuple, float]) -> tuple:

@@ -162,6 +162,15 @@ def test_recount_names_a_table_without_the_column(tmp_path, suitesparse_dir):
         cases.recount_shifted_rows([path], structure, "cmd")
 
 
+def test_recount_compares_only_the_gathered_features_the_table_has(tmp_path, suitesparse_dir):
+    """Each gathered feature is optional: a table without row_std failed with KeyError 'row_std'."""
+    path = shipped_spmv_rows(tmp_path, ["HB/bcsstk04"])
+    pd.read_csv(path, dtype=str, keep_default_na=False).drop(columns="row_std").to_csv(path, index=False)
+    structure = cases.structure_features([path], [suitesparse_dir])
+    assert cases.recount_shifted_rows([path], structure, "cmd") == {path: 0}
+    assert "row_std" not in pd.read_csv(path).columns
+
+
 def test_a_matrix_listed_twice_is_refused_before_it_is_profiled_twice(tmp_path, suitesparse_dir):
     """Profiled twice, the table was refused only when read, after the whole campaign."""
     folder = tmp_path / "matrices"

@@ -1,5 +1,6 @@
 """The seer command: help everywhere, the main job on the shipped table, report and explain."""
 import json
+import pathlib
 import re
 
 import pytest
@@ -125,7 +126,7 @@ def test_profile_records_what_chose_its_inputs_and_may_retry_skipped_ones(tmp_pa
     --retry-skipped tries again the inputs earlier runs skipped."""
     calls = []
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
-    monkeypatch.setattr("seer.datasets.cases.spmv_cases", lambda *args, **kwargs: [])
+    monkeypatch.setattr("seer.datasets.cases.spmv_cases", lambda *args, **kwargs: ["a case"])
     monkeypatch.setattr("seer.profiling.profile", lambda *args, **kwargs: calls.append(kwargs))
     out = str(tmp_path / "x.csv")
     assert main(["profile", "spmv", "--synthetic", "small", "--seed", "3", "--out", out]) == 0
@@ -340,3 +341,120 @@ def test_explain_runs_on_this_gpu(suitesparse_dir, capsys):
     printed = capsys.readouterr()
     assert "running on 'cpu'" not in printed.err and "features:" in printed.out
     assert f"measured on {torch.cuda.get_device_name()!r}" not in printed.err  # its own model: no warning
+
+
+def _campaigns(tmp_path):
+    """Two campaigns of one planted table, ``t.csv`` and ``u.csv`` (its times 10 % longer)."""
+    frame = planted_frame(groups=4, per_group=2)
+    times = [c for c in frame.columns if c.startswith("time_ms:")]
+    remeasured = frame.assign(**{c: frame[c] * 1.1 for c in times})
+    return [write_table(f, tmp_path / name, planted_meta()) for name, f in (("t.csv", frame), ("u.csv", remeasured))]
+
+
+def _unreadable(monkeypatch, path):
+    """Opening ``path`` raises PermissionError, as for a file of mode 000 (these tests may run as root,
+    whom modes do not stop)."""
+    opened = pathlib.Path.open
+
+    def open_(self, *args, **kwargs):
+        if self == path:
+            raise PermissionError(13, "Permission denied", str(self))
+        return opened(self, *args, **kwargs)
+
+    monkeypatch.setattr(pathlib.Path, "open", open_)
+
+
+@pytest.mark.usefixtures("toy_op")
+@pytest.mark.parametrize("command", ["train", "report", "merge"])
+@pytest.mark.parametrize("name", ["t.csv", "t.meta.json"])
+def test_a_table_that_cannot_be_read_is_named(tmp_path, capsys, monkeypatch, command, name):
+    """An unreadable table or metadata raised a raw PermissionError (found by a review)."""
+    table, other = _campaigns(tmp_path)
+    _unreadable(monkeypatch, tmp_path / name)
+    out = {"train": "toy-m.json", "report": "report", "merge": "m.csv"}[command]
+    assert main([command, str(table), *([str(other)] if command == "merge" else []), "--out", str(tmp_path / out)]) == 2
+    assert f"seer {command}: error: cannot read {tmp_path / name}: Permission denied" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("toy_op")
+def test_a_file_error_no_check_caught_is_named_not_traced(tmp_path, capsys, monkeypatch):
+    """The backstop: a file the user named that cannot be read or written, wherever it is found."""
+    def fails(*args, **kwargs):
+        raise IsADirectoryError(21, "Is a directory", "some/where.csv")
+
+    monkeypatch.setattr("seer.table.merge_tables", fails)
+    assert main(["merge", "a.csv", "b.csv", "--out", str(tmp_path / "m.csv")]) == 2
+    assert "seer merge: error: cannot read or write some/where.csv: Is a directory" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("toy_op")
+@pytest.mark.parametrize("out, message", [("m.json", "m.json is JSON"), ("t.csv/m.csv", "cannot write .*t.csv/m.csv"),
+                                          ("folder", "folder is a folder")])
+def test_merge_refuses_an_out_it_cannot_write_before_writing_anything(tmp_path, capsys, out, message):
+    """A .json out was written, table and metadata, then refused when read back; a folder or a path
+    under a file raised a traceback (found by a review)."""
+    tables = _campaigns(tmp_path)
+    (tmp_path / "folder").mkdir()
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert main(["merge", *map(str, tables), "--out", str(tmp_path / out)]) == 2
+    assert re.search(f"seer merge: error: .*{message}", capsys.readouterr().err)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+
+
+@pytest.mark.parametrize("out, max_nnz, message", [
+    ("folder", "100000", "folder is a folder; give the profile table"),
+    ("p.json", "100000", "p.json is JSON"),
+    ("afile/t.csv", "100000", "cannot make --out's folder"),
+    ("t.csv", "1", r"nothing to profile: no matrix of .* has at most --max-nnz 1 nonzeros"),
+])
+def test_profile_refuses_an_out_or_filters_that_leave_nothing_before_writing(suitesparse_dir, tmp_path, capsys,
+                                                                              monkeypatch, out, max_nnz, message):
+    """A folder or a path under a file raised a traceback, a .json table was accepted, and filters that
+    left no input wrote a table of metadata alone and said "wrote" (found by a review)."""
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("seer.profiling.profile", lambda *args, **kwargs: pytest.fail("profiled"))
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "afile").write_text("")
+    before = sorted(tmp_path.rglob("*"))
+    argv = ["profile", "spmv", "--matrices", str(suitesparse_dir), "--max-nnz", max_nnz, "--out", str(tmp_path / out)]
+    assert main(argv) == 2
+    assert re.search(f"seer profile: error: .*{message}", capsys.readouterr().err)
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.usefixtures("toy_op")
+def test_train_refuses_a_folder_where_it_would_write_the_rules_before_training(tmp_path, capsys, monkeypatch):
+    """The rules' .txt a folder: found when writing them, after the training (found by a review)."""
+    import seer.train
+
+    table = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    monkeypatch.setattr(seer.train, "train_table", lambda *a, **k: pytest.fail("trained before the check"))
+    (tmp_path / "toy-m.txt").mkdir()
+    assert main(["train", str(table), "--out", str(tmp_path / "toy-m.json")]) == 2
+    assert "toy-m.txt is a folder, where training would write the model's rules" in capsys.readouterr().err
+
+
+def test_report_names_a_folder_given_as_its_table(tmp_path, capsys):
+    """It said the table did not exist."""
+    assert main(["report", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
+    assert "is a folder; give the profile table" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("toy_op")
+def test_report_names_the_variants_and_features_a_model_does_not_share_with_the_table(tmp_path, capsys):
+    """A model of the op trained on other columns was described beside the table's scores silently
+    where it had no training record to compare (found by a review)."""
+    assert main(["train", str(write_planted(tmp_path / "t.csv", groups=4, per_group=2)),
+                 "--out", str(tmp_path / "m.json")]) == 0
+    from seer.model import SelectorModel
+
+    document = SelectorModel.load(tmp_path / "m.json").to_dict()
+    document["training"].pop("sha256")  # a model from before the record, or written by other tools
+    SelectorModel.from_dict(document).save(tmp_path / "m.json")
+    frame = planted_frame(groups=4, per_group=2).drop(columns=["time_ms:c", "row_max"])
+    other = write_table(frame.assign(**{"time_ms:d": frame["time_ms:a"]}), tmp_path / "other.csv", planted_meta())
+    capsys.readouterr()
+    assert main(["report", str(other), "--model", str(tmp_path / "m.json"), "--out", str(tmp_path / "r")]) == 0
+    error = capsys.readouterr().err
+    assert (f"warning: model {tmp_path / 'm.json'} does not match {other} (variants the table lacks ['c']; features "
+            "the table lacks ['row_max']; variants only the table times ['d'])") in error

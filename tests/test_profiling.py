@@ -229,6 +229,18 @@ def test_a_new_table_in_a_new_folder_and_metadata_that_is_no_object(tmp_path, su
     assert len(pd.read_csv(out)) == 2
 
 
+
+def test_a_resumed_table_with_rows_wider_than_its_header_is_refused(tmp_path):
+    """With a field more on every row pandas read the ids as an index and the groups as the ids, so a
+    resume took every input for not profiled yet; a last line without its end is still no row."""
+    out = tmp_path / "spmv-x.csv"
+    out.write_text("id,group,time_ms:v\na,g,1.0,0.5\nb,g,2.0,0.5\n")
+    with pytest.raises(ProfileTableError, match=r"spmv-x\.csv: line 2 has 4 fields, but the header names 3 columns"):
+        profiling._ids(out)
+    out.write_text("id,group,time_ms:v\na,g,1.0\nb,g")  # a rank writing its row b now
+    assert profiling._ids(out) == ["a"]
+
+
 def test_a_median_is_taken_over_at_least_twenty_runs(monkeypatch):
     """do_bench fits as many runs as its span holds by its estimate of one: a 1 ms kernel in 8.3 ms
     got a handful, and one slow on its first runs (a high estimate) fewer than the median implies."""

@@ -127,6 +127,9 @@ def test_unregistered_op_may_list_its_features_in_meta(tmp_path):
         # An integer feature is a size, count or code: a negative one had been trained on as an input.
         (lambda f: f.assign(nnz=[f["nnz"][0], -3, f["nnz"][2], -1]), r"column 'nnz' \(a size, count or code\) cannot be negative, but is in row\(s\) \['2', '4'\]"),
         (lambda f: f.assign(row_max=[-1] + list(f["row_max"][1:])), r"column 'row_max' \(a size, count or code\) cannot be negative, but is in row\(s\) \['1'\]"),
+        # A fraction had been trained on too, and a misspelt source scored with the synthetic rows.
+        (lambda f: f.assign(nnz=[f["nnz"][0], 2.5, f["nnz"][2], f["nnz"][3]]), r"column 'nnz' \(a size, count or code\) must be a whole number, but is fractional in row\(s\) \['2'\]"),
+        (lambda f: f.assign(source=["real", "Real", "derived", "synthetic"]), r"column 'source' must be one of \['real', 'derived', 'synthetic'\] \(or empty\); 'Real' in row\(s\) \['2'\]"),
     ],
 )
 def test_bad_tables_are_refused_with_the_reason(tmp_path, edit, message):
@@ -190,6 +193,15 @@ def test_missing_file_and_bad_meta(tmp_path):
         # seer profile's, read when it resumes the table
         ({"skipped": ["m0_0"]}, r"\"skipped\" must be an object such as \{\"<id>\": \"<reason>\"\}, got \['m0_0'\]"),
         ({"inputs": "large"}, r"\"inputs\" must be an object such as .*, got 'large'"),
+        # retire extended it (TypeError), a regroup read it (AttributeError), training copied dtype into the model
+        ({"retired_variants": 5}, r"\"retired_variants\" must be a list such as \[\{\"variants\": .*, got 5"),
+        ({"retired_variants": ["a"]}, r"\"retired_variants\" must be a list such as .*, got \['a'\]"),
+        ({"groups": ["x"]}, r"\"groups\" must be an object such as \{\"definition\": .*, got \['x'\]"),
+        ({"dtype": 7}, r"\"dtype\" must name the values' dtype, one of \['float32', 'float16', 'bfloat16'\], got 7"),
+        ({"dtype": "fp32"}, r"\"dtype\" must name the values' dtype, one of .*, got 'fp32'"),
+        ({"commands": "seer profile"}, r"\"commands\" must be a list such as .*, got 'seer profile'"),
+        ({"commands": [3]}, r"\"commands\" must be a list such as .*, got \[3\]"),
+        ({"runs": {"command": "x"}}, r"\"runs\" must be a list such as .*, got \{'command': 'x'\}"),
     ],
 )
 def test_metadata_fields_of_the_wrong_shape_are_refused_on_reading(tmp_path, change, message):
@@ -201,6 +213,12 @@ def test_metadata_fields_of_the_wrong_shape_are_refused_on_reading(tmp_path, cha
         meta_path(path).write_text(json.dumps({**meta, "op": "unregistered"}))
     with pytest.raises(ProfileTableError, match=message):
         read_table(path)
+
+
+def test_metadata_of_the_types_seer_writes_is_read(tmp_path):
+    meta = {**planted_meta(), "dtype": "bfloat16", "commands": ["a", "b"], "runs": [{"command": "b"}],
+            "retired_variants": [{"variants": ["d"], "by": "c"}], "groups": {"definition": "g"}}
+    assert read_table(write(tmp_path, planted_frame(groups=2, per_group=2), meta)).meta == meta
 
 
 def test_a_device_named_by_a_string_is_its_name(tmp_path):
@@ -605,3 +623,31 @@ def test_a_variant_named_twice_is_retired_once(tmp_path):
     path = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
     assert retire_variants(path, ["a", "a"], "cmd") == ["time_ms:a", "call_us:a"]
     assert read_table(path).meta["retired_variants"] == [{"variants": ["a"], "by": "cmd"}]
+
+
+
+def _with_lines(path, numbers, edit):
+    """``path`` with its lines ``numbers`` (1: the header) passed through ``edit``."""
+    lines = path.read_text().splitlines()
+    for number in numbers:
+        lines[number - 1] = edit(lines[number - 1])
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("edit, fields", [(lambda line: line + ",0.5", "has 16 fields"),
+                                          (lambda line: line.rsplit(",", 1)[0], "has 14 fields")])
+def test_a_row_of_more_or_fewer_fields_than_the_header_is_refused(tmp_path, edit, fields):
+    """With one field more on every row pandas took the ids for an index and read every column under
+    the next one's name (a retire rewrote the table without its ids); fewer were padded with NaN."""
+    every = _with_lines(write_planted(tmp_path / "every.csv", groups=4, per_group=2), range(2, 10), edit)
+    written = every.read_bytes()
+    message = rf"every\.csv: line 2 {fields}, but the header names 15 columns"
+    with pytest.raises(ProfileTableError, match=message):
+        read_table(every)
+    with pytest.raises(ProfileTableError, match=message):
+        retire_variants(every, ["c"], "cmd")
+    assert every.read_bytes() == written
+    one = _with_lines(write_planted(tmp_path / "one.csv", groups=4, per_group=2), [4], edit)
+    with pytest.raises(ProfileTableError, match=rf"one\.csv: line 4 {fields}"):
+        read_table(one)

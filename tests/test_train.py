@@ -450,3 +450,32 @@ def test_a_table_without_gathered_features_is_shown_no_gathering_scores(tmp_path
     assert report.scores["all"][1]["gather_rate"] == 0 and not report.gathers
     assert "gather rate" in TwoStageSelector(**QUICK).evaluate(read_table(write_planted(tmp_path / "t.csv")),
                                                                 calls=(1,)).to_text()
+
+
+@pytest.mark.parametrize("parameters, message", [
+    # A cap of 0 clipped every regret to 0 and trained a constant tree; a negative one likewise.
+    ({"regret_cap": 0}, (r"regret_cap must be one candidate or a non-empty list of them, each a positive, finite "
+                         r"log-slowdown such as 0\.5; got 0")),
+    ({"regret_cap": [0.5, -1.0]}, r"regret_cap .*; got \[0\.5, -1\.0\]"),
+    ({"regret_cap": float("nan")}, r"regret_cap .*; got nan"),
+    ({"calls": (1.5,)}, r"calls must be whole numbers of calls >= 1, e\.g\. \(1, 100\), got \(1\.5,\)"),
+    ({"calls": (float("inf"),)}, r"calls must be whole numbers .*, got \(inf,\)"),
+    ({"calls": ()}, r"calls must be whole numbers"),
+    ({"folds": 1}, r"folds must be a whole number >= 2 \(grouped cross-validation\), got 1"),
+    # A string was searched as its letters: "34" as depths "3" and "4".
+    ({"max_depth": "34"}, r"max_depth must be one candidate .* a whole number >= 1, or None for no limit; got '34'"),
+    ({"max_depth": []}, r"max_depth must be one candidate or a non-empty list"),
+    ({"min_samples_leaf": 0.5}, r"min_samples_leaf .* a whole number >= 1; got 0\.5"),
+])
+def test_hyper_parameters_that_cannot_be_used_are_refused_saying_what_to_pass(parameters, message):
+    table = ProfileTable.from_frame(planted_frame(groups=6, per_group=3), "toy", planted_meta())
+    for run in (lambda s: s.fit(table), lambda s: s.evaluate(table)):
+        with pytest.raises(ValueError, match=message):
+            run(TwoStageSelector(**parameters))
+
+
+def test_hyper_parameters_of_numpy_types_and_single_values_are_taken():
+    table = ProfileTable.from_frame(planted_frame(groups=6, per_group=3), "toy", planted_meta())
+    selector = TwoStageSelector(max_depth=np.int64(2), min_samples_leaf=[1, 2], regret_cap=0.5, calls=(np.int64(1),))
+    params = selector.fit(table).hyperparameters_["stage1"]["1"]
+    assert params["max_depth"] == 2 and params["regret_cap"] == 0.5
