@@ -54,6 +54,7 @@ def test_every_candidate_keeps_its_running_sums_in_float32(dtype):
         check_variant(variant, a, b)
 
 
+@pytest.mark.filterwarnings("ignore:.*TMA needs a Hopper GPU")  # 300x515x77: rows not 16-byte aligned, which TMA cannot address
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("m,n,k", EDGE_SHAPES, ids=str)
 def test_every_candidate_on_edge_shapes(m, n, k, dtype):
