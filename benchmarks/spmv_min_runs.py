@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from seer.datasets.cases import _cases_of
+from seer.datasets.cases import _cases_of, recorded_inputs
 from seer.profiling import (MIN_RUNS, TIMING_ROUNDS, device_tag, environment, measured_within_budget,
                             timed_if_correct, write_result)
 from seer.registry import get_op
@@ -79,7 +79,8 @@ def main() -> int:
     table = read_table(args.table, "spmv")
     flush = l2_flush_ms()
     rows = few_run_rows(table, flush)
-    cases = _cases_of([i for i, _ in rows], str(args.table), [args.matrices], device="cuda")
+    cases = _cases_of([i for i, _ in rows], str(args.table), [args.matrices], device="cuda",
+                      **recorded_inputs(table))
     frame = table.frame.set_index("id")
     compared = dict(rows)
 

@@ -20,13 +20,13 @@ def spmv_cases(folders: list[Path], *, synthetic: str = "none", max_nnz: int | N
     group and problem kind) then, if asked, the generated suite (source "derived" for
     block-replicated real matrices, in their original's family, else "synthetic")."""
     from seer.datasets.generators import build, synthetic_suite
-    from seer.datasets.suitesparse import list_matrices, read_matrix
+    from seer.datasets.suitesparse import list_matrices, read_listed_matrix
 
     cases = []
     for folder in folders:
         for info in list_matrices(folder, max_nnz=max_nnz):
             cases.append(_case(info.id, info.family, "real", info.nnz,
-                               lambda p=info.path: read_matrix(p), dtype, seed, device))
+                               lambda i=info: read_listed_matrix(i), dtype, seed, device))
     if synthetic != "none":
         real_folder = folders[0] if folders else None
         specs = synthetic_suite(synthetic, seed=seed, real_folder=real_folder)
@@ -75,7 +75,8 @@ def regroup_spmv_table(path: Path, folders: list[Path], command: str) -> list[st
     table = read_table(path, "spmv")
     frame = read_cells(path)
     # Every row's input, those read_table drops for a failed timing too: each keeps its family.
-    group_of = {i: case.group for i, case in _cases_of(frame["id"].tolist(), str(path), folders).items()}
+    cases = _cases_of(frame["id"].tolist(), str(path), folders, **recorded_inputs(table))
+    group_of = {i: case.group for i, case in cases.items()}
     new = frame["id"].map(group_of)
     changes = sorted({f"{old} -> {to}" for old, to in zip(frame["group"], new) if old != to})
     if not changes and table.meta.get("groups", {}).get("definition") == GROUPS:
@@ -94,25 +95,42 @@ def structure_features(paths: list[Path], folders: list[Path]) -> dict[str, dict
     from seer.sparse import as_csr
     from seer.table import read_cells, read_table
 
-    for path in paths:
-        read_table(path, "spmv")  # a missing or malformed table named before any matrix is built
-    # Every row's input, those that read_table drops for failed timings too: recount rewrites them all.
-    ids = list(dict.fromkeys(i for path in paths for i in read_cells(path)["id"]))
-    cases = _cases_of(ids, ", ".join(map(str, paths)), folders, device="cpu")
-    return {i: features.gathered(as_csr(case.load()[0].astype(np.float32))) for i, case in cases.items()}
+    # A missing or malformed table named before any matrix is built.
+    tables = {path: read_table(path, "spmv") for path in paths}
+    structure = {}
+    for path, table in tables.items():
+        # Every row's input, those that read_table drops for failed timings too: recount rewrites them all.
+        ids = [i for i in dict.fromkeys(read_cells(path)["id"]) if i not in structure]
+        for i, case in _cases_of(ids, str(path), folders, device="cpu", **recorded_inputs(table)).items():
+            structure[i] = features.gathered(as_csr(case.load()[0].astype(np.float32)))
+    return structure
 
 
-def _cases_of(ids, tables: str, folders: list[Path], **options) -> dict:
-    """Input id -> its case (:func:`spmv_cases` of ``folders`` with the large suite, ``options``
-    passed on) for each of ``ids``, the inputs of ``tables``; InputError if one is not among them."""
+# What chose the inputs of a table whose metadata records none (profiled before the record): the
+# large suite of seed 0, that of every campaign then.
+_UNRECORDED_INPUTS = {"synthetic": "large", "seed": 0}
 
-    cases = {case.id: case for case in spmv_cases(folders, synthetic="large", **options)}
+
+def recorded_inputs(table) -> dict:
+    """``{"synthetic": suite, "seed": seed}`` that chose the inputs of the profile ``table``, as its
+    metadata records them (``inputs``, see :func:`seer.profiling.profile`): its generated inputs are
+    those of that suite and seed alone."""
+    recorded = table.meta.get("inputs") or {}
+    return {name: recorded.get(name, default) for name, default in _UNRECORDED_INPUTS.items()}
+
+
+def _cases_of(ids, tables: str, folders: list[Path], *, synthetic: str = _UNRECORDED_INPUTS["synthetic"],
+              seed: int = _UNRECORDED_INPUTS["seed"], **options) -> dict:
+    """Input id -> its case (:func:`spmv_cases` of ``folders`` with the suite ``synthetic`` of
+    ``seed``: pass the table's :func:`recorded_inputs`; ``options`` passed on) for each of ``ids``,
+    the inputs of ``tables``; InputError if one is not among them."""
+    cases = {case.id: case for case in spmv_cases(folders, synthetic=synthetic, seed=seed, **options)}
     unknown = [i for i in ids if i not in cases]
     if unknown:
         raise InputError(f"{tables}: {len(unknown)} inputs are not among the cases of {[str(f) for f in folders]} "
-                         f"with the large suite of seed {options.get('seed', 0)} (first: {unknown[:3]}); point "
-                         "--matrices at the folder the table was profiled from (a table profiled with another "
-                         "--synthetic or --seed cannot be rebuilt here)")
+                         f"with --synthetic {synthetic} --seed {seed} (what the table records; large and 0 where it "
+                         f"records nothing) (first: {unknown[:3]}); point --matrices at the folder the table was "
+                         "profiled from")
     return {i: cases[i] for i in ids}
 
 
@@ -184,7 +202,11 @@ def skewed_round_robin(cases: list[Case], largest_first: bool = False) -> list[C
 def launch_bound_case(folder: Path) -> Case:
     """The first real matrix of ``folder`` with 10k-50k nonzeros: typical of the real set, where a
     call's host time exceeds its kernel's, for benchmarks of the launch path."""
-    return next(c for c in spmv_cases([folder]) if 10_000 <= c.extra["size"] <= 50_000)
+    case = next((c for c in spmv_cases([folder]) if 10_000 <= c.extra["size"] <= 50_000), None)
+    if case is None:
+        raise InputError(f"{folder} has no real matrix of 10,000 to 50,000 nonzeros, which benchmarks of the launch "
+                         "path measure")
+    return case
 
 
 def launch_bound_arguments(doc: str) -> tuple[argparse.Namespace, Case, tuple, torch.Tensor]:

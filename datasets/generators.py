@@ -15,14 +15,13 @@ import math
 import numbers
 import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln, ndtr
 
-from seer.datasets.suitesparse import list_matrices, read_header, read_matrix, readable
+from seer.datasets.suitesparse import MatrixInfo, list_matrices, read_header, read_listed_matrix, readable
 from seer.errors import InputError
 
 # R-MAT draws edges in chunks so that its dozens of passes over random words stay in cache.
@@ -30,6 +29,7 @@ _RMAT_CHUNK = 1 << 18
 # Binary digits of each R-MAT bit probability: |rounding| <= 2**-13 (expected_nnz accounts for it).
 _PROBABILITY_DIGITS = 12
 _INT32_MAX = np.iinfo(np.int32).max
+_INT64_MAX = np.iinfo(np.int64).max
 
 
 # ---------------------------------------------------------------------------------------------
@@ -49,8 +49,16 @@ def _whole(**values) -> None:
 
 
 def _finite(**values) -> None:
+    """Each value a finite real number (a bool is no number here, as in :func:`_whole`)."""
     for name, value in values.items():
-        _require(isinstance(value, numbers.Real) and math.isfinite(value), f"{name} must be a finite number, got {value!r}")
+        _require(isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value),
+                 f"{name} must be a finite number, got {value!r}")
+
+
+def _flags(**values) -> None:
+    """Each value True or False: a string such as "no" is true, and would switch the option on."""
+    for name, value in values.items():
+        _require(isinstance(value, (bool, np.bool_)), f"{name} must be True or False, got {value!r}")
 
 
 # Log-normal row lengths of a log-space spread past this put nearly every nonzero in a few rows.
@@ -64,9 +72,20 @@ def _fits(entries: float, what: str) -> None:
                                      f"({MAX_ENTRIES:,}); choose a smaller size")
 
 
+def _some_entries(count: float, what: str) -> None:
+    """An empty matrix measures nothing: parameters that give one are a mistake, said as such."""
+    _require(count >= 1, f"{what} gives an empty matrix; choose larger parameters")
+
+
 def _value_dtype(dtype) -> None:
-    _require(np.issubdtype(np.dtype(dtype), np.floating), f"values must have a floating dtype, got {np.dtype(dtype)}: "
-                                                          "an integer one would round the random values to zero")
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError as err:  # "bfloat16" and the like: not a numpy dtype at all
+        raise InputError(f"values must have a numpy floating dtype, got {dtype!r} ({err})") from None
+    _require(not np.issubdtype(dtype, np.complexfloating), f"values must have a real floating dtype, got {dtype}: "
+                                                           "the generators make real matrices")
+    _require(np.issubdtype(dtype, np.floating), f"values must have a floating dtype, got {dtype}: "
+                                                "an integer one would round the random values to zero")
 
 
 def _index_dtype(largest: int) -> type:
@@ -149,10 +168,12 @@ def rmat(
     """
     _whole(scale=scale)
     _finite(edge_factor=edge_factor, a=a, b=b, c=c)
+    _flags(scramble=scramble)
     _value_dtype(dtype)
     _require(1 <= scale <= 30, f"R-MAT scale must lie in [1, 30], got {scale}")
     _require(edge_factor > 0, f"R-MAT edge_factor must be positive, got {edge_factor}")
     _fits(edge_factor * 2.0**scale, "this R-MAT graph")
+    _some_entries(round(edge_factor * 2.0**scale), f"R-MAT of scale {scale} and edge_factor {edge_factor} (no edge)")
     d = 1.0 - a - b - c
     _require(min(a, b, c, d) > 0, f"R-MAT needs a, b, c > 0 with a + b + c < 1, got a={a}, b={b}, c={c}")
     rng = _rng(seed)
@@ -348,9 +369,15 @@ def lognormal_rows(rows: int, cols: int, mean_row: float, sigma: float, seed=0, 
     _require(mean_row > 0 and 0 <= sigma <= MAX_LOG_SIGMA,  # past it, sigma**2 overflows or no row is left
              f"lognormal_rows needs mean_row > 0 and sigma in [0, {MAX_LOG_SIGMA}], got {mean_row}, {sigma}")
     _fits(float(rows) * mean_row, f"{rows:,} rows of {mean_row:g} nonzeros on average")
+    _fits(float(rows), f"the row lengths and pointers of {rows:,} rows")
+    # Entry (i, j) is sorted by the int64 key i * cols + j.
+    _require(rows * cols <= _INT64_MAX, f"lognormal_rows of {rows:,} x {cols:,} has more cells than int64 keys "
+                                        "number; choose a smaller size")
     rng = _rng(seed)
     mu = math.log(mean_row) - sigma**2 / 2  # so that E[length] = mean_row
     lengths = np.clip(np.rint(rng.lognormal(mu, sigma, rows)), 0, cols).astype(np.int64)
+    _some_entries(lengths.sum(), f"lognormal_rows with mean_row {mean_row:g}, sigma {sigma:g} and seed {seed} "
+                                 "(every row rounds to length 0)")
     keys = np.repeat(np.arange(rows, dtype=np.int64) * cols, lengths)
     keys += rng.integers(0, cols, size=len(keys), dtype=np.int64)
     return _csr_from_keys(keys, (rows, cols), rng, dtype)
@@ -380,17 +407,21 @@ def block_replicate(
     Values are ``A``'s (explicit zeros included); nnz is exactly ``(copies + coupling) * A.nnz``.
     """
     _whole(copies=copies, coupling=coupling)
+    _flags(permute=permute)
     _value_dtype(dtype)
     _require(copies >= 1, f"block_replicate needs copies >= 1, got {copies}")
     _require(
         0 <= coupling <= copies * (copies - 1),
         f"coupling must lie in [0, copies * (copies - 1)] = [0, {copies * (copies - 1)}], got {coupling}",
     )
-    block = sp.coo_matrix(A)
+    block = _sparse_block(A)
     _require(not np.iscomplexobj(block.data), "block_replicate takes a real matrix: its values would lose their "
                                               "imaginary parts")
     block.sum_duplicates()
     _fits(float(copies + coupling) * block.nnz, f"{copies + coupling} copies of a matrix of {block.nnz:,} nonzeros")
+    _fits(float(copies) * max(block.shape), f"the row pointers and labels of {copies} copies of a "
+                                            f"{block.shape[0]:,} x {block.shape[1]:,} matrix")
+    _some_entries(block.nnz, f"block_replicate of a {block.shape[0]:,} x {block.shape[1]:,} matrix without entries")
     rng = _rng(seed)
     block_row, block_col = _block_positions(rng, copies, coupling)
     m, n = block.shape
@@ -403,6 +434,15 @@ def block_replicate(
         col_label = row_label if m == n else rng.permutation(shape[1])
         rows, cols = row_label[rows], col_label[cols]
     return sp.csr_matrix((values, (rows, cols)), shape=shape)
+
+
+def _sparse_block(A) -> sp.coo_matrix:
+    """``A`` (a scipy sparse matrix, or anything 2-D that scipy turns into one) as COO."""
+    try:
+        return sp.coo_matrix(A)
+    except (TypeError, ValueError) as err:
+        raise InputError(f"block_replicate takes a 2-D matrix (scipy sparse or array-like), got {type(A).__name__}: "
+                         f"{err}") from None
 
 
 def _block_positions(rng, copies: int, coupling: int) -> tuple[np.ndarray, np.ndarray]:
@@ -463,7 +503,7 @@ def build(spec: SyntheticSpec, real_folder=None) -> sp.csr_matrix:
     if spec.generator == "block_replicate":
         _require(real_folder is not None, f"{spec.id} replicates a real matrix: pass real_folder")
         kwargs.pop("matrix_nnz")
-        kwargs["A"] = read_matrix(_real_path(real_folder, kwargs.pop("matrix")))
+        kwargs["A"] = read_listed_matrix(_real_info(real_folder, kwargs.pop("matrix")))
     return GENERATORS[spec.generator](**kwargs)
 
 
@@ -593,8 +633,8 @@ def _replicable(real_folder) -> list:
     return [info for info, field in fields if field != "complex"]
 
 
-def _real_path(real_folder, matrix_id: str) -> Path:
+def _real_info(real_folder, matrix_id: str) -> MatrixInfo:
     for info in list_matrices(real_folder):
         if info.id == matrix_id:
-            return info.path
+            return info
     raise InputError(f"real matrix {matrix_id} is not in {real_folder}")

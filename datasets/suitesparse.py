@@ -60,7 +60,9 @@ class MatrixInfo:
     Folders without a manifest only give headers: there a symmetric file's ``nnz`` is the upper
     bound ``2 * entries`` (the diagonal counted twice), and a dense (``array``) file's counts every
     stored entry (mirrored too if symmetric), of which :func:`read_matrix` keeps the nonzeros.
-    ``stats`` is the matching row of the collection index (``ssstats.csv``) when the folder has one.
+    ``stats`` is the matching row of the collection index (``ssstats.csv``) when the folder has one;
+    ``manifest_row`` names the manifest row the info comes from (None: from a header), which
+    :func:`read_listed_matrix` checks against the file.
     """
 
     id: str
@@ -72,6 +74,7 @@ class MatrixInfo:
     kind: str
     path: Path
     stats: dict | None = field(default=None, compare=False, repr=False)
+    manifest_row: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def family(self) -> str:
@@ -104,9 +107,13 @@ def read_matrix(path) -> sp.csr_matrix:
     summed and explicit zeros kept (they are stored entries). Index arrays are int32 when they fit.
     """
     path = _existing_file(path)
+    header = read_header(path)
+    _check_symmetric_shape(path, header)
     matrix = _parse(path, lambda source: scipy.io.mmread(source, **_MMREAD_OPTIONS), whole=True)
     if np.iscomplexobj(matrix):
         raise InputError(f"{path} holds a complex matrix; seer reads real matrices only")
+    if header.format == "coordinate" and header.symmetry != "general":
+        _check_stored_triangle(path, header, matrix)
     try:
         csr = sp.csr_matrix(matrix, dtype=np.float64)
     except (MemoryError, ValueError) as err:  # the row pointers of a size line's rows: too many for memory or numpy
@@ -117,6 +124,58 @@ def read_matrix(path) -> sp.csr_matrix:
     if non_finite:  # legal in the format, but every product with them is NaN or infinite
         warn(f"{path} holds {non_finite} NaN or infinite values")
     return csr
+
+
+def read_listed_matrix(info: MatrixInfo) -> sp.csr_matrix:
+    """:func:`read_matrix` of ``info.path``, checked against the manifest row it was listed from: that
+    row's sizes drive --max-nnz filtering, the order of the cases and the sizes of replicas, so a row
+    that does not describe its file is an InputError naming both. (``nnz_file`` is the entry count
+    of the CSR read here, mirrored entries included, as in the SuiteSparse manifest.)"""
+    matrix = read_matrix(info.path)
+    if info.manifest_row is not None and (matrix.shape, matrix.nnz) != ((info.rows, info.cols), info.nnz):
+        rows, cols = matrix.shape
+        raise InputError(f"{info.manifest_row} says {info.id} is {info.rows} x {info.cols} with nnz_file {info.nnz:,}, "
+                         f"but its file {info.path} holds a {rows} x {cols} matrix of {matrix.nnz:,} entries")
+    return matrix
+
+
+def _check_symmetric_shape(path: Path, header: MatrixHeader) -> None:
+    """Symmetric, skew and hermitian storage mirror one triangle: only a square matrix has one."""
+    if header.symmetry != "general" and header.rows != header.cols:
+        raise InputError(f"{path} is marked {header.symmetry} but is {header.rows} x {header.cols}; only a square "
+                         "matrix can be symmetric")
+
+
+def _check_stored_triangle(path: Path, header: MatrixHeader, expanded) -> None:
+    """Refuse a symmetric-type file whose stored entries break its storage: a skew-symmetric one with a
+    nonzero diagonal entry, or one storing both (i, j) and (j, i). The mirror of each would be added
+    to the other, doubling both values (or, if they differ, mixing them): the file is a general
+    matrix labelled symmetric, and no reading of it is the one its writer meant.
+
+    scipy's reader lists the file's entries first, then the mirrors of the off-diagonal ones; the
+    checks read that first part (one pass over it, a second only when both triangles are present)."""
+    rows, cols = expanded.row[:header.entries], expanded.col[:header.entries]
+    off_diagonal = rows != cols
+    if len(expanded.row) != header.entries + np.count_nonzero(off_diagonal):
+        warn(f"{path}: scipy's reader no longer lists the stored entries first; its {header.symmetry} storage is "
+             "read unchecked")
+        return
+    if header.symmetry == "skew-symmetric":
+        nonzero_diagonal = np.count_nonzero(expanded.data[:header.entries][~off_diagonal])
+        if nonzero_diagonal:
+            raise InputError(f"{path} is marked skew-symmetric but stores {nonzero_diagonal} nonzero diagonal "
+                             "entries; a skew-symmetric matrix has a zero diagonal")
+    below = rows > cols
+    above = off_diagonal & ~below
+    if below.any() and above.any():
+        width = np.int64(header.cols)
+        stored_below = rows[below].astype(np.int64) * width + cols[below]
+        mirrored_above = cols[above].astype(np.int64) * width + rows[above]
+        both = np.intersect1d(stored_below, mirrored_above).size
+        if both:
+            raise InputError(f"{path} is marked {header.symmetry} but stores both (i, j) and (j, i) for {both:,} "
+                             "pairs; symmetric storage holds one triangle (mirroring would add each pair's "
+                             "values together): write it as general, or keep one triangle")
 
 
 def read_header(path) -> MatrixHeader:
@@ -215,8 +274,9 @@ def _matrix_source(path: Path, whole: bool) -> Iterator:
     that ends in a newline, because scipy 1.17's reader crashes the process on a last entry line
     with a token too many and no newline. With ``whole``, a compressed file is read to its end after
     the parser is done: gzip checks its CRC there, which a member of an archive ends before."""
-    in_archive = path.name.endswith(ARCHIVE_SUFFIXES)
-    if not in_archive and path.suffix not in _DECOMPRESSED and _ends_in_newline(path):
+    in_archive = _has_suffix(path, ARCHIVE_SUFFIXES)
+    compression = path.suffix.lower()
+    if not in_archive and compression not in _DECOMPRESSED and _ends_in_newline(path):
         yield str(path)  # scipy's reader reads the file itself, in parallel
         return
     with ExitStack() as stack:
@@ -225,7 +285,7 @@ def _matrix_source(path: Path, whole: bool) -> Iterator:
             compressed = archive.fileobj
             stream = stack.enter_context(archive.extractfile(_main_member(archive, path)))
         else:
-            compressed = stream = stack.enter_context(_DECOMPRESSED.get(path.suffix, open)(path, "rb"))
+            compressed = stream = stack.enter_context(_DECOMPRESSED.get(compression, open)(path, "rb"))
         yield io.BufferedReader(_EndingInNewline(stream), 1 << 20)
         if whole:
             while compressed.read(1 << 20):
@@ -291,10 +351,27 @@ def _from_manifest(folder: Path) -> list[MatrixInfo]:
     if missing:
         raise InputError(f"{manifest} lacks the columns {missing}")
     infos = [_manifest_row(manifest, number, row) for number, row in enumerate(table.to_dict("records"), start=1)]
+    if not infos:
+        raise InputError(f"{manifest} lists no matrices: it has a header and no rows")
+    _check_one_row_per_file(infos)
+    present = [info for info in infos if info.path.is_file()]
     absent = [info.id for info in infos if not info.path.is_file()]
+    if not present:
+        raise InputError(f"none of the {len(infos)} files that {manifest} lists exists (first: "
+                         f"{[str(info.path) for info in infos[:3]]})")
     if absent:
         warn(f"{manifest}: skipping {len(absent)} matrices whose file is missing (first: {absent[:3]})")
-    return [info for info in infos if info.path.is_file()]
+    return present
+
+
+def _check_one_row_per_file(infos: list[MatrixInfo]) -> None:
+    """Two rows naming one file would profile it twice, under two ids or one."""
+    first_row_of = {}
+    for info in infos:
+        earlier = first_row_of.setdefault(info.path.resolve(), info)
+        if earlier is not info:
+            raise InputError(f"{earlier.manifest_row} ({earlier.id}) and {info.manifest_row} ({info.id}) name the "
+                             f"same file {info.path}; list each matrix once")
 
 
 def _manifest_row(manifest: Path, number: int, row: dict) -> MatrixInfo:
@@ -303,6 +380,11 @@ def _manifest_row(manifest: Path, number: int, row: dict) -> MatrixInfo:
     empty = [column for column in ("group", "name", "file") if not row[column].strip()]
     if empty:
         raise InputError(f"{manifest}, row {number}: empty {empty}")
+    # A space kept in an id would make it another input than the tables' (and a file that is not there).
+    padded = [column for column in ("group", "name", "file") if row[column] != row[column].strip()]
+    if padded:
+        raise InputError(f"{manifest}, row {number}: spaces around the cells {padded} "
+                         f"{[row[column] for column in padded]}; remove them")
     try:
         sizes = {column: int(row[column]) for column in ("rows", "cols", "nnz_file")}
     except ValueError:
@@ -311,13 +393,19 @@ def _manifest_row(manifest: Path, number: int, row: dict) -> MatrixInfo:
         raise InputError(f"{manifest}, row {number}: rows, cols and nnz_file must be whole numbers >= 0, got "
                          f"{[row[column] for column in ('rows', 'cols', 'nnz_file')]}")
     return MatrixInfo(id=f"{row['group']}/{row['name']}", group=row["group"], name=row["name"], rows=sizes["rows"],
-                      cols=sizes["cols"], nnz=sizes["nnz_file"], kind=row["kind"], path=manifest.parent / row["file"])
+                      cols=sizes["cols"], nnz=sizes["nnz_file"], kind=row["kind"], path=manifest.parent / row["file"],
+                      manifest_row=f"{manifest}, row {number}")
 
 
 def _from_headers(folder: Path) -> list[MatrixInfo]:
     suffixes = MATRIX_SUFFIXES + ARCHIVE_SUFFIXES
-    files = sorted(path for path in folder.rglob("*") if path.name.endswith(suffixes) and path.is_file())
+    files = sorted(path for path in folder.rglob("*") if _has_suffix(path, suffixes) and path.is_file())
     return readable(files, _info_from_header)
+
+
+def _has_suffix(path: Path, suffixes: tuple[str, ...]) -> bool:
+    """Whether the file name ends in one of ``suffixes``, in any case (``X.MTX.GZ`` is gzipped too)."""
+    return path.name.lower().endswith(suffixes)
 
 
 def readable(items, read: Callable) -> list:
@@ -333,9 +421,8 @@ def readable(items, read: Callable) -> list:
 
 
 def _info_from_header(path: Path) -> MatrixInfo:
-    stem = path.name
-    for suffix in MATRIX_SUFFIXES + ARCHIVE_SUFFIXES:
-        stem = stem.removesuffix(suffix)
+    longest_first = sorted(MATRIX_SUFFIXES + ARCHIVE_SUFFIXES, key=len, reverse=True)
+    stem = path.name[:-len(next(suffix for suffix in longest_first if _has_suffix(path, (suffix,))))]
     group, _, name = stem.rpartition("__")
     group = group or path.parent.name
     header = read_header(path)

@@ -639,9 +639,16 @@ def greedy_cover(times: np.ndarray, k: int) -> list[int]:
 # ---------------------------------------------------------------- dispatch contract
 def split(inputs):
     """``(a, b)`` -> ``((a, b), (a, b))``: the choice depends on shapes, dtypes and strides only."""
+    operands = _operand_pair(inputs)
+    return operands, operands
+
+
+def _operand_pair(inputs) -> tuple:
+    """``inputs`` as the tuple ``(a, b)``; anything else (three tensors, one) an InputError saying so."""
     if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
-        raise InputError("gemm takes inputs (a, b): a [M, K] and b [K, N] tensor")
-    return tuple(inputs), tuple(inputs)
+        got = f"{len(inputs)} inputs" if isinstance(inputs, (tuple, list)) else f"a {type(inputs).__name__}"
+        raise InputError(f"gemm takes inputs (a, b): a [M, K] and b [K, N] tensor, got {got}")
+    return tuple(inputs)
 
 
 # A cached decision need not hold the operands it was made for: its key names none of them by id.
@@ -661,7 +668,7 @@ def cache_key(source):
 
 def problem(source) -> GemmProblem:
     """Validate ``(a, b)`` and describe the product."""
-    a, b = source
+    a, b = _operand_pair(source)
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor):
             raise InputError(f"gemm: {name} must be a torch.Tensor, got {type(t).__name__}")

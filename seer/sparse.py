@@ -260,9 +260,13 @@ def _scipy_dtype_error(dtype: np.dtype) -> InputError:
         return InputError(f"the scipy matrix holds complex values ({dtype}); seer's SpMV is real and does not "
                           "support them (A.real.astype(numpy.float32) takes the real parts, where those are all "
                           "that is wanted)")
-    return InputError(f"the scipy matrix holds {dtype} values; seer takes a scipy matrix of float32 or float16 values: "
-                      "convert with A.astype(numpy.float32) (for bfloat16, which scipy.sparse does not hold, pass a "
-                      "torch sparse CSR tensor or an (indptr, indices, values, shape) tuple of torch tensors)")
+    # float16 is taken too, but scipy's astype refuses it ("scipy.sparse does not support dtype float16"):
+    # a scipy matrix holds it only when built from arrays of it, so no cast to it is advised.
+    return InputError(f"the scipy matrix holds {dtype} values; seer takes a scipy matrix of float32 values (or float16 "
+                      "ones, which scipy.sparse holds only in a matrix built from (data, indices, indptr) arrays of "
+                      "them: A.astype(numpy.float16) is refused by scipy): convert with A.astype(numpy.float32); for "
+                      "float16 or bfloat16 values, pass a torch sparse CSR tensor or an (indptr, indices, values, "
+                      "shape) tuple of torch tensors")
 
 
 def csr_shape(shape) -> tuple[int, int]:

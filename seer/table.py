@@ -339,7 +339,7 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
     merged = pd.concat(frames, keys=range(len(frames)), names=["campaign", "id"])
     first = merged.groupby(level="id", sort=False).first().loc[ids]
     features = [*tables[0].known_features, *tables[0].gathered_features]
-    _check_features_agree(merged, features, first)
+    _check_features_agree(merged, features, first, paths, tables)
     _check_names_agree(merged, paths)
     measured = [c for c in merged.columns if str(c).startswith((TIME, BASELINE, CALL, PREPARE)) or c == GATHER_MS]
     result = first.copy()
@@ -493,17 +493,27 @@ def _check_same_op_and_device(tables: Sequence[ProfileTable]) -> None:
                                     "only campaigns of one dtype can be averaged")
 
 
-def _check_features_agree(merged: pd.DataFrame, features: Sequence[str], first: pd.DataFrame) -> None:
+def _check_features_agree(merged: pd.DataFrame, features: Sequence[str], first: pd.DataFrame,
+                          paths: Sequence[Path], tables: Sequence[ProfileTable]) -> None:
+    """Every campaign has the first's features, and each row's agree in every campaign that measured it."""
     for name in features:
         if name not in merged.columns:
             continue
+        # Its empty cells would read as a value that differs (or, on its own rows, leave the merged table
+        # without the feature): name the campaign instead.
+        lacking = next((k for k, table in enumerate(tables) if name not in table.frame.columns), None)
+        if lacking is not None:
+            raise ProfileTableError(f"campaign {lacking + 1} ({paths[lacking]}) has no column {name!r}, a feature of "
+                                    f"campaign 1 ({paths[0]}): merge campaigns of one feature set")
         values = merged[name].to_numpy(dtype=float)
         reference = first[name].reindex(merged.index.get_level_values("id")).to_numpy(dtype=float)
         differs = ~np.isclose(values, reference, rtol=1e-9, atol=0.0, equal_nan=True)
         if differs.any():
             campaign, row = merged.index[np.flatnonzero(differs)[0]]
-            raise ProfileTableError(f"input {row!r} has {name} = {values[differs][0]!r} in campaign {campaign + 1} "
-                                    f"but {reference[differs][0]!r} in an earlier one: not the same input")
+            # float(): a numpy scalar's repr would print as np.float64(7.36)
+            raise ProfileTableError(f"input {row!r} has {name} = {float(values[differs][0])!r} in campaign "
+                                    f"{campaign + 1} but {float(reference[differs][0])!r} in an earlier one: not "
+                                    "the same input")
 
 
 def _check_names_agree(merged: pd.DataFrame, paths: Sequence[Path]) -> None:

@@ -90,9 +90,37 @@ def test_regroup_refuses_inputs_it_cannot_place(tmp_path, suitesparse_dir):
     frame.loc[0, "id"] = "Elsewhere/unknown"
     frame.to_csv(path, index=False)
     before = path.read_bytes()
-    with pytest.raises(InputError, match="large suite of seed 0 .*Elsewhere/unknown.*--matrices.*another --synthetic or --seed"):
+    with pytest.raises(InputError, match=r"--synthetic large --seed 0 \(what the table records.*Elsewhere/unknown.*--matrices"):
         cases.regroup_spmv_table(path, [suitesparse_dir], "cmd")
     assert path.read_bytes() == before
+
+
+def _with_seed(path, seed):
+    """The table ``path`` as a campaign of ``--seed seed`` would have written it: its generated inputs'
+    ids end in that seed, and its metadata records it."""
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    frame["id"] = frame["id"].str.replace(r"/seed0$", f"/seed{seed}", regex=True)
+    frame.to_csv(path, index=False)
+    meta = json.loads(meta_path(path).read_text())
+    meta_path(path).write_text(json.dumps({**meta, "inputs": {"synthetic": "large", "seed": seed}}))
+    return frame
+
+
+def test_regroup_rebuilds_the_suite_and_seed_the_table_records(tmp_path, suitesparse_dir):
+    """A --seed 3 table was refused: its inputs were looked for in the large suite of seed 0."""
+    path, _ = _old_style_table(tmp_path, ROWS)
+    _with_seed(path, 3)
+    cases.regroup_spmv_table(path, [suitesparse_dir], "the command")
+    groups = dict(zip(*pd.read_csv(path, dtype=str, keep_default_na=False)[["id", "group"]].T.values))
+    assert groups[ROWS[3].replace("seed0", "seed3")] == "HB/structural problem"
+    assert groups[ROWS[4].replace("seed0", "seed3")] == "synthetic/stencil_3d/points27"
+
+
+def test_recount_rebuilds_the_suite_and_seed_the_table_records(tmp_path, suitesparse_dir):
+    path = shipped_spmv_rows(tmp_path, [STENCIL])
+    _with_seed(path, 3)
+    (seeded,) = cases.structure_features([path], [suitesparse_dir])
+    assert seeded == STENCIL.replace("seed0", "seed3")
 
 
 def test_regroup_command_line(tmp_path, suitesparse_dir, capsys):
@@ -169,6 +197,24 @@ def test_recount_compares_only_the_gathered_features_the_table_has(tmp_path, sui
     structure = cases.structure_features([path], [suitesparse_dir])
     assert cases.recount_shifted_rows([path], structure, "cmd") == {path: 0}
     assert "row_std" not in pd.read_csv(path).columns
+
+
+def test_a_folder_without_a_launch_bound_matrix_is_named(tmp_path, suitesparse_dir):
+    """It raised a bare StopIteration."""
+    shutil.copy(next(suitesparse_dir.rglob("HB__bcsstk01.mtx.gz")), tmp_path)  # 400 nonzeros
+    with pytest.raises(InputError, match="has no real matrix of 10,000 to 50,000 nonzeros"):
+        cases.launch_bound_case(tmp_path)
+
+
+def test_a_case_of_a_manifest_row_that_does_not_describe_its_file_is_refused_when_loaded(tmp_path, suitesparse_dir):
+    """The manifest's sizes were taken on trust: a row saying 7 x 7 named a 48 x 48 file."""
+    table = pd.read_csv(suitesparse_dir / "manifest.csv", dtype=str, keep_default_na=False)
+    row = table[table.name == "bcsstk01"].assign(rows="7", cols="7")
+    shutil.copy(suitesparse_dir / row.file.iloc[0], tmp_path)
+    row.to_csv(tmp_path / "manifest.csv", index=False)
+    (case,) = cases.spmv_cases([tmp_path], device="cpu")
+    with pytest.raises(InputError, match=r"row 1 says HB/bcsstk01 is 7 x 7 .* holds a 48 x 48 matrix"):
+        case.load()
 
 
 def test_a_matrix_listed_twice_is_refused_before_it_is_profiled_twice(tmp_path, suitesparse_dir):

@@ -1,5 +1,6 @@
 """Reading real SuiteSparse matrices, listing folders and the collection index."""
 import builtins
+import bz2
 import collections
 import gzip
 import io
@@ -21,6 +22,7 @@ from seer.datasets.suitesparse import (
     list_matrices,
     problem_family,
     read_header,
+    read_listed_matrix,
     read_matrix,
     read_ssstats,
 )
@@ -154,6 +156,43 @@ def test_skew_symmetric_file_is_mirrored_negated(tmp_path):
     dense = read_matrix(path).toarray()
     np.testing.assert_array_equal(dense, -dense.T)
     assert dense[1, 0] == 4 and dense[0, 1] == -4
+
+
+@pytest.mark.parametrize("symmetry", ["symmetric", "skew-symmetric", "hermitian"])
+def test_a_symmetric_file_that_is_not_square_is_refused(tmp_path, symmetry):
+    path = write_mtx(tmp_path / "wide.mtx", f"%%MatrixMarket matrix coordinate real {symmetry}\n3 4 2\n2 1 1\n2 2 2\n")
+    with pytest.raises(InputError, match=rf"wide\.mtx is marked {symmetry} but is 3 x 4"):
+        read_matrix(path)
+
+
+def test_a_skew_symmetric_file_with_a_nonzero_diagonal_is_refused(tmp_path):
+    text = "%%MatrixMarket matrix coordinate real skew-symmetric\n3 3 3\n2 1 1\n2 2 5\n3 3 0\n"
+    path = write_mtx(tmp_path / "skew.mtx", text)
+    with pytest.raises(InputError, match=r"skew\.mtx is marked skew-symmetric but stores 1 nonzero diagonal"):
+        read_matrix(path)
+
+
+def test_a_symmetric_file_storing_both_triangles_is_refused(tmp_path):
+    """scipy added each entry's mirror to the other: 1 + 5 in both places, a matrix nobody wrote."""
+    text = "%%MatrixMarket matrix coordinate real symmetric\n3 3 4\n2 1 1\n1 2 5\n3 1 2\n3 3 1\n"
+    path = write_mtx(tmp_path / "both.mtx", text)
+    with pytest.raises(InputError, match=r"both\.mtx is marked symmetric but stores both \(i, j\) and \(j, i\) for 1 "):
+        read_matrix(path)
+    # Entries of either triangle whose mirror is not stored are one triangle, spelt out of order.
+    mixed = write_mtx(tmp_path / "mixed.mtx", "%%MatrixMarket matrix coordinate real symmetric\n3 3 2\n2 1 1\n1 3 5\n")
+    expected = np.array([[0, 1, 5], [1, 0, 0], [5, 0, 0]])
+    np.testing.assert_array_equal(read_matrix(mixed).toarray(), expected)
+
+
+@pytest.mark.parametrize("name", ["X.MTX.GZ", "X.Mtx.Gz", "X.MTX.BZ2"])
+def test_upper_case_suffixes_are_read_and_listed(tmp_path, suitesparse_dir, name):
+    """X.MTX.GZ was read as plain text ("Missing banner") and left out of folder listings."""
+    source = real_path(suitesparse_dir, "HB/bcsstk01")
+    data = gzip.decompress(source.read_bytes())
+    (tmp_path / name).write_bytes(bz2.compress(data) if name.lower().endswith(".bz2") else gzip.compress(data))
+    assert (read_matrix(tmp_path / name) != read_matrix(source)).nnz == 0
+    (info,) = list_matrices(tmp_path)
+    assert (info.id, info.rows) == (f"{tmp_path.name}/X", 48)
 
 
 def test_complex_written_file_is_refused(tmp_path):
@@ -440,6 +479,57 @@ def test_manifest_row_without_file_warns(tmp_path, suitesparse_dir):
         infos = list_matrices(tmp_path)
     assert [info.id for info in infos] == ["HB/bcsstk01"]
     assert {w.filename for w in record} == {__file__}  # the caller's line, not seer.datasets'
+
+
+def _manifest_of(folder, suitesparse_dir, names, **cells):
+    """A manifest of the real matrices ``names`` (copied into ``folder``), ``cells`` overriding columns."""
+    table = pd.read_csv(suitesparse_dir / "manifest.csv", dtype=str, keep_default_na=False)
+    table = table[table.name.isin(names)].assign(**cells)
+    for file in table.file:
+        if (suitesparse_dir / file).is_file():
+            shutil.copy(suitesparse_dir / file, folder)
+    table.to_csv(folder / "manifest.csv", index=False)
+
+
+@pytest.mark.parametrize("cells, told", [
+    ({"rows": "7", "cols": "7"}, (r"row 1 says HB/bcsstk01 is 7 x 7 with nnz_file 400, but its file .*bcsstk01\.mtx\.gz "
+                                  r"holds a 48 x 48 matrix of 400 entries")),
+    ({"nnz_file": "3"}, r"row 1 says HB/bcsstk01 is 48 x 48 with nnz_file 3, .* of 400 entries"),
+])
+def test_a_manifest_row_that_does_not_describe_its_file_is_refused_when_read(tmp_path, suitesparse_dir, cells, told):
+    """Its nnz drove --max-nnz filtering and the order of the cases, unchecked."""
+    _manifest_of(tmp_path, suitesparse_dir, ["bcsstk01"], **cells)
+    (info,) = list_matrices(tmp_path)
+    with pytest.raises(InputError, match=told):
+        read_listed_matrix(info)
+
+
+def test_a_listed_matrix_that_matches_its_row_is_read(suitesparse_dir):
+    info = next(info for info in list_matrices(suitesparse_dir) if info.id == "HB/bcsstk01")
+    assert (read_listed_matrix(info) != read_matrix(info.path)).nnz == 0
+
+
+def test_manifest_cells_with_spaces_around_them_are_refused(tmp_path, suitesparse_dir):
+    """" HB/bcsstk01" was another input than the tables' HB/bcsstk01."""
+    _manifest_of(tmp_path, suitesparse_dir, ["bcsstk01"], group=" HB")
+    with pytest.raises(InputError, match=r"row 1: spaces around the cells \['group'\] \[' HB'\]"):
+        list_matrices(tmp_path)
+
+
+def test_two_manifest_rows_naming_one_file_are_refused(tmp_path, suitesparse_dir):
+    _manifest_of(tmp_path, suitesparse_dir, ["bcsstk01", "bcsstk02"], file="HB__bcsstk01.mtx.gz")
+    with pytest.raises(InputError, match=r"row 1 \(HB/bcsstk01\) and .*row 2 \(HB/bcsstk02\) name the same file"):
+        list_matrices(tmp_path)
+
+
+def test_a_manifest_without_rows_or_files_is_named_as_such(tmp_path, suitesparse_dir):
+    """Both were "no matrices in D: expected manifest.csv or files ending in .mtx", beside the manifest."""
+    _manifest_of(tmp_path, suitesparse_dir, [])
+    with pytest.raises(InputError, match=r"manifest\.csv lists no matrices: it has a header and no rows"):
+        list_matrices(tmp_path)
+    _manifest_of(tmp_path, suitesparse_dir, ["bcsstk01"], file="gone.mtx.gz")
+    with pytest.raises(InputError, match=r"none of the 1 files that .*manifest\.csv lists exists \(first: \[.*gone"):
+        list_matrices(tmp_path)
 
 
 # ---------------------------------------------------------------------------------------------

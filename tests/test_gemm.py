@@ -379,6 +379,17 @@ def test_split_needs_two_inputs():
         gemm.split((torch.ones(2, 2),))
 
 
+def test_problem_needs_two_inputs():
+    """problem((a, b, b)) raised tuple unpacking's ValueError, and problem(a) read a's rows as (a, b)."""
+    a = torch.ones(2, 2, dtype=torch.float16)
+    with pytest.raises(InputError, match=r"gemm takes inputs \(a, b\).*got 3 inputs"):
+        gemm.problem((a, a, a))
+    with pytest.raises(InputError, match=r"gemm takes inputs \(a, b\).*got a Tensor"):
+        gemm.problem(a)
+    with pytest.raises(InputError, match=r"gemm takes inputs \(a, b\).*got 3 inputs"):
+        seer.dispatch("gemm", (a, a, a))
+
+
 def test_cpu_tensors_are_described_without_the_interpreter(monkeypatch):
     """A choice reads the problem alone (`seer explain` on a CPU shell); running on CPU tensors
     without the interpreter is refused by dispatch (test_dispatch's test_cpu_inputs_need_the_interpreter)."""

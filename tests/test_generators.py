@@ -319,6 +319,22 @@ def test_block_replicate_rectangular(suitesparse_dir):
         (lambda: stencil_3d(10, 7.0), "points must be a whole number, got 7.0"),
         (lambda: lognormal_rows(5, 5, 2, 1e200), r"sigma in \[0, 10\.0\]"),
         (lambda: block_replicate(sp.eye(3, dtype=complex) * 1j, 2), "takes a real matrix"),
+        # found by a review: numpy's TypeError, the integer reason for a complex dtype, a bool taken for a
+        # number, a string taken for True, scipy's ValueError
+        (lambda: rmat(4, 2, dtype="bfloat16"), "numpy floating dtype, got 'bfloat16'"),
+        (lambda: rmat(4, 2, dtype=np.complex64), "real floating dtype, got complex64: the generators make real"),
+        (lambda: rmat(4, True), "edge_factor must be a finite number, got True"),
+        (lambda: rmat(4, 2, scramble="no"), "scramble must be True or False, got 'no'"),
+        (lambda: block_replicate(sp.eye(3), 2, permute="no"), "permute must be True or False, got 'no'"),
+        (lambda: block_replicate("x", 2), "block_replicate takes a 2-D matrix .*got str"),
+        # parameters that give an empty matrix, which no benchmark wants
+        (lambda: rmat(4, 0.01), "R-MAT of scale 4 and edge_factor 0.01 .*gives an empty matrix"),
+        (lambda: lognormal_rows(5, 5, 1e-300, 0), "every row rounds to length 0.*gives an empty matrix"),
+        (lambda: block_replicate(sp.csr_matrix((3, 4)), 2), "a 3 x 4 matrix without entries gives an empty matrix"),
+        # a MemoryError from the row lengths and pointers; int64 keys row * cols + col that overflow
+        (lambda: lognormal_rows(2**40, 5, 1e-9, 0), "row lengths and pointers of 1,099,511,627,776 rows"),
+        (lambda: lognormal_rows(10, 2**62, 3, 1), "more cells than int64 keys number"),
+        (lambda: block_replicate(sp.csr_matrix(([1.0], ([0], [0])), shape=(2**31, 1)), 2), "row pointers and labels"),
     ],
 )
 def test_bad_arguments(call, problem):

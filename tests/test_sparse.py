@@ -130,3 +130,15 @@ def test_scipy_inputs_of_other_layouts_are_read_or_refused_clearly():
     hybrid = torch.tensor([[[1.0, 2.0]], [[0.0, 0.0]]]).to_sparse_csr(dense_dim=1)
     with pytest.raises(InputError, match="hybrid CSR is not supported"):
         as_csr(hybrid)
+
+
+def test_the_advice_for_a_scipy_matrix_of_other_values_is_one_scipy_can_follow():
+    """It said seer takes "float32 or float16 values", but scipy's astype refuses float16: such a
+    matrix can only be built from float16 arrays (which seer takes)."""
+    with pytest.raises(ValueError, match="does not support dtype float16"):
+        sp.eye(3, format="csr").astype(np.float16)
+    built = sp.csr_matrix((np.float16([1, 2]), np.int32([0, 1]), np.int32([0, 1, 2])), shape=(2, 2))
+    assert as_csr(built).values.dtype == torch.float16
+    with pytest.raises(InputError, match=r"float16 ones, which scipy\.sparse holds only in a matrix built from .*arrays "
+                                         r"of them: A\.astype\(numpy\.float16\) is refused by scipy\)"):
+        as_csr(sp.eye(3, format="csr"))

@@ -240,17 +240,6 @@ def test_a_complex_scipy_matrix_is_refused_without_advice_to_cast_it():
     as_csr(m.real.astype(np.float32))
 
 
-def test_a_float64_scipy_matrix_is_told_the_dtypes_scipy_can_hold():
-    """bfloat16 had been offered for scipy matrices too, which scipy.sparse does not hold (float16 it
-    holds when built from its arrays, and seer takes it)."""
-    with pytest.raises(InputError, match=r"float64 values; seer takes a scipy matrix of float32 or float16 values: "
-                                         r"convert with A\.astype\(numpy\.float32\) \(for bfloat16, which "
-                                         r"scipy\.sparse does not hold, pass a torch"):
-        as_csr(sp.eye(3, format="csr"))
-    eye = sp.eye(3, format="csr")
-    assert as_csr(sp.csr_matrix((eye.data.astype(np.float16), eye.indices, eye.indptr))).values.dtype == torch.float16
-
-
 def test_inputs_in_the_wrong_order_are_named():
     """(x, A) said only "expected a sparse CSR tensor, got layout torch.strided" (found by a user's walkthrough)."""
     m = _matrix()

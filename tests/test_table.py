@@ -438,7 +438,8 @@ def _other_source(frame, meta):
 
 @pytest.mark.parametrize("change, message", [
     (_other_gpu, "measured on 'Synthetic GPU', .* on 'Other GPU'"),
-    (_other_matrix, "has nnz = .* in campaign 2 .* not the same input"),
+    # Plain numbers: the values had printed as np.float64(...) (found by a review).
+    (_other_matrix, r"input 'm1_1' has nnz = [0-9.]+ in campaign 2 but [0-9.]+ in an earlier one: not the same input"),
     (_other_dtype, r"profiled in float32, .*b\.csv in float16"),
     # The first campaign's were kept without a word (found by a review).
     (_other_group, (r"input 'm1_1' has group 'g1' in .*a\.csv but 'g9' in .*b\.csv: the campaigns profiled "
@@ -454,6 +455,19 @@ def test_merge_refuses_campaigns_of_other_inputs_or_gpus(tmp_path, change, messa
     with pytest.raises(ProfileTableError, match=message):
         merge_tables([a, b], tmp_path / "merged.csv")
     assert not (tmp_path / "merged.csv").exists()
+
+
+def test_merge_names_the_campaign_without_a_feature_of_the_first(tmp_path):
+    """Campaigns of a custom op with other feature sets: the error had been "y = nan in campaign 2 ...
+    not the same input"."""
+    frame = planted_frame(groups=2, per_group=2)
+    a = write_table(frame, tmp_path / "a.csv", {**planted_meta(), "op": "mine",
+                                                "features": {"known": ["nnz", "rows"], "gathered": []}})
+    b = write_table(frame.drop(columns="rows"), tmp_path / "b.csv", {**planted_meta(), "op": "mine",
+                                                                      "features": {"known": ["nnz"], "gathered": []}})
+    with pytest.raises(ProfileTableError, match=r"campaign 2 \(.*b\.csv\) has no column 'rows', a feature of campaign 1 "
+                                                r"\(.*a\.csv\): merge campaigns of one feature set"):
+        merge_tables([a, b], tmp_path / "merged.csv")
 
 
 def test_merge_takes_an_empty_source_for_no_claim(tmp_path):
