@@ -726,7 +726,9 @@ def _resolve(entry: Op, device, model, world_size):
                 selector = SelectorModel.load(model, op=entry.name)
         except ModelError as error:
             return _fallback(entry, f"model {described} is unusable: {error}")
-        if selector.device.get("name") != name:
+        # Off a GPU no choice is faster than another: a GPU's model there shows that GPU's choices
+        # (what the CPU fallback's warning invites), which is nothing to warn of.
+        if selector.device.get("name") != name and (device.type == "cuda" or not selector.device.get("name")):
             measured = repr(selector.device["name"]) if selector.device.get("name") else "an unnamed device"
             _warn_once(f"model for {entry.name} was measured on {measured}, running on {name!r}: its choices may "
                        "not be the fastest here")

@@ -143,8 +143,6 @@ class SelectorModel:
         self.gathered_features = tuple(self.gathered_features)
         _check_consistent(self)
         self._info: dict[str, Feature] | None = None
-        # Rule paths name the stage-2 tree's call count only where the counts' trees differ.
-        self._stage2_shared = self.stage2 is not None and _all_equal(self.stage2.values())
 
     # ------------------------------------------------------------------ choosing
 
@@ -183,26 +181,29 @@ class SelectorModel:
         if free is not None and self.stage2 is not None:
             variant, path = self._walk_stage2({**known, **free}, calls)
             return Choice(variant, True, RulePath("gathered features came with the validation pass", path), 2)
-        count = nearest_calls(self.stage1, calls)
-        label, path = self._walk(self.stage1[count], known, f"stage 1 (tree for {count:,}+ calls)")
+        label, path = self._walk("stage 1", self.stage1, nearest_calls(self.stage1, calls), known)
         if label != GATHER:
             return Choice(label, False, RulePath(path), 1)
         variant, more = self._walk_stage2({**known, **gather()}, calls)
         return Choice(variant, True, RulePath(path, more), 2)
 
     def _walk_stage2(self, features: Mapping[str, float], calls: int) -> tuple[str, Callable[[], list[str]]]:
-        count = nearest_calls(self.stage2, calls)
-        stage = "stage 2" if self._stage2_shared else f"stage 2 (tree for {count:,}+ calls)"
-        return self._walk(self.stage2[count], features, stage)
+        return self._walk("stage 2", self.stage2, nearest_calls(self.stage2, calls), features)
 
-    def _walk(self, tree: Tree, features: Mapping[str, float], stage: str) -> tuple[str, Callable[[], list[str]]]:
-        """The tree's label for ``features`` and a function wording the steps that led to it."""
+    def _walk(self, stage: str, trees: Mapping[int, Tree], count: int,
+              features: Mapping[str, float]) -> tuple[str, Callable[[], list[str]]]:
+        """The label of the tree ``trees[count]`` for ``features`` and a function wording the steps
+        that led to it, the tree named by the calls it serves as the rules name it."""
+        from seer.rules import served_calls  # rules reads models; wording is rare, choosing is not
+
+        tree = trees[count]
         values = _values(tree, features)
         label = tree.predict(values)
 
         def words() -> list[str]:
             info = self.feature_info()
-            return [*(step.describe(info[step.feature]) for step in tree.decision_path(values)), f"{stage} -> {label}"]
+            return [*(step.describe(info[step.feature]) for step in tree.decision_path(values)),
+                    f"{stage} (tree for {served_calls(trees, count)}) -> {label}"]
 
         return label, words
 
@@ -369,9 +370,12 @@ def _check_schema(schema: Any) -> None:
 
 
 def _check_checksum(document: dict) -> None:
-    stored = document.pop("checksum", None)
-    if not isinstance(stored, dict) or not isinstance(stored.get("sha256"), str):
+    if "checksum" not in document:
         raise ModelError("no checksum (field 'checksum': {'sha256': ...}); models are written by SelectorModel.save")
+    stored = document.pop("checksum")
+    if not isinstance(stored, dict) or not isinstance(stored.get("sha256"), str):
+        raise ModelError(f"the checksum field must be {{'sha256': '<hex digest>'}}, got {stored!r}: the file was "
+                         "corrupted or edited by hand; retrain or restore it")
     if stored["sha256"] != checksum(document):
         raise ModelError("checksum mismatch: the file was corrupted or edited by hand; retrain or restore it")
 
@@ -401,11 +405,6 @@ def _stage2_from_dict(data: Any, schema: str) -> dict[int, Tree] | None:
     if schema == SCHEMA_V1:  # one tree, trained on times per call alone: it serves every count
         return {1: Tree.from_dict(data, "stage2")}
     return _trees_from_dict(data, "stage2")
-
-
-def _all_equal(trees: Iterable[Tree]) -> bool:
-    first, *rest = trees
-    return all(tree is first or tree == first for tree in rest)
 
 
 def _check_consistent(model: SelectorModel) -> None:
@@ -439,6 +438,9 @@ def _check_provenance(model: SelectorModel) -> None:
     sm_count = model.device.get("sm_count")
     if sm_count is not None and not is_count(sm_count, least=1):
         raise ModelError(f"device sm_count must be a whole number >= 1 or null, got {sm_count!r}")
+    dtype = model.training.get("dtype")
+    if dtype is not None and not isinstance(dtype, str):  # dispatch names it in a warning as a dtype
+        raise ModelError(f"training dtype must be a dtype's name such as 'float32', or null, got {dtype!r}")
     sizes = model.training.get("world_sizes")
     if sizes is not None and not (isinstance(sizes, (list, tuple)) and all(is_count(v, least=1) for v in sizes)):
         raise ModelError(f"training world_sizes must be a list of world sizes (whole numbers >= 1), got {sizes!r}")

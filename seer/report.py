@@ -33,7 +33,7 @@ def write_report(model: SelectorModel, report: TrainingReport, out_dir: str | Pa
         _save(_regret_figure(report), out / "regret.png"),
     ]
     markdown = out / "report.md"
-    markdown.write_text(_markdown(model, report, figures))
+    markdown.write_text(_markdown(model, report, figures), encoding="utf-8")  # its rules hold ≤ and →
     return [markdown, *figures]
 
 

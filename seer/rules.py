@@ -99,12 +99,23 @@ def _grouped_trees(trees: dict[int, Tree]) -> list[tuple[list[int], Tree]]:
     return merged
 
 
-def _ranged_trees(trees: dict[int, Tree]) -> Iterator[tuple[str, Tree]]:
-    """(the calls it serves, in words; tree) per group of :func:`_grouped_trees`."""
+def _ranged_groups(trees: dict[int, Tree]) -> Iterator[tuple[list[int], str, Tree]]:
+    """(its call counts, the calls it serves in words, tree) per group of :func:`_grouped_trees`."""
     groups = _grouped_trees(trees)
     for i, (counts, tree) in enumerate(groups):
         following = groups[i + 1][0][0] if i + 1 < len(groups) else None
-        yield _calls_range(counts[0] if i else None, following), tree
+        yield counts, _calls_range(counts[0] if i else None, following), tree
+
+
+def _ranged_trees(trees: dict[int, Tree]) -> Iterator[tuple[str, Tree]]:
+    for _, served, tree in _ranged_groups(trees):
+        yield served, tree
+
+
+def served_calls(trees: dict[int, Tree], count: int) -> str:
+    """The calls the tree of the trained call ``count`` serves, in words, as the rules head its section
+    (a rule path of ``seer.explain`` names its tree so)."""
+    return next(served for counts, served, _ in _ranged_groups(trees) if count in counts)
 
 
 def _sections(model: SelectorModel) -> Iterator[tuple[str, Tree]]:

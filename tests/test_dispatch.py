@@ -595,8 +595,9 @@ def test_warnings_name_the_callers_line(tmp_path, spmv_model):
     m = _matrix()
     x = torch.randn(m.shape[1])
     (tmp_path / "garbage.json").write_text("{not json")
+    unnamed = dataclasses.replace(spmv_model, device={"capability": [9, 0]})
     calls = {"hand rule": lambda: seer.dispatch("spmv", (_parts(m), x)),
-             "measured on 'Test GPU'": lambda: seer.dispatch("spmv", (_parts(m), x), model=spmv_model),
+             "measured on an unnamed device": lambda: seer.dispatch("spmv", (_parts(m), x), model=unnamed),
              "unusable": lambda: seer.explain("spmv", (_parts(m), x), model=tmp_path / "garbage.json")}
     for message, call in calls.items():
         seer.clear_cache()

@@ -58,7 +58,7 @@ def never_gather():
 def test_choose_skips_gathering_when_stage1_names_a_variant():
     choice = make_model().choose(known(1000), never_gather)
     assert (choice.variant, choice.gathered, choice.stage) == ("a", False, 1)
-    assert choice.path == ["nnz = 1,000 <= 4,999", "stage 1 (tree for 1+ calls) -> a"]
+    assert choice.path == ["nnz = 1,000 <= 4,999", "stage 1 (tree for fewer than 100 calls) -> a"]
 
 
 def test_choose_words_its_path_only_when_read(monkeypatch):
@@ -70,7 +70,7 @@ def test_choose_words_its_path_only_when_read(monkeypatch):
     monkeypatch.setattr(Step, "describe", lambda step, feature: worded.append(step) or describe(step, feature))
     choice = make_model().choose(known(20_000), lambda: {"row_cv": 3.0, "row_max": 40})
     assert choice.variant == "c" and worded == []
-    assert choice.path[-1] == "stage 2 -> c" and len(worded) == 2
+    assert choice.path[-1] == "stage 2 (tree for any number of calls) -> c" and len(worded) == 2
     assert list(choice.path) == choice.path and len(worded) == 2  # worded once, then kept
 
 
@@ -86,9 +86,9 @@ def test_choose_gathers_once_and_asks_stage2():
     assert calls == [1]
     assert choice.path == [
         "nnz = 20,000 > 4,999",
-        "stage 1 (tree for 1+ calls) -> gather",
+        "stage 1 (tree for fewer than 100 calls) -> gather",
         "row-length CV = 3 > 2",
-        "stage 2 -> c",
+        "stage 2 (tree for any number of calls) -> c",
     ]
     assert make_model().choose(known(20_000), lambda: {"row_cv": 1.5, "row_max": 4}).variant == "b"
 
@@ -97,7 +97,8 @@ def test_free_features_go_straight_to_stage2():
     # Stage 1 would run "a" on this small input without gathering; free features outrank it.
     choice = make_model().choose(known(1000), never_gather, free={"row_cv": 3.0, "row_max": 40})
     assert (choice.variant, choice.gathered, choice.stage) == ("c", True, 2)
-    assert choice.path == ["gathered features came with the validation pass", "row-length CV = 3 > 2", "stage 2 -> c"]
+    assert choice.path == ["gathered features came with the validation pass", "row-length CV = 3 > 2",
+                           "stage 2 (tree for any number of calls) -> c"]
     without_stage2 = make_model(stage2=False, stage1={1: split_tree(KNOWN_NAMES, VARIANTS, 2, 4999.5, "a", "b")})
     assert without_stage2.choose(known(1000), never_gather, free={"row_cv": 3.0}).variant == "a"
 
@@ -121,13 +122,13 @@ def test_stage2_has_a_tree_per_call_count_too():
     assert model.stage2_tree(100) is model.stage2[100] and model.stage2_tree(10**6) is model.stage2[100]
     skewed = {"row_cv": 3.0, "row_max": 40}
     few = model.choose(known(20_000), lambda: skewed, calls=1)
-    assert few.variant == "c" and few.path[-1] == "stage 2 (tree for 1+ calls) -> c"
+    assert few.variant == "c" and few.path[-1] == "stage 2 (tree for fewer than 100 calls) -> c"
     many = model.choose(known(20_000), lambda: skewed, calls=500)
-    assert many.variant == "a" and many.path[-1] == "stage 2 (tree for 100+ calls) -> a"
+    assert many.variant == "a" and many.path[-1] == "stage 2 (tree for 100 or more calls) -> a"
     # The validation pass's features go to the stage-2 tree of the call count as well.
     assert model.choose(known(1000), never_gather, calls=1, free=skewed).variant == "c"
     validated = model.choose(known(1000), never_gather, calls=100, free=skewed)
-    assert validated.variant == "a" and validated.path[-1] == "stage 2 (tree for 100+ calls) -> a"
+    assert validated.variant == "a" and validated.path[-1] == "stage 2 (tree for 100 or more calls) -> a"
     loaded = SelectorModel.from_dict(json.loads(json.dumps(model.to_dict())))
     assert loaded == model and set(loaded.stage2) == {1, 100}
     with pytest.raises(ModelError, match="has no stage 2"):
@@ -146,7 +147,7 @@ def test_version1_files_load_with_one_stage2_tree_for_every_count(tmp_path):
     assert loaded.stage2 == {1: model.stage2[1]}
     assert all(loaded.stage2_tree(calls) is loaded.stage2[1] for calls in (1, 10, 1000, 10**9))
     choice = loaded.choose(known(20_000), lambda: {"row_cv": 3.0, "row_max": 40}, calls=1000)
-    assert choice.variant == "c" and choice.path[-1] == "stage 2 -> c"
+    assert choice.variant == "c" and choice.path[-1] == "stage 2 (tree for any number of calls) -> c"
     resaved = SelectorModel.load(loaded.save(tmp_path / "new.json"))
     assert json.loads((tmp_path / "new.json").read_text())["schema"] == SCHEMA == "seer.model/2"
     assert resaved == loaded
@@ -204,6 +205,7 @@ def rewrite(path, change, fix_checksum=True):
     [
         (lambda d: d["stage2"]["1"]["threshold"].__setitem__(0, 2.5), False, "checksum mismatch: the file was corrupted or edited by hand"),
         (lambda d: d.pop("checksum"), False, "no checksum"),
+        (lambda d: d.update(checksum="abc"), False, r"the checksum field must be \{'sha256': '<hex digest>'\}, got 'abc'"),
         (lambda d: d.update(schema="seer.model/99"), True,
          r"unknown schema 'seer.model/99'; this seer reads \['seer.model/1', 'seer.model/2'\]"),
         (lambda d: d.pop("schema"), True, "unknown schema None"),
@@ -230,6 +232,8 @@ def rewrite(path, change, fix_checksum=True):
         (lambda d: d["device"].update(sm_count=132.0), True, "device sm_count .* got 132.0"),
         (lambda d: d["training"].update(world_sizes=4), True, "training world_sizes must be a list of world sizes .* got 4"),
         (lambda d: d["training"].update(world_sizes=[0]), True, r"training world_sizes .* got \[0\]"),
+        # what dispatch names in its warning of a model trained on another dtype
+        (lambda d: d["training"].update(dtype=32), True, "training dtype must be a dtype's name .* got 32"),
     ],
 )
 def test_damaged_or_inconsistent_files_are_refused(tmp_path, change, fix_checksum, message):

@@ -1,5 +1,6 @@
 """Rules export: readable thresholds, provenance header, and a generated module that agrees with the trees."""
 import dataclasses
+import re
 
 import numpy as np
 import pandas as pd
@@ -238,3 +239,23 @@ def test_an_explained_step_prints_its_value_on_its_side_of_the_bound():
     assert Step("mean_row", 72.9655446429944, True, 72.96552707743234).describe(feature) == (
         "mean row length = 72.96552707743234 nnz/row <= 72.9655446429944 nnz/row")
     assert Step("nnz", 10240.5, False, 12000).describe(Feature("nnz", "nnz", integer=True)) == "nnz = 12,000 > 10,240"
+
+
+@pytest.mark.parametrize("name", ["spmv-h100", "spmv-h200", "gemm-h100"])
+def test_a_rule_path_names_its_tree_as_the_rules_head_its_section(name):
+    """explain said "tree for 10+ calls" of a tree the rules head "10 to 99 calls", and named a call
+    count where one tree serves every count (found by a review)."""
+    from pathlib import Path
+
+    import seer
+
+    model = SelectorModel.load(Path(seer.__file__).parent.parent / "models" / f"{name}.json")
+    text = rules.to_text(model)
+    rng = np.random.default_rng(7)
+    for calls in (1, 9, 10, 50, 100, 999, 5000, 10**6):
+        features = {f: float(rng.uniform(1, 1e5)) for f in (*model.known_features, *model.gathered_features)}
+        known = {f: features[f] for f in model.known_features}
+        choice = model.choose(known, lambda: {f: features[f] for f in model.gathered_features}, calls=calls)
+        stage, served = re.fullmatch(r"stage (\d) \(tree for (.+)\) -> \S+", choice.path[-1]).groups()
+        headings = re.findall(rf"^Stage {stage}, (?:.* measured, )?(.+) \(known", text, flags=re.MULTILINE)
+        assert served in headings, (calls, choice.path, headings)

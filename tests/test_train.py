@@ -356,7 +356,7 @@ def test_without_preparation_one_stage2_tree_serves_every_count(monkeypatch, che
     assert all(p is params[0] for p in params)
     model = selector.to_model(table)
     features = dict(table.frame.iloc[0])
-    assert model.choose(features, lambda: features, calls=1000, free=features).path[-1].startswith("stage 2 ->")
+    assert model.choose(features, lambda: features, calls=1000, free=features).path[-1].startswith("stage 2 (tree for any number of calls) ->")
     # Zero preparation columns change nothing.
     zero = ProfileTable.from_frame(read_table(cheap[0]).frame.assign(**{"prepare_ms:b": 0.0}), "toy", planted_meta())
     again = TwoStageSelector(**QUICK).fit(zero)
