@@ -11,6 +11,11 @@ from require_gpu import pytest_runtest_makereport  # noqa: F401 (a hook: GPU ski
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+# Every kernel module imported now, under that setting: triton.jit reads it when a kernel is defined,
+# so a test that changes it (the refusals without the interpreter) must not be the first in its
+# worker to import one; the kernels would be compiled ones for every later test there.
+for _kernels in ("seer.kernels.spmv", "seer.kernels.gemm", "seer.kernels.overlap"):
+    importlib.import_module(_kernels)
 
 ROOT = Path(__file__).resolve().parents[1]
 
