@@ -194,13 +194,13 @@ class SelectorModel:
               features: Mapping[str, float]) -> tuple[str, Callable[[], list[str]]]:
         """The label of the tree ``trees[count]`` for ``features`` and a function wording the steps
         that led to it, the tree named by the calls it serves as the rules name it."""
-        from seer.rules import served_calls  # rules reads models; wording is rare, choosing is not
-
         tree = trees[count]
         values = _values(tree, features)
         label = tree.predict(values)
 
         def words() -> list[str]:
+            from seer.rules import served_calls  # rules reads models; imported when wording, not on every choice
+
             info = self.feature_info()
             return [*(step.describe(info[step.feature]) for step in tree.decision_path(values)),
                     f"{stage} (tree for {served_calls(trees, count)}) -> {label}"]
