@@ -764,7 +764,6 @@ def _check_vector(shape: tuple, dtype: torch.dtype, device: torch.device, name: 
             device.type == "cpu") else ""
         raise InputError(f"{name} is on {x.device} but the matrix is on {device}; put both on one device{host}")
     if x.dtype != dtype:
-        what = "x.to" if name == "x" else "an out of dtype "  # a converted out would be a copy, not written
-        raise InputError(f"{name} has dtype {x.dtype} but the matrix values have {dtype}: pass {what}({dtype})")
+        raise InputError(f"{name} has dtype {x.dtype} but the matrix values have {dtype}: pass {name}.to({dtype})")
     check_not_negated("spmv", **{name: x})
     check_no_grad("spmv", **{name: x})
