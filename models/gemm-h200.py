@@ -2,7 +2,7 @@
 # device: NVIDIA H200, compute capability 9.0, 132 SMs
 # variants: torch_matmul, splitk4fix_16x64x128_w4s4g1, tile_16x128x128_w4s4g1, tile_64x256x64_w8s3g8, tile_64x64x64_w4s4g8, tma_persistent_128x256x64_w8s3g8, splitk16fix_16x64x128_w4s4g1, tile_16x64x128_w4s4g1, splitk2_64x64x64_w4s4g8, tile_persistent_64x128x64_w4s4g8, splitk4fix_16x128x128_w4s4g1, tma_16x128x128_w4s4g1
 # training table: datasets/profiles/gemm-h200.csv (sha256 d65724f0410f8bbb9e19e4271367a4fb665bba36e312ec147d59c7565389ecdc), 171 rows in 57 groups
-# trained: 2026-11-30T15:07:47+00:00
+# trained: 2026-11-30T21:11:22+00:00
 # command: seer train datasets/profiles/gemm-h200.csv
 # held-out fraction of oracle (5-fold grouped CV): 0.979 at 1 call, 0.979 at 100 calls
 # regenerate: rerun the command above on the table with this sha256 to retrain; seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model
@@ -13,8 +13,8 @@ VARIANTS = ('torch_matmul', 'splitk4fix_16x64x128_w4s4g1', 'tile_16x128x128_w4s4
 
 
 def choose_stage1_calls_1(f: dict) -> str:
-    if float(f['intensity']) <= 17.119688987731934:  # arithmetic intensity <= 17.1196 flop/byte
-        if float(f['waves']) <= 1.121212124824524:  # waves of 128x128 output tiles <= 1.12121
+    if float(f['intensity']) <= 17.1:  # arithmetic intensity <= 17.1 flop/byte
+        if float(f['waves']) <= 1.0:  # waves of 128x128 output tiles <= 1
             return 'torch_matmul'  # 38 training inputs, mean regret 13.2%
         else:
             return 'tile_persistent_64x128x64_w4s4g8'  # 21 training inputs, mean regret 1.4%

@@ -1,11 +1,10 @@
 """A model's trees as rules a person can read: text, Markdown, or a Python module.
 
-Thresholds print in the features' own words and units (``nnz <= 10,240``,
-``mean row length > 24.9974 nnz/row``): whole-number features exactly, others exactly where the
-number is short and else rounded down to within 1e-5 of it
-(:meth:`seer.features_base.Feature.format_bound`), so that the shipped tables' inputs all read the
-way the trees send them (``tests/test_shipped_models.py``). The generated Python module keeps the
-exact thresholds and agrees with :meth:`seer.tree.Tree.predict` everywhere.
+Thresholds print exactly, in the features' own words and units (``nnz <= 10,000``,
+``mean row length > 25 nnz/row``): training puts each at the shortest decimal between the values
+it splits (:func:`seer.tree.readable_bound`), so a rule read by a person sends every input where
+the tree does (:meth:`seer.features_base.Feature.format_bound`). The generated Python module
+agrees with :meth:`seer.tree.Tree.predict` everywhere.
 """
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ from seer.errors import ModelError, ProfileTableError, warn, warn_once
 from seer.features_base import reads_dtype
 from seer.model import GATHER, SelectorModel, nearest_calls, op_feature_module
 from seer.table import ProfileTable, device_of, meta_path, read_table, table_sha256
-from seer.tree import Tree, log_regret, node_choices
+from seer.tree import Tree, log_regret, node_choices, readable_split
 
 DEFAULT_DEPTHS = (1, 2, 3, 4, 5, 6, 8, None)
 DEFAULT_LEAVES = (1, 2, 4, 8)
@@ -472,7 +472,7 @@ def _gated(fitted: _Fitted, X: np.ndarray, costs: np.ndarray, features: Sequence
     costs a bounded, measured amount. Held out, the trees sent unseen R-MAT families to row-mapped
     kernels 12-40x slower than their best at 100 calls, where gathering costs ~1% of the calls
     (benchmarks/NOTES.md, SpMV 28-29). Candidates: each known feature at the training rows'
-    quantiles ``GATE_QUANTILES``."""
+    quantiles ``GATE_QUANTILES``, the one kept moved to the shortest decimal that gates the same rows."""
     regret = log_regret(costs)
     gather = labels.index(GATHER)
     best, choice = _fraction_of_oracle(regret, fitted.out_of_fold) + SIMPLER_WITHIN, None
@@ -485,6 +485,8 @@ def _gated(fitted: _Fitted, X: np.ndarray, costs: np.ndarray, features: Sequence
     if choice is None:
         return fitted
     name, threshold, out_of_fold = choice
+    values = X[:, features.index(name)]
+    threshold = readable_split(values, values <= threshold, threshold)
     params = {**fitted.params, "gate": {"feature": name, "gather_above": threshold,
                                          "cv_fraction_of_oracle": round(best, 6)}}
     return _Fitted(fitted.tree.gated(name, threshold, GATHER, X, costs), params, out_of_fold)

@@ -18,6 +18,7 @@ CPU core (timeit, tests/test_tree.py::test_predict_takes_microseconds).
 from __future__ import annotations
 
 import math
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from typing import Any, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -165,8 +166,10 @@ class Tree:
             left = add(int(raw.children_left[node]))
             right = add(int(raw.children_right[node]))
             values = X[reached[:, node].nonzero()[0], raw.feature[node]]
+            threshold = float(raw.threshold[node])
             nodes[index] = (
-                int(raw.feature[node]), _exact_threshold(float(raw.threshold[node]), values), left, right, -1,
+                int(raw.feature[node]), readable_split(values, _sklearn_left(values, threshold), threshold),
+                left, right, -1,
                 int(n_samples[node]), float(mean_regret[node]),
             )
             return index
@@ -317,19 +320,50 @@ class Tree:
         return f"Tree({len(self.left)} nodes, depth {self.depth}, labels {list(self.labels)})"
 
 
-def _exact_threshold(threshold: float, values: np.ndarray) -> float:
-    """``threshold`` moved, where needed, to split ``values`` (a node's training values, float64)
-    in float64 as scikit-learn split them in float32 (it casts features to float32): above 2**24
-    float32 merges neighbouring whole numbers, so its threshold can equal a value it sent right,
-    which ``predict`` (float64, ``value <= threshold``) would send left. Float32 rounding keeps
-    order, so its left values all lie below its right ones and a float64 threshold between them
-    exists."""
-    went_left = values.astype(np.float32).astype(np.float64) <= threshold
-    left, right = values[went_left], values[~went_left]
-    if not len(left) or not len(right) or (left.max() <= threshold < right.min()):
+def readable_split(values: np.ndarray, goes_left: np.ndarray, threshold: float) -> float:
+    """The threshold to keep for a split of ``values`` (float64) that sends ``goes_left`` left,
+    made at ``threshold``: :func:`readable_bound` of the largest value sent left and the smallest
+    sent right, which splits them alike and prints whole in the rules (``<= 17 flop/byte`` for
+    17.1196...), so that the rules a person reads send every value where the tree does.
+    ``threshold`` itself where one side is empty."""
+    if goes_left.all() or not goes_left.any():
         return threshold
-    middle = (left.max() + right.min()) / 2
-    return float(middle if left.max() <= middle < right.min() else left.max())
+    return readable_bound(float(values[goes_left].max()), float(values[~goes_left].min()))
+
+
+def _sklearn_left(values: np.ndarray, threshold: float) -> np.ndarray:
+    """Which ``values`` scikit-learn sent left: it compares in float32, where above 2**24
+    neighbouring whole numbers merge, so its threshold can equal a value it sent right. Float32
+    rounding keeps order, so the left values still all lie below the right ones."""
+    return values.astype(np.float32).astype(np.float64) <= threshold
+
+
+def readable_bound(low: float, high: float) -> float:
+    """The number of fewest significant digits from ``low`` up to, not including, ``high``
+    (nearest their midpoint among equals): a split ``value <= bound`` sends ``low`` left and
+    ``high`` right, and ``repr`` prints it whole. ``low < high``, both finite."""
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(f"readable_bound needs finite low < high, got {low!r} and {high!r}")
+    if low <= 0.0 < high:
+        return 0.0
+    low_, high_ = Decimal(low), Decimal(high)
+    middle = (low_ + high_) / 2
+    top = math.floor(math.log10(max(abs(low), abs(high))))
+    for digits in range(1, 18):
+        step = Decimal(10) ** (top + 1 - digits)
+
+        def value(n: Decimal) -> float:
+            return float(n * step)
+
+        # Compared as floats: a float's own decimal (17.1) may lie a hair off the float (17.1000...01).
+        first = (low_ / step).to_integral_value(rounding=ROUND_FLOOR)
+        first += value(first) < low
+        last = (high_ / step).to_integral_value(rounding=ROUND_CEILING)
+        while last >= first and value(last) >= high:
+            last -= 1
+        if first <= last:
+            return value(min(max((middle / step).to_integral_value(rounding=ROUND_HALF_EVEN), first), last))
+    return low  # 17 significant digits name every float
 
 
 def _uniform_labels(left: np.ndarray, right: np.ndarray, best: np.ndarray) -> np.ndarray:

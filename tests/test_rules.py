@@ -35,8 +35,10 @@ def test_text_rules_read_in_natural_units(trained):
     assert "command: seer train planted.csv" in text and "regenerate:" in text
     assert "Stage 1, fewer than 100 calls (known features only):" in text
     assert "Stage 1, 100 or more calls" in text and "Stage 2, after gathering" in text
-    assert "    nnz <= 4,9" in text and "    nnz > 4,9" in text  # integer feature, separators
-    assert "row-length CV <= 2" in text and "row-length CV > 2" in text  # label, not column name
+    # integer feature with separators; label, not column name; the planted bounds come back whole
+    # (the shortest decimals between the values each split parts)
+    assert "    nnz <= 5,000 -> a" in text and "    nnz > 5,000" in text
+    assert "row-length CV <= 2 -> b" in text and "row-length CV > 2 -> c" in text
     assert "-> gather features, then stage 2" in text
     assert "training inputs, mean regret" in text
 
@@ -46,7 +48,7 @@ def test_markdown_rules(trained):
     markdown = rules.to_markdown(model, level=2)
     assert markdown.startswith("## Seer selection rules for op 'toy'")
     assert "### Stage 2, after gathering" in markdown
-    assert "- nnz ≤ 4,9" in markdown and "  - row-length CV > 2" in markdown
+    assert "- nnz ≤ 5,000" in markdown and "  - row-length CV > 2" in markdown
     assert "→ **c**" in markdown
 
 
@@ -157,7 +159,7 @@ def test_different_stage2_trees_per_call_count(trained):
 def test_generated_module_is_plain_python(trained):
     source = rules.to_python(trained[1])
     assert "import" not in "\n".join(line for line in source.splitlines() if not line.startswith("#"))  # stands alone
-    assert "if float(f['nnz']) <= " in source and "# nnz <= 4,9" in source
+    assert "if float(f['nnz']) <= " in source and "# nnz <= 5,000" in source
 
 
 def test_rules_of_a_model_without_stage2():
@@ -232,12 +234,12 @@ def test_an_explained_step_prints_its_value_on_its_side_of_the_bound():
     from seer.tree import Step
 
     feature = Feature("mean_row", "mean row length", unit="nnz/row")
-    assert Step("mean_row", 8.65154, False, 8.6516).describe(feature) == "mean row length = 8.652 nnz/row > 8.6515 nnz/row"
-    assert Step("mean_row", 8.65154, True, 8.2).describe(feature) == "mean row length = 8.2 nnz/row <= 8.6515 nnz/row"
-    # between the printed bound (72.9655, rounded down) and the threshold: no rounding of the value
-    # reads on its side of the printed bound, so both print exactly
+    assert Step("mean_row", 8.65154, False, 8.6516).describe(feature) == "mean row length = 8.652 nnz/row > 8.65154 nnz/row"
+    assert Step("mean_row", 8.65154, True, 8.2).describe(feature) == "mean row length = 8.2 nnz/row <= 8.65154 nnz/row"
+    # a value a hair below a long bound (a model trained before bounds were short) prints as many
+    # digits as it takes to read below it
     assert Step("mean_row", 72.9655446429944, True, 72.96552707743234).describe(feature) == (
-        "mean row length = 72.96552707743234 nnz/row <= 72.9655446429944 nnz/row")
+        "mean row length = 72.9655 nnz/row <= 72.9655446429944 nnz/row")
     assert Step("nnz", 10240.5, False, 12000).describe(Feature("nnz", "nnz", integer=True)) == "nnz = 12,000 > 10,240"
 
 

@@ -9,7 +9,7 @@ from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 from seer.errors import ModelError
 from seer.features_base import Feature
-from seer.tree import Step, Tree, condition_text, log_regret
+from seer.tree import Step, Tree, condition_text, log_regret, readable_bound
 
 FEATURES = ("x0", "x1", "x2")
 
@@ -51,11 +51,28 @@ def test_training_rows_route_as_scikit_learn_routed_them_above_float32_precision
     assert [Tree.from_sklearn(fitted, FEATURES, ["a", "b"], two, costs).predict(r) for r in two.tolist()] == ["a", "b"]
 
 
-def test_predictions_match_scikit_learn_on_new_points():
+def test_predictions_match_scikit_learn_on_new_points_with_each_split_moved_to_its_readable_bound():
+    """scikit-learn's tree, each threshold moved to the shortest decimal between the training
+    values it splits, walked here by hand, predicts as the converted tree on new points."""
     estimator, tree, names = random_tree()
+    rng = np.random.default_rng(0)
+    X_train = rng.normal(size=(400, 3))  # random_tree's
+    raw, reached = estimator.tree_, estimator.decision_path(X_train).toarray().astype(bool)
+
+    def moved(node):
+        values = X_train[reached[:, node], raw.feature[node]]
+        left = values.astype(np.float32) <= raw.threshold[node]
+        return readable_bound(values[left].max(), values[~left].min())
+
+    def walk(row):
+        node = 0
+        while raw.children_left[node] >= 0:
+            node = raw.children_left[node] if row[raw.feature[node]] <= moved(node) else raw.children_right[node]
+        return names[int(raw.value[node][0].argmax())]
+
     X = np.random.default_rng(1).normal(size=(2000, 3))
-    expected = [names[i] for i in estimator.predict(X)]
-    assert [tree.predict(row) for row in X.tolist()] == expected
+    assert [tree.predict(row) for row in X.tolist()] == [walk(row) for row in X]
+    assert [tree.predict(row) for row in X_train.tolist()] == [names[i] for i in estimator.predict(X_train)]
     assert tree.depth == estimator.get_depth()
 
 
@@ -109,18 +126,72 @@ def test_thresholds_print_in_natural_units():
     assert Step("nnz", 10240.5, False, 12000.0).describe(nnz) == "nnz = 12,000 > 10,240"
 
 
-def test_a_long_threshold_prints_rounded_down_close_enough_to_read_its_neighbours_right():
-    """A midpoint between float32 values (the shipped H200 model's 24.99744415283203) printed as
-    "<= 25" sent a mean row of 25, which the tree sends right, left in the reader's eyes; rounded
-    down within 1e-5 it prints as 24.9974, so 25 and the training input at 24.99675 read as the
-    tree sends them."""
+def test_a_threshold_prints_exactly():
+    """Rounded down within 1e-5, the shipped H200 model's 24.99744415283203 printed as 24.9974, so a
+    mean row in the sliver between read on the wrong side; any threshold now prints whole (a model
+    trained by seer holds short ones, below)."""
     mean_row = Feature("mean_row", "mean row length", unit="nnz/row")
-    threshold = 24.99744415283203
-    assert mean_row.format_bound(threshold) == "24.9974 nnz/row"
-    assert 25.0 > 24.9974 and 24.99675 <= 24.9974
-    assert Step("mean_row", threshold, False, 25.0).describe(mean_row) == \
-        "mean row length = 25 nnz/row > 24.9974 nnz/row"
-    assert Feature("shift", "shifted rows").format_bound(0.9735795855522156) == "0.97357"
+    assert mean_row.format_bound(24.99744415283203) == "24.99744415283203 nnz/row"
+    assert mean_row.format_bound(17.15) == "17.15 nnz/row"  # the float below 17.15, read back as 17.15
+    assert Feature("shift", "shifted rows").format_bound(0.9735795855522156) == "0.9735795855522156"
+    assert Feature("x", "x").format_bound(2e-7) == "0.0000002"
+    assert Feature("x", "x").format_bound(-0.0) == "0"
+    assert Feature("x", "x").format_bound(1234.5678) == "1,234.5678"
+
+
+@pytest.mark.parametrize("low, high, bound", [
+    (10.2, 97.0, 50.0),  # one digit: 20 to 90 fit, 50 is nearest the midpoint
+    (17.1, 17.2, 17.1),  # the float 17.1 lies a hair above the decimal 17.1: still fits
+    (17.11963, 17.11964, 17.11963),
+    (24.99, 25.01, 25.0),
+    (10240.0, 10241.0, 10240.0),
+    (1000.0, 100000.0, 50000.0),
+    (-5.3, -5.1, -5.2),
+    (-5.0, 3.0, 0.0),
+    (0.3, 0.30000000000000004, 0.3),  # neighbouring floats
+])
+def test_readable_bound_is_the_shortest_decimal_from_low_up_to_high(low, high, bound):
+    assert readable_bound(low, high) == bound
+
+
+def test_readable_bound_splits_and_no_shorter_decimal_does():
+    rng = np.random.default_rng(1)
+    for _ in range(3000):
+        low = float(rng.uniform(-1e3, 1e3) * 10.0 ** rng.integers(-9, 9))
+        high = low + abs(low) * 10.0 ** rng.uniform(-15, 0.5) if rng.random() < 0.9 else math.nextafter(low, math.inf)
+        if not low < high:
+            continue
+        bound = readable_bound(low, high)
+        assert low <= bound < high, (low, high, bound)
+        digits = len(repr(abs(bound)).replace("e", "E").split("E")[0].replace(".", "").strip("0"))
+        shorter = [float(f"{low:.{d}e}") for d in range(max(digits - 1, 1))] + \
+                  [float(f"{math.nextafter(low, math.inf):.{d}e}") for d in range(max(digits - 1, 1))]
+        assert not any(low <= s < high and len(repr(abs(s)).split("e")[0].replace(".", "").strip("0")) < digits
+                       for s in shorter), (low, high, bound)
+
+
+def test_readable_bound_refuses_an_empty_or_infinite_range():
+    for low, high in ((1.0, 1.0), (2.0, 1.0), (1.0, math.inf), (math.nan, 1.0)):
+        with pytest.raises(ValueError, match="finite low < high"):
+            readable_bound(low, high)
+
+
+def test_training_puts_each_threshold_at_the_shortest_decimal_between_the_values_it_splits():
+    """scikit-learn splits at midpoints (6.505 between 3.14 and 9.87; 1.125 between 1 and 1.25):
+    seer keeps the shortest decimal between the two, which the rules print whole."""
+    X = np.array([[1.23], [2.71], [3.14], [9.87], [11.5], [12.0]])
+    y = np.array([0, 0, 0, 1, 1, 1])
+    estimator = DecisionTreeClassifier().fit(X, y)
+    assert estimator.tree_.threshold[0] == pytest.approx(6.505)
+    tree = Tree.from_sklearn(estimator, ["x"], ["a", "b"], X, one_hot_costs(y, 2))
+    assert tree.threshold[0] == 7.0 and condition_text(Feature("x", "x"), tree.threshold[0], True) == "x <= 7"
+    assert [tree.predict(row) for row in X.tolist()] == ["a", "a", "a", "b", "b", "b"]
+    X = np.array([[0.5], [1.0], [1.25], [2.0]])
+    tree = Tree.from_sklearn(DecisionTreeClassifier().fit(X, y[1:5]), ["x"], ["a", "b"], X, one_hot_costs(y[1:5], 2))
+    assert tree.threshold[0] == 1.0  # [1, 1.25): 1 is the one one-digit decimal, not 1.1
+    _, random, _ = random_tree(max_depth=4)
+    inner = [t for t in random.threshold if t is not None]
+    assert inner and all(len(repr(abs(t)).replace(".", "").strip("0")) <= 6 for t in inner)
 
 
 def test_predict_takes_microseconds():
