@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from seer.features_base import Feature
-from seer.model import GATHER, SelectorModel
+from seer.model import GATHER, SelectorModel, checksum
 from seer.tree import Tree, condition_text
 
 REGENERATE = (
@@ -23,7 +23,9 @@ REGENERATE = (
 
 
 def header_lines(model: SelectorModel, source: str | Path | None = None) -> list[str]:
-    """Provenance: op, device, training table and hash, date, command, how to regenerate."""
+    """Provenance: op, device, training table and hash, date, command, the model's checksum, the
+    dtype or world sizes it was profiled at, the versions that trained and profiled it, its
+    held-out scores, how to regenerate."""
     training = model.training
     device = model.device or {}
     capability = device.get("capability")
@@ -36,6 +38,9 @@ def header_lines(model: SelectorModel, source: str | Path | None = None) -> list
         f"{training.get('rows', '?')} rows in {training.get('groups', '?')} groups",
         f"trained: {training.get('date') or 'unknown date'}",
         f"command: {training.get('command') or 'not recorded'}",
+        f"model: sha256 {checksum(model.to_dict())} (the checksum its .json records)",
+        *_scope_lines(training),
+        *_version_lines(model.versions),
     ]
     lines.extend(_score_lines(training.get("scores"), gathers=model.stage2 is not None))
     lines.append(f"regenerate: {REGENERATE}")
@@ -66,8 +71,9 @@ def to_markdown(model: SelectorModel, source: str | Path | None = None, level: i
 def to_python(model: SelectorModel, source: str | Path | None = None) -> str:
     """A standalone module: ``choose_stage1_calls_<c>(f)`` per stage-1 tree and
     ``choose_stage2_calls_<c>(f)`` per stage-2 tree (each named after the first call count it
-    serves), and ``STAGE1`` / ``STAGE2``: every call count -> its function (no stage-2 functions
-    and no ``STAGE2`` for a model without stage 2)."""
+    serves), ``STAGE1`` / ``STAGE2``: every call count -> its function (no stage-2 functions and
+    no ``STAGE2`` for a model without stage 2), and ``choose``: the model's choice for an input and
+    a call count, as :meth:`seer.model.SelectorModel.choose` makes it."""
     info = model.feature_info()
     # A newline in a recorded command or path must not end a comment line and leave code.
     lines = [f"# {part}" for line in header_lines(model, source) for part in line.splitlines() or [""]]
@@ -80,7 +86,50 @@ def to_python(model: SelectorModel, source: str | Path | None = None) -> str:
     lines += _python_stage(1, model.stage1, info)
     if model.stage2 is not None:
         lines += _python_stage(2, model.stage2, info)
+    lines += ["", ""] + (_CHOOSE_TWO_STAGES if model.stage2 is not None else _CHOOSE_ONE_STAGE).splitlines()
     return "\n".join(lines) + "\n"
+
+
+# The generated module's entry and helpers: the model's choice (seer.model.SelectorModel.choose)
+# without seer installed, each stage's tree picked for a call count as seer.model.nearest_calls does.
+_HELPERS = '''
+
+def _tree_for(trees: dict, calls: int):
+    """The function of the largest trained call count <= calls (the smallest one when calls is below all)."""
+    if calls < 1:
+        raise ValueError(f"calls must be >= 1, got {calls}")
+    return trees[max((count for count in trees if count <= calls), default=min(trees))]
+
+
+def _number(f: dict, name: str) -> float:
+    """f[name] as a Python float (a numpy float32 would be compared in float32 against a float64
+    bound); NaN, on neither side of any bound, refused as seer.dispatch refuses it."""
+    value = float(f[name])
+    if value != value:
+        raise ValueError(f"feature {name!r} is NaN")
+    return value
+'''
+
+_CHOOSE_ONE_STAGE = '''def choose(known: dict, calls: int = 1) -> str:
+    """The variant the model picks for an input of features known (a dict by feature name) run
+    calls times."""
+    return _tree_for(STAGE1, calls)(known)
+''' + _HELPERS
+
+_CHOOSE_TWO_STAGES = '''def choose(known: dict, gather=None, calls: int = 1, free: dict | None = None) -> str:
+    """The variant the model picks for an input of features known (a dict by feature name) run
+    calls times: stage 1 on them, and where it says gathering pays, stage 2 on them and gather()'s
+    (a function returning the gathered features, called only then). free: gathered features at
+    hand at no cost (a validation pass measured them): stage 2 decides at once."""
+    if free is not None:
+        return _tree_for(STAGE2, calls)({**known, **free})
+    label = _tree_for(STAGE1, calls)(known)
+    if label != GATHER:
+        return label
+    if gather is None:
+        raise ValueError("stage 1 says gathering pays for this input: pass gather=, a function returning its gathered features")
+    return _tree_for(STAGE2, calls)({**known, **gather()})
+''' + _HELPERS
 
 
 # ---------------------------------------------------------------------- rendering
@@ -213,8 +262,7 @@ def _python_function(name: str, tree: Tree, info: dict[str, Feature]) -> list[st
         feature_name = tree.features[tree.feature[node]]
         threshold = tree.threshold[node]
         readable = condition_text(info[feature_name], threshold, True)
-        # float(): a numpy float32 value would be compared in float32 against a float64 bound.
-        lines.append(f"{pad}if float(f[{feature_name!r}]) <= {threshold!r}:  # {_one_line(readable)}")
+        lines.append(f"{pad}if _number(f, {feature_name!r}) <= {threshold!r}:  # {_one_line(readable)}")
         emit(tree.left[node], depth + 1)
         lines.append(f"{pad}else:")
         emit(tree.right[node], depth + 1)
@@ -233,6 +281,31 @@ def _capability(capability) -> str:
     if isinstance(capability, (list, tuple)):
         return ".".join(str(part) for part in capability)
     return str(capability)
+
+
+def _scope_lines(training: dict) -> list[str]:
+    """What the profile covered beyond the device: the one dtype of a model whose trees do not read
+    it (SpMV), the world sizes of a multi-GPU op's."""
+    lines = []
+    if training.get("dtype"):
+        lines.append(f"profiled in: {training['dtype']} (the trees do not read the dtype)")
+    if training.get("world_sizes"):
+        lines.append(f"world sizes profiled: {', '.join(str(size) for size in training['world_sizes'])}")
+    return lines
+
+
+def _version_lines(versions: dict | None) -> list[str]:
+    """``trained with: seer 0.1.0, scikit-learn 1.9.1, ...`` and ``profiled with: torch ...``."""
+    if not isinstance(versions, dict):
+        return []
+
+    def listed(parts: dict) -> str:
+        return ", ".join(f"{name} {version}" for name, version in parts.items() if not isinstance(version, dict))
+
+    lines = [f"trained with: {listed(versions)}"] if listed(versions) else []
+    if isinstance(versions.get("profiled_with"), dict) and listed(versions["profiled_with"]):
+        lines.append(f"profiled with: {listed(versions['profiled_with'])}")
+    return lines
 
 
 def _score_lines(scores: dict | None, gathers: bool) -> list[str]:

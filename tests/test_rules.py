@@ -92,7 +92,7 @@ def test_equal_neighbouring_stage1_trees_are_written_once():
 
 def random_inputs(model, n, rng):
     """Feature dicts around every threshold, including values exactly on them."""
-    trees = [*model.stage1.values(), *model.stage2.values()]
+    trees = [*model.stage1.values(), *(model.stage2 or {}).values()]
     names = trees[-1].features
     cut = {name: [] for name in names}
     for tree in trees:
@@ -159,7 +159,7 @@ def test_different_stage2_trees_per_call_count(trained):
 def test_generated_module_is_plain_python(trained):
     source = rules.to_python(trained[1])
     assert "import" not in "\n".join(line for line in source.splitlines() if not line.startswith("#"))  # stands alone
-    assert "if float(f['nnz']) <= " in source and "# nnz <= 5,000" in source
+    assert "if _number(f, 'nnz') <= " in source and "# nnz <= 5,000" in source
 
 
 def test_rules_of_a_model_without_stage2():
@@ -261,3 +261,66 @@ def test_a_rule_path_names_its_tree_as_the_rules_head_its_section(name):
         stage, served = re.fullmatch(r"stage (\d) \(tree for (.+)\) -> \S+", choice.path[-1]).groups()
         headings = re.findall(rf"^Stage {stage}, (?:.* measured, )?(.+) \(known", text, flags=re.MULTILINE)
         assert served in headings, (calls, choice.path, headings)
+
+
+def test_the_generated_module_chooses_as_the_model_does(trained):
+    """The module's choose() is the model's choice for any call count, untrained ones too (its
+    STAGE1[5] was a KeyError), gathering only where stage 1 says so; NaN, which its comparisons
+    send right where the model refuses it, is refused by name."""
+    _, model = trained
+    namespace = {}
+    exec(compile(rules.to_python(model), "generated_rules.py", "exec"), namespace)
+    choose = namespace["choose"]
+    rng = np.random.default_rng(2)
+    gathered_calls = 0
+    for f in random_inputs(model, 300, rng):
+        known = {name: f[name] for name in model.known_features}
+        extra = {name: f[name] for name in model.gathered_features}
+        for calls in (1, 5, 10, 99, 100, 5000):
+            asked = []
+
+            def gather():
+                asked.append(True)
+                return extra
+
+            expected = model.choose(known, lambda: extra, calls)
+            assert choose(known, gather, calls) == expected.variant
+            assert bool(asked) == expected.gathered
+            gathered_calls += bool(asked)
+            assert choose(known, calls=calls, free=extra) == model.choose(known, lambda: extra, calls, free=extra).variant
+    assert gathered_calls > 100
+    big = {"rows": 4000.0, "cols": 4000.0, "nnz": 40_000.0, "mean_row": 10.0}
+    assert model.choose(big, lambda: {"row_cv": 1.0, "row_max": 30.0}, 1).gathered  # choose needs gather= here
+    with pytest.raises(ValueError, match="pass gather="):
+        choose(big)
+    with pytest.raises(ValueError, match="'nnz' is NaN"):
+        choose({**big, "nnz": float("nan")})
+    with pytest.raises(ValueError, match="calls must be >= 1"):
+        choose(big, lambda: {}, 0)
+
+
+def test_the_generated_module_of_a_one_stage_model_chooses_as_it_does():
+    frame = planted_frame(groups=10, per_group=3).drop(columns=["row_cv", "row_max", "gather_ms"])
+    table = ProfileTable.from_frame(frame, "toy", planted_meta())
+    model = TwoStageSelector(folds=3).fit(table).to_model(table)
+    namespace = {}
+    exec(rules.to_python(model), namespace)
+    for f in random_inputs(model, 200, np.random.default_rng(3)):
+        for calls in (1, 7, 1000, 10**6):
+            assert namespace["choose"](f, calls) == model.choose(f, dict, calls).variant
+
+
+def test_the_rules_header_names_the_model_s_checksum_scope_and_versions(trained, tmp_path):
+    import dataclasses
+    import json
+
+    _, model = trained
+    saved = json.loads(model.save(tmp_path / "toy.json").read_text())
+    text = rules.to_text(model)
+    assert f"model: sha256 {saved['checksum']['sha256']} (the checksum its .json records)" in text
+    assert f"trained with: seer {model.versions['seer']}, scikit-learn {model.versions['scikit-learn']}" in text
+    scoped = dataclasses.replace(model, training={**model.training, "dtype": "float32", "world_sizes": [2, 4]},
+                                 versions={**model.versions, "profiled_with": {"torch": "2.11.0", "triton": "3.6.0"}})
+    text = rules.to_text(scoped)
+    assert "profiled in: float32 (the trees do not read the dtype)" in text and "world sizes profiled: 2, 4" in text
+    assert "profiled with: torch 2.11.0, triton 3.6.0" in text
