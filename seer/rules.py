@@ -302,10 +302,9 @@ def _version_lines(versions: dict | None) -> list[str]:
     def listed(parts: dict) -> str:
         return ", ".join(f"{name} {version}" for name, version in parts.items() if not isinstance(version, dict))
 
-    lines = [f"trained with: {listed(versions)}"] if listed(versions) else []
-    if isinstance(versions.get("profiled_with"), dict) and listed(versions["profiled_with"]):
-        lines.append(f"profiled with: {listed(versions['profiled_with'])}")
-    return lines
+    profiled = versions.get("profiled_with")
+    named = [("trained with", listed(versions)), ("profiled with", listed(profiled) if isinstance(profiled, dict) else "")]
+    return [f"{what}: {parts}" for what, parts in named if parts]
 
 
 def _score_lines(scores: dict | None, gathers: bool) -> list[str]:
