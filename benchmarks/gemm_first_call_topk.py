@@ -30,6 +30,7 @@ from sklearn.model_selection import GroupKFold
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm import geomean  # noqa: E402
+from seer.features.gemm import DTYPE_NAMES  # noqa: E402
 from seer.profiling import write_result  # noqa: E402
 
 CUBLAS = "time_ms:torch_matmul"
@@ -62,7 +63,7 @@ def replay(frame: pd.DataFrame, top: int) -> tuple[np.ndarray, np.ndarray]:
     return kept, first
 
 
-DTYPES = {0: "fp16", 1: "bf16"}  # features/gemm.py's DTYPE_CODES
+DTYPES = dict(enumerate(DTYPE_NAMES.values()))  # code -> name
 
 
 def family(frame: pd.DataFrame) -> pd.Series:

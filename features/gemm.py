@@ -14,13 +14,15 @@ import torch
 from seer.features_base import Feature
 
 REFERENCE_TILE = (128, 128)  # output tile of a typical large-tile kernel, for the wave features
-DTYPE_CODES = {torch.float16: 0, torch.bfloat16: 1}
+DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16"}  # in the order of their codes
+DTYPE_CODES = {dtype: code for code, dtype in enumerate(DTYPE_NAMES)}
+_DTYPE_KEY = ", ".join(f"{code} {name}" for code, name in enumerate(DTYPE_NAMES.values()))
 
 KNOWN = (
     Feature("m", "M (rows of A, tokens)", integer=True),
     Feature("n", "N (columns of B)", integer=True),
     Feature("k", "K (inner dimension)", integer=True),
-    Feature("dtype", "dtype (0 fp16, 1 bf16)", integer=True),
+    Feature("dtype", f"dtype ({_DTYPE_KEY})", integer=True, codes=tuple(DTYPE_NAMES.values())),
     Feature("log2_mn_over_k", "log2(M N / K)"),
     Feature("waves", "waves of 128x128 output tiles"),
     Feature("last_wave_fill", "last-wave fill (share of SMs busy)"),

@@ -65,7 +65,10 @@ class Decision:
     def __str__(self) -> str:
         lines = [f"{self.op}: {self.variant}  ({self.stage}; model: {self.model})"]
         lines += [f"  {step}" for step in self.path]
-        shown = ", ".join(f"{k}={_short(v)}" for k, v in self.features.items())
+        from seer.model import feature_info  # here, not above: printing is rare, dispatch is not
+
+        info = feature_info(self.op, self.features)
+        shown = ", ".join(f"{name}={info[name].show(value)}" for name, value in self.features.items())
         lines.append(f"  features: {shown}")
         return "\n".join(lines)
 
@@ -890,8 +893,3 @@ def _on_device(call: Callable, index: int) -> Callable:
 
     return on_its_device
 
-
-def _short(value) -> str:
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)

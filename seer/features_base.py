@@ -13,12 +13,15 @@ class Feature:
     ``label`` is the words a rule prints (``"row-length CV"``); ``unit`` follows the
     value when printed; ``integer`` marks a size, count or code, never negative: its thresholds
     print as whole numbers with separators, and a profile table with a negative one is refused.
+    ``codes`` names a code feature's values by code (GEMM's dtype: 0 fp16, 1 bf16), so that a
+    decision's features read ``dtype=bf16`` rather than ``dtype=1``.
     """
 
     name: str
     label: str
     unit: str = ""
     integer: bool = False
+    codes: tuple[str, ...] = ()
 
     def format(self, value: float) -> str:
         if self.integer:
@@ -28,6 +31,12 @@ class Feature:
         else:
             text = f"{value:.3g}"
         return f"{text} {self.unit}".rstrip()
+
+    def show(self, value) -> str:
+        """A feature's value as a decision lists it: a code by its name, a float to 4 digits."""
+        if self.codes and float(value).is_integer() and 0 <= value < len(self.codes):
+            return self.codes[int(value)]
+        return f"{value:.4g}" if isinstance(value, float) else str(value)
 
     def format_bound(self, threshold: float) -> str:
         """A tree's threshold as rules print it (a sample goes left when ``value <= threshold``):

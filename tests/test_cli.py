@@ -79,7 +79,8 @@ def test_explain_a_real_matrix(suitesparse_dir, capsys):
 def test_explain_a_gemm_shape_off_a_gpu(capsys, monkeypatch):
     """`seer explain` took SpMV matrix files alone. A GEMM is given by its shape; on a CPU, without
     the interpreter (a user's shell), each shipped GPU model decides on its GPU's waves: 16x4096
-    outputs make 32 tiles of 128x128, 32/132 of a wave on an H100 or H200."""
+    outputs make 32 tiles of 128x128, 32/132 of a wave on an H100 or H200. The dtype reads by name
+    (it read as its code, dtype=1)."""
     from seer.dispatch import SHIPPED_MODELS
 
     monkeypatch.setenv("TRITON_INTERPRET", "0")
@@ -87,11 +88,11 @@ def test_explain_a_gemm_shape_off_a_gpu(capsys, monkeypatch):
     assert main(["explain", " 16X4096x14336 ", "--op", "gemm"]) == 0
     out = capsys.readouterr().out
     assert "== gemm-h100.json" in out and "== gemm-h200.json" in out
-    assert out.count("m=16, n=4096, k=14336, dtype=1") == 2 and out.count("waves=0.2424") == 2
+    assert out.count("m=16, n=4096, k=14336, dtype=bf16,") == 2 and out.count("waves=0.2424") == 2
     assert main(["explain", "64x64x64", "--op", "gemm", "--dtype", "float16",
                  "--model", str(SHIPPED_MODELS / "gemm-h200.json")]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("== ") and "gemm-h200.json" in out.splitlines()[0] and "dtype=0" in out
+    assert out.startswith("== ") and "gemm-h200.json" in out.splitlines()[0] and "dtype=fp16," in out
 
 
 @pytest.mark.parametrize("argv,message", [

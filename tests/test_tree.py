@@ -139,6 +139,16 @@ def test_a_threshold_prints_exactly():
     assert Feature("x", "x").format_bound(1234.5678) == "1,234.5678"
 
 
+def test_a_decision_lists_a_code_by_its_name_and_other_values_as_they_are():
+    """GEMM's dtype listed as its code (dtype=1) in `seer explain`'s features line."""
+    from seer.features.gemm import KNOWN
+
+    dtype = {f.name: f for f in KNOWN}["dtype"]
+    assert (dtype.show(0), dtype.show(1), dtype.show(1.0)) == ("fp16", "bf16", "bf16")
+    assert dtype.show(7) == "7"  # a code with no name (a newer table) still prints
+    assert Feature("waves", "waves").show(27.151515) == "27.15" and Feature("n", "n").show(4096) == "4096"
+
+
 @pytest.mark.parametrize("low, high, bound", [
     (10.2, 97.0, 50.0),  # one digit: 20 to 90 fit, 50 is nearest the midpoint
     (17.1, 17.2, 17.1),  # the float 17.1 lies a hair above the decimal 17.1: still fits
