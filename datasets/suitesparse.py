@@ -434,6 +434,11 @@ def _info_from_header(path: Path) -> MatrixInfo:
     )
 
 
+def _line_numbers(index) -> str:
+    """The file's line numbers of table rows read past the index's two header lines."""
+    return ", ".join(str(i + 3) for i in list(index)[:5]) + (", ..." if len(index) > 5 else "")
+
+
 def _check_ssstats(path: Path, table: pd.DataFrame, count: int) -> None:
     if table.shape[1] != len(SSSTATS_COLUMNS):
         raise InputError(f"{path}: expected {len(SSSTATS_COLUMNS)} columns, found {table.shape[1]}")
@@ -448,3 +453,10 @@ def _check_ssstats(path: Path, table: pd.DataFrame, count: int) -> None:
     ]
     if not_numeric:
         raise InputError(f"{path}: columns {not_numeric} hold non-numeric values")
+    named = SSSTATS_COLUMNS.index("group"), SSSTATS_COLUMNS.index("name")
+    repeated = table[table.duplicated(list(named), keep=False)]
+    if len(repeated):  # which row describes the matrix? attach_ssstats would take the last one silently
+        first = repeated.iloc[0]
+        raise InputError(f"{path}: {len(repeated)} rows share a matrix's group and name, e.g. "
+                         f"{first[named[0]]}/{first[named[1]]} (lines {_line_numbers(repeated.index)}); "
+                         "keep one row per matrix")

@@ -561,6 +561,9 @@ def test_attach_ssstats_fills_kind(tmp_path, suitesparse_dir):
         ("2\ndate\nHB,a,1,1,1,1,0,0,0,1,1,k,1\n", "announces 2"),
         ("1\ndate\nHB,a,1,1,1,1,0,0,0,1,1\n", "columns"),
         ("1\ndate\nHB,a,1,one,1,1,0,0,0,1,1,k,1\n", "non-numeric"),
+        # two rows for one matrix: attach_ssstats took the last one without a word
+        ("3\ndate\nHB,a,1,1,1,1,0,0,0,1,1,k,1\nHB,b,1,1,1,1,0,0,0,1,1,k,1\nHB,a,2,2,2,1,0,0,0,1,1,k,1\n",
+         r"2 rows share a matrix's group and name, e.g. HB/a \(lines 3, 5\); keep one row per matrix"),
     ],
 )
 def test_bad_ssstats(tmp_path, text, problem):
