@@ -109,6 +109,7 @@ def read_matrix(path) -> sp.csr_matrix:
     path = _existing_file(path)
     header = read_header(path)
     _check_symmetric_shape(path, header)
+    _check_fits_in_memory(path, header)
     matrix = _parse(path, lambda source: scipy.io.mmread(source, **_MMREAD_OPTIONS), whole=True)
     if np.iscomplexobj(matrix):
         raise InputError(f"{path} holds a complex matrix; seer reads real matrices only")
@@ -144,6 +145,41 @@ def _check_symmetric_shape(path: Path, header: MatrixHeader) -> None:
     if header.symmetry != "general" and header.rows != header.cols:
         raise InputError(f"{path} is marked {header.symmetry} but is {header.rows} x {header.cols}; only a square "
                          "matrix can be symmetric")
+
+
+def _bytes_to_read(header: MatrixHeader) -> int:
+    """The least memory reading a file takes, from its size line: scipy's dense array, or its
+    coordinate arrays (row, column, value) of the stored entries, which the CSR's row pointers then
+    join. (A symmetric file's mirrors add up to as much again; how many is not known before reading.)"""
+    if header.format == "array":
+        return 8 * header.rows * header.cols
+    index = 4 if max(header.rows, header.cols) < 2**31 else 8  # scipy's, by the largest dimension
+    pointer = 4 if max(header.rows, header.cols, header.entries) < 2**31 else 8
+    return header.entries * (2 * index + 8) + (header.rows + 1) * pointer
+
+
+def _available_bytes() -> int | None:
+    """Memory the system can give without swapping (Linux's MemAvailable); None where unknown."""
+    try:
+        with open("/proc/meminfo") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def _check_fits_in_memory(path: Path, header: MatrixHeader) -> None:
+    """Refuse a file whose size line asks for more memory than there is, before scipy allocates it:
+    the allocation may succeed (Linux overcommits) and filling it then gets the process killed,
+    without a word on which file or why."""
+    needed, available = _bytes_to_read(header), _available_bytes()
+    if available is not None and needed > available:
+        size = f"{header.rows:,} x {header.cols:,}" + (f", {header.entries:,} entries" if header.format == "coordinate" else "")
+        raise InputError(f"cannot read Matrix Market file {path}: its size line ({size}) needs at least "
+                         f"{needed / 2**30:,.1f} GiB to read and {available / 2**30:,.1f} GiB are available; "
+                         "check the size line, or read it on a machine with more memory")
 
 
 def _check_stored_triangle(path: Path, header: MatrixHeader, expanded) -> None:

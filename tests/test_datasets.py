@@ -4,6 +4,7 @@ import bz2
 import collections
 import gzip
 import io
+import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import tarfile
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.io
 import scipy.sparse as sp
 
 from seer.datasets.suitesparse import (
@@ -283,6 +285,31 @@ def test_malformed_file_names_file_and_problem(tmp_path, case, compress):
     with pytest.raises(InputError, match=problem) as raised:
         read_matrix(path)
     assert path.name in str(raised.value)
+
+
+@pytest.mark.parametrize("size_line, needs", [
+    ("array real general\n20000 20000", "20,000 x 20,000) needs at least 3.0 GiB"),
+    ("coordinate real general\n100000 100000 100000000", "100,000,000 entries) needs at least 1.5 GiB"),
+    # A symmetric file's stored entries alone: its mirrors are not counted before reading.
+    ("coordinate real symmetric\n100000 100000 100000000", "100,000,000 entries) needs at least 1.5 GiB"),
+])
+def test_a_size_line_asking_for_more_memory_than_is_available_is_refused_before_reading(
+        tmp_path, monkeypatch, size_line, needs):
+    """On Linux an allocation past free memory may succeed (overcommit) and filling it then got the
+    process killed, without a word: sizes under a MemoryError's reach but over the memory available."""
+    path = write_mtx(tmp_path / "big.mtx", f"%%MatrixMarket matrix {size_line}\n1 1 1.0\n")
+    monkeypatch.setattr("seer.datasets.suitesparse._available_bytes", lambda: 2**30)
+    monkeypatch.setattr(scipy.io, "mmread", lambda *args, **kwargs: pytest.fail("scipy was asked to read it"))
+    with pytest.raises(InputError, match=re.escape(needs) + r" to read and 1.0 GiB are available") as raised:
+        read_matrix(path)
+    assert "big.mtx" in str(raised.value) and "check the size line" in str(raised.value)
+
+
+def test_a_matrix_that_fits_is_read_whatever_memory_is_reported(tmp_path, monkeypatch):
+    path = write_mtx(tmp_path / "small.mtx", "%%MatrixMarket matrix coordinate real symmetric\n3 3 2\n1 1 2.5\n3 1 -1\n")
+    for available in (None, 2**30):
+        monkeypatch.setattr("seer.datasets.suitesparse._available_bytes", lambda: available)
+        assert read_matrix(path).toarray().tolist() == [[2.5, 0, -1], [0, 0, 0], [-1, 0, 0]]
 
 
 def _bad_block_type(gzipped: bytes) -> bytes:
