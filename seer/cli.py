@@ -10,7 +10,9 @@ import shlex
 import sys
 import tempfile
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from seer.errors import SeerError, SeerWarning, warn
 
@@ -189,13 +191,13 @@ def _profile(args, command: str) -> int:
     if not cases:  # only --max-nnz can leave none: a folder without matrices is refused as such
         raise SeerError(f"nothing to profile: no matrix of {', '.join(map(str, args.matrices))} has at most --max-nnz "
                         f"{args.max_nnz} nonzeros; raise --max-nnz, or add --synthetic small|large")
-    _make_folder(args.out.parent, "--out's folder")  # before the timing: it takes hours
-    _check_writable(args.out)
     if args.limit is not None:
         cases = cases[: args.limit]
-    profile("spmv", cases, args.out, command=command, call_overhead_below=SPMV_CALL_OVERHEAD_BELOW,
-            deadline_s=args.deadline, dtype=args.dtype, inputs={"synthetic": args.synthetic, "seed": args.seed},
-            retry_skipped=args.retry_skipped)
+    with _folder_for(args.out.parent, "--out's folder"):  # before the timing: it takes hours
+        _check_writable(args.out)
+        profile("spmv", cases, args.out, command=command, call_overhead_below=SPMV_CALL_OVERHEAD_BELOW,
+                deadline_s=args.deadline, dtype=args.dtype, inputs={"synthetic": args.synthetic, "seed": args.seed},
+                retry_skipped=args.retry_skipped)
     print(f"wrote {args.out}")
     return 0
 
@@ -218,9 +220,9 @@ def _train(args, command: str) -> int:
     out = args.out or Path("models") / f"{args.table.stem}.json"
     exports = {".txt": rules.to_text, ".md": rules.to_markdown, ".py": rules.to_python}
     check_model_path(args.table, out, beside=tuple(exports))  # before training: it takes minutes
-    _make_folder(out.parent, "--out's folder")
-    _check_writable(out)
-    model, report = train_table(_relative(args.table), op=args.op, out=out, command=command)
+    with _folder_for(out.parent, "--out's folder"):
+        _check_writable(out)
+        model, report = train_table(_relative(args.table), op=args.op, out=out, command=command)
     if not out.name.startswith(f"{model.op}-"):
         warn(f"{out.name}: seer.dispatch finds {model.op} models in models/ and $SEER_MODELS by their names, "
              f"{model.op}-*.json; this one serves only where passed as model= (e.g. --out "
@@ -247,11 +249,12 @@ def _report(args, command: str) -> int:
     given = SelectorModel.load(args.model, op=table.op) if args.model else None
     if given is not None:
         _check_model_of(given, args.model, table)
-    _make_folder(args.out, "--out")  # before the scoring: it takes minutes
-    selector = TwoStageSelector()
-    training = selector.evaluate(table)
-    model = given or selector.fit(table).to_model(table, command=command)
-    for path in write_report(model, training, args.out):
+    with _folder_for(args.out, "--out"):  # before the scoring: it takes minutes
+        selector = TwoStageSelector()
+        training = selector.evaluate(table)
+        model = given or selector.fit(table).to_model(table, command=command)
+        written = write_report(model, training, args.out)
+    for path in written:
         print(f"wrote {path}")
     return 0
 
@@ -343,11 +346,22 @@ def _gemm_shape(text: str) -> tuple[int, int, int] | None:
 _EXPLAINED_INPUTS = {"spmv": _matrix_inputs, "gemm": _gemm_inputs}
 
 
-def _make_folder(path: Path, what: str) -> None:
+@contextmanager
+def _folder_for(path: Path, what: str) -> Iterator[None]:
+    """Make ``path`` (and its missing parents) for the body to write into; where the body raises,
+    remove the folders made here that are still empty, so that a refusal leaves nothing behind."""
+    made = [folder for folder in (path, *path.parents) if not folder.exists()]
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise SeerError(f"cannot make {what} {path}: {error.strerror or error}") from None
+    try:
+        yield
+    except BaseException:
+        for folder in made:  # deepest first
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        raise
 
 
 def _check_writable(out: Path) -> None:

@@ -286,6 +286,34 @@ def test_an_out_that_cannot_be_made_is_refused_before_the_work(tmp_path, capsys,
     assert "cannot make --out" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("toy_op")
+@pytest.mark.parametrize("command", ["train", "report", "profile"])
+def test_a_refusal_after_the_out_folder_is_made_leaves_no_empty_folder(tmp_path, capsys, monkeypatch, command):
+    """A table refused by training, a scoring or a profiling run that fails: each had left the
+    folders it made for --out behind, empty. A folder that was there stays."""
+    from seer.errors import SeerError
+
+    def refuse(*args, **kwargs):
+        raise SeerError("refused late")
+
+    table = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    (tmp_path / "there").mkdir()
+    if command == "train":  # a real refusal: the table is only read once the folder is made
+        table.write_text("id,rows\na,1\n")
+        argv = ["train", str(table), "--op", "spmv", "--out", str(tmp_path / "there/new/deeper/spmv-m.json")]
+    elif command == "report":
+        monkeypatch.setattr("seer.train.TwoStageSelector.evaluate", refuse)
+        argv = ["report", str(table), "--out", str(tmp_path / "there/new/deeper")]
+    else:
+        monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+        monkeypatch.setattr("seer.datasets.cases.spmv_cases", lambda *args, **kwargs: ["a case"])
+        monkeypatch.setattr("seer.profiling.profile", refuse)
+        argv = ["profile", "spmv", "--synthetic", "small", "--out", str(tmp_path / "there/new/deeper/x.csv")]
+    assert main(argv) == 2
+    assert "error" in capsys.readouterr().err
+    assert (tmp_path / "there").is_dir() and not (tmp_path / "there/new").exists()
+
+
 def test_train_refuses_a_folder_as_its_table(tmp_path, capsys):
     assert main(["train", str(tmp_path)]) == 2
     assert "is a folder; give the profile table" in capsys.readouterr().err
