@@ -8,6 +8,7 @@ agrees with :meth:`seer.tree.Tree.predict` everywhere.
 """
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -71,9 +72,10 @@ def to_markdown(model: SelectorModel, source: str | Path | None = None, level: i
 def to_python(model: SelectorModel, source: str | Path | None = None) -> str:
     """A standalone module: ``choose_stage1_calls_<c>(f)`` per stage-1 tree and
     ``choose_stage2_calls_<c>(f)`` per stage-2 tree (each named after the first call count it
-    serves), ``STAGE1`` / ``STAGE2``: every call count -> its function (no stage-2 functions and
-    no ``STAGE2`` for a model without stage 2), and ``choose``: the model's choice for an input and
-    a call count, as :meth:`seer.model.SelectorModel.choose` makes it."""
+    serves; a tree deeper than ``MAX_NESTED_SPLITS`` goes on in ``_choose_..._node_<n>(f)``),
+    ``STAGE1`` / ``STAGE2``: every call count -> its function (no stage-2 functions and no
+    ``STAGE2`` for a model without stage 2), and ``choose``: the model's choice for an input and a
+    call count, as :meth:`seer.model.SelectorModel.choose` makes it."""
     info = model.feature_info()
     # A newline in a recorded command or path must not end a comment line and leave code.
     lines = [f"# {part}" for line in header_lines(model, source) for part in line.splitlines() or [""]]
@@ -196,14 +198,19 @@ def _leaf_text(tree: Tree, node: int) -> tuple[str, str]:
     return choice, f"{inputs}, mean regret {tree.mean_regret[node]:.1%}"
 
 
-def _walk(tree: Tree, info: dict[str, Feature], ascii_only: bool, visit: Callable, node: int = 0, depth: int = 0) -> None:
-    """Call ``visit(depth, condition, node)`` for each branch, depth first, left before right."""
-    if tree.is_leaf(node):
-        return
-    feature = info[tree.features[tree.feature[node]]]
-    for child, goes_left in ((tree.left[node], True), (tree.right[node], False)):
-        visit(depth, condition_text(feature, tree.threshold[node], goes_left, ascii_only), child)
-        _walk(tree, info, ascii_only, visit, child, depth + 1)
+def _branches(tree: Tree, info: dict[str, Feature], ascii_only: bool) -> Iterator[tuple[int, str, int]]:
+    """(depth, condition, child) for each branch, depth first, left before right. An explicit stack
+    rather than recursion: a tree may be deeper than Python's recursion limit."""
+    def both_branches(depth: int, node: int) -> list[tuple[int, int, bool]]:
+        return [] if tree.is_leaf(node) else [(depth, node, False), (depth, node, True)]  # the left pops first
+
+    stack = both_branches(0, 0)
+    while stack:
+        depth, node, goes_left = stack.pop()
+        child = tree.left[node] if goes_left else tree.right[node]
+        feature = info[tree.features[tree.feature[node]]]
+        yield depth, condition_text(feature, tree.threshold[node], goes_left, ascii_only), child
+        stack += both_branches(depth + 1, child)
 
 
 @dataclass(frozen=True)
@@ -226,16 +233,13 @@ def _tree_lines(tree: Tree, info: dict[str, Feature], style: _Style) -> list[str
         choice, detail = _leaf_text(tree, 0)
         return [style.leaf.format(pad=style.indent * style.first_depth, condition="always", choice=choice, detail=detail)]
     lines: list[str] = []
-
-    def visit(depth: int, condition: str, child: int) -> None:
+    for depth, condition, child in _branches(tree, info, style.ascii_only):
         pad = style.indent * (depth + style.first_depth)
         if tree.is_leaf(child):
             choice, detail = _leaf_text(tree, child)
             lines.append(style.leaf.format(pad=pad, condition=condition, choice=choice, detail=detail))
         else:
             lines.append(style.branch.format(pad=pad, condition=condition))
-
-    _walk(tree, info, style.ascii_only, visit)
     return lines
 
 
@@ -244,30 +248,64 @@ def _python_stage(stage: int, trees: dict[int, Tree], info: dict[str, Feature]) 
     lines, served = [], {}
     for counts, tree in _grouped_trees(trees):
         name = f"choose_stage{stage}_calls_{counts[0]}"
-        lines += ["", ""] + _python_function(name, tree, info)
+        for function in _python_functions(name, tree, info):
+            lines += ["", ""] + function
         served.update({calls: name for calls in counts})
     table = ", ".join(f"{calls}: {name}" for calls, name in served.items())
     return lines + ["", "", f"STAGE{stage} = {{{table}}}"]
 
 
-def _python_function(name: str, tree: Tree, info: dict[str, Feature]) -> list[str]:
-    lines = [f"def {name}(f: dict) -> str:"]
+# The most if blocks nested in one generated function. Python refuses more than 100 levels of
+# indentation, so a tree written as one function of nested if/else cannot compile from 99 splits
+# deep: a split this far down starts a function of its own, which the one above calls. The shipped
+# trees (7 deep at most) stay one function each. Choosing takes one more call per this many levels,
+# within Python's recursion limit for trees up to about 30,000 deep.
+MAX_NESTED_SPLITS = 32
 
-    def emit(node: int, depth: int) -> None:
-        pad = "    " * depth
+
+def _python_functions(name: str, tree: Tree, info: dict[str, Feature]) -> list[list[str]]:
+    """The lines of each function choosing by ``tree``: ``name``, then one per subtree that starts
+    ``MAX_NESTED_SPLITS`` splits below the top of a function (named after ``name`` and its first node)."""
+    functions = []
+    pending = deque([(name, 0)])  # (a function to write, the node it starts at)
+
+    def split_off(node: int) -> str:
+        function = f"_{name}_node_{node}"
+        pending.append((function, node))
+        return function
+
+    while pending:
+        function, start = pending.popleft()
+        lines = [f"def {function}(f: dict) -> str:"]
+        if start:
+            lines.append(f'    """{name} from node {start} down, split off because Python limits how deep blocks nest."""')
+        functions.append(lines + _python_body(tree, info, start, split_off))
+    return functions
+
+
+def _python_body(tree: Tree, info: dict[str, Feature], start: int, split_off: Callable[[int], str]) -> list[str]:
+    """Nested if/else choosing from node ``start`` down; where that would nest deeper than
+    ``MAX_NESTED_SPLITS``, a call of the function ``split_off(node)`` names to go on from ``node``."""
+    lines: list[str] = []
+
+    def emit(node: int, nesting: int) -> None:
+        pad = "    " * (nesting + 1)
         if tree.is_leaf(node):
             _, detail = _leaf_text(tree, node)
             lines.append(f"{pad}return {tree.labels[tree.label[node]]!r}  # {_one_line(detail)}")
+            return
+        if nesting == MAX_NESTED_SPLITS:
+            lines.append(f"{pad}return {split_off(node)}(f)")
             return
         feature_name = tree.features[tree.feature[node]]
         threshold = tree.threshold[node]
         readable = condition_text(info[feature_name], threshold, True)
         lines.append(f"{pad}if _number(f, {feature_name!r}) <= {threshold!r}:  # {_one_line(readable)}")
-        emit(tree.left[node], depth + 1)
+        emit(tree.left[node], nesting + 1)
         lines.append(f"{pad}else:")
-        emit(tree.right[node], depth + 1)
+        emit(tree.right[node], nesting + 1)
 
-    emit(0, 1)
+    emit(start, 0)  # recursion no deeper than MAX_NESTED_SPLITS
     return lines
 
 

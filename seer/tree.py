@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -155,26 +155,23 @@ class Tree:
         reached = estimator.decision_path(X).tocsc()  # read once: the labels, then each node's values
         best, n_samples, mean_regret = _choices(reached, costs)
         uniform = _uniform_labels(raw.children_left, raw.children_right, best)
-        nodes: list[tuple] = []
 
-        def add(node: int) -> int:
-            index = len(nodes)
-            nodes.append(())
+        def children(node: int) -> tuple[int, ...]:
+            return () if uniform[node] >= 0 else (int(raw.children_left[node]), int(raw.children_right[node]))
+
+        order = _preorder(0, children)
+        index = {node: i for i, node in enumerate(order)}
+        nodes = []
+        for node in order:
+            counted = (int(n_samples[node]), float(mean_regret[node]))
             if uniform[node] >= 0:
-                nodes[index] = (-1, None, -1, -1, int(uniform[node]), int(n_samples[node]), float(mean_regret[node]))
-                return index
-            left = add(int(raw.children_left[node]))
-            right = add(int(raw.children_right[node]))
+                nodes.append((-1, None, -1, -1, int(uniform[node]), *counted))
+                continue
+            left, right = children(node)
             values = X[reached[:, node].nonzero()[0], raw.feature[node]]
             threshold = float(raw.threshold[node])
-            nodes[index] = (
-                int(raw.feature[node]), readable_split(values, _sklearn_left(values, threshold), threshold),
-                left, right, -1,
-                int(n_samples[node]), float(mean_regret[node]),
-            )
-            return index
-
-        add(0)
+            nodes.append((int(raw.feature[node]), readable_split(values, _sklearn_left(values, threshold), threshold),
+                          index[left], index[right], -1, *counted))
         return cls(features, labels, *zip(*nodes))
 
     def gated(self, feature: str, threshold: float, label: str, X: np.ndarray, costs: np.ndarray) -> Tree:
@@ -199,26 +196,32 @@ class Tree:
         """This tree for inputs whose ``feature`` is at most ``bound``: a split on it at ``bound`` or
         above sends them all left, so its left subtree takes its place, and a split left with one
         label on both sides becomes a leaf of it. Statistics are left for the caller to recount."""
-        nodes: list[tuple] = []
-
-        def add(node: int) -> int:
+        def kept(node: int) -> int:
+            """The node that takes ``node``'s place: the first below it that is no such split."""
             while self.left[node] >= 0 and self.feature[node] == feature and self.threshold[node] >= bound:
                 node = self.left[node]
-            index = len(nodes)
-            nodes.append(())
-            if self.left[node] < 0:
-                nodes[index] = (-1, None, -1, -1, self.label[node], 0, 0.0)
-                return index
-            left, right = add(self.left[node]), add(self.right[node])
-            label = nodes[left][4]
-            if nodes[left][0] == nodes[right][0] == -1 and label == nodes[right][4]:
-                del nodes[index + 1:]  # the two leaves just added
-                nodes[index] = (-1, None, -1, -1, label, 0, 0.0)
-            else:
-                nodes[index] = (self.feature[node], self.threshold[node], left, right, -1, 0, 0.0)
-            return index
+            return node
 
-        add(0)
+        def kept_children(node: int) -> tuple[int, ...]:
+            return () if self.is_leaf(node) else (kept(self.left[node]), kept(self.right[node]))
+
+        # The one label a kept subtree comes down to, or -1 where a split in it still parts two labels.
+        single = {}
+        for node in reversed(_preorder(kept(0), kept_children)):  # children first
+            if self.is_leaf(node):
+                single[node] = self.label[node]
+            else:
+                left, right = (single[child] for child in kept_children(node))
+                single[node] = left if left == right else -1
+        order = _preorder(kept(0), lambda node: () if single[node] >= 0 else kept_children(node))
+        index = {node: i for i, node in enumerate(order)}
+        nodes = []
+        for node in order:
+            if single[node] >= 0:
+                nodes.append((-1, None, -1, -1, single[node], 0, 0.0))
+            else:
+                left, right = kept_children(node)
+                nodes.append((self.feature[node], self.threshold[node], index[left], index[right], -1, 0, 0.0))
         return Tree(self.features, self.labels, *zip(*nodes))
 
     def _recounted(self, X: np.ndarray, costs: np.ndarray) -> Tree:
@@ -369,17 +372,25 @@ def readable_bound(low: float, high: float) -> float:
 def _uniform_labels(left: np.ndarray, right: np.ndarray, best: np.ndarray) -> np.ndarray:
     """Per node: its label if every leaf below it chooses that same label, else -1."""
     uniform = np.full(len(left), -1)
-
-    def visit(node: int) -> int:
+    for node in reversed(_preorder(0, lambda node: () if left[node] < 0 else (int(left[node]), int(right[node])))):
         if left[node] < 0:
             uniform[node] = best[node]
-        else:
-            a, b = visit(left[node]), visit(right[node])
+        else:  # its children come after it in the order: done already
+            a, b = uniform[left[node]], uniform[right[node]]
             uniform[node] = a if a == b and a >= 0 else -1
-        return uniform[node]
-
-    visit(0)
     return uniform
+
+
+def _preorder(root: int, children: Callable[[int], tuple[int, ...]]) -> list[int]:
+    """The nodes from ``root`` down in the order a Tree stores them: each before its children, a
+    left subtree before the right; ``children(node)`` is (left, right), or () where to go no further.
+    An explicit stack rather than recursion: a tree may be deeper than Python's recursion limit."""
+    order, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(reversed(children(node)))
+    return order
 
 
 def _number(value: Any, what: str, none_ok: bool = False) -> float:

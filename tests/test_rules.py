@@ -5,6 +5,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.tree import DecisionTreeClassifier
 from synthetic_profiles import planted_frame, planted_meta, toy_op, write_planted  # noqa: F401 (toy_op is a fixture)
 
 from seer import rules
@@ -324,3 +325,60 @@ def test_the_rules_header_names_the_model_s_checksum_scope_and_versions(trained,
     text = rules.to_text(scoped)
     assert "profiled in: float32 (the trees do not read the dtype)" in text and "world sizes profiled: 2, 4" in text
     assert "profiled with: torch 2.11.0, triton 3.6.0" in text
+
+
+def grown_chain(depth, labels):
+    """A tree ``depth`` splits deep, grown as training grows one (scikit-learn, then
+    Tree.from_sklearn), with its rows and costs: on nnz = 0, 1, ..., depth, whose best labels
+    take turns, each split parts the smallest value from the rest, so nnz <= k chooses
+    labels[k % 2] and larger values go on down; the last leaf, nnz > depth - 1, labels[depth % 2]."""
+    nnz = np.arange(depth + 1.0)[:, None]
+    best = np.arange(depth + 1) % 2
+    costs = np.where(np.arange(len(labels)) == best[:, None], 1.0, 2.0)
+    estimator = DecisionTreeClassifier(random_state=0).fit(nnz, best)
+    return Tree.from_sklearn(estimator, ("nnz",), labels, nnz, costs), nnz, costs
+
+
+def deep_model(depth):
+    """A two-stage model of chains ``depth`` splits deep: stage 1 gathers above them all (nnz > depth,
+    gated as training gates it), stage 2 chooses at each step the label stage 1 does not."""
+    chain, nnz, costs = grown_chain(depth, ("a", "b", GATHER))
+    stage2, _, _ = grown_chain(depth, ("b", "a"))
+    return SelectorModel("mystery", ("a", "b"), ("nnz",), ("row_cv",),
+                         {1: chain.gated("nnz", float(depth), GATHER, nnz, costs)}, {1: stage2})
+
+
+@pytest.mark.parametrize("depth", [150, 1500])
+def test_the_generated_module_of_a_very_deep_tree_chooses_as_the_model_does(depth):
+    """One function of nested if/else per tree did not compile from 99 splits deep (too many levels
+    of indentation), and a tree 1,500 deep, past Python's recursion limit, could be neither
+    converted from scikit-learn, gated nor exported (found by a review). Each generated function now
+    nests at most MAX_NESTED_SPLITS splits, and the module chooses as the model does at every leaf."""
+    model = deep_model(depth)
+    source = rules.to_python(model)
+    namespace = {}
+    exec(compile(source, "generated_rules.py", "exec"), namespace)
+    assert max(len(line) - len(line.lstrip(" ")) for line in source.splitlines()) <= 4 * (rules.MAX_NESTED_SPLITS + 1)
+    choose, measured = namespace["choose"], {"row_cv": 1.0}
+    gathered = 0
+    for nnz in (-1.0, *np.arange(0.0, depth + 2, 0.5).tolist()):  # each side of every bound, and the gate's
+        expected = model.choose({"nnz": nnz}, lambda: measured)
+        assert choose({"nnz": nnz}, lambda: measured) == expected.variant, nnz
+        assert choose({"nnz": nnz}, free=measured) == model.choose({"nnz": nnz}, dict, free=measured).variant, nnz
+        gathered += expected.gathered
+    assert gathered == 3  # depth + 0.5, + 1 and + 1.5 pass the gate
+    # the planted choices, the deepest leaves of both stages included
+    assert [choose({"nnz": float(k)}) for k in range(depth + 1)] == ["ab"[k % 2] for k in range(depth + 1)]
+    assert choose({"nnz": depth + 1.0}, lambda: measured) == "ba"[depth % 2]
+
+
+def test_the_rules_of_a_tree_deeper_than_the_recursion_limit_print():
+    """Text and Markdown listed a tree by recursion: 1,500 splits deep, a RecursionError."""
+    depth = 1500
+    model = deep_model(depth)
+    text, markdown = rules.to_text(model), rules.to_markdown(model)
+    leaves = (depth + 2) + (depth + 1)  # stage 1's chain and its gate, stage 2's chain
+    assert text.count(" -> ") == markdown.count(" → ") == leaves
+    # stage 1's deepest leaf, one level below its gate and a level per split above it
+    assert f"\n{'    ' * (depth + 1)}nnz > {depth - 1:,} -> {'ab'[depth % 2]}  (1 training input" in text
+    assert f"\n{'  ' * depth}- nnz > {depth - 1:,} → **{'ab'[depth % 2]}** (1 training input" in markdown
