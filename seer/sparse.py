@@ -193,9 +193,17 @@ def as_csr(matrix, *, check: bool = True) -> CsrMatrix:
 
     A strided array is replaced by a contiguous copy, which the matrix holds: later writes into
     the original are not seen (pass contiguous arrays to share their memory).
+
+    A :class:`CsrMatrix` comes back as it is, validated first where ``check`` asks for it and it
+    is not known valid: made with ``check=False``, or its index arrays written in place since.
     """
     if isinstance(matrix, CsrMatrix):
-        return matrix if matrix.checked is not None else _examined(matrix, check)  # None: made by hand
+        if matrix.checked is None:  # made by hand
+            return _examined(matrix, check)
+        if check and validated_rows(matrix) is None:
+            check_metadata(matrix)
+            check_structure(matrix)
+        return matrix
     return _examined(CsrMatrix(*_unpack(matrix)), check)
 
 

@@ -107,6 +107,21 @@ def test_a_checked_matrix_written_in_place_is_validated_again():
     assert not unchecked.checked
 
 
+@pytest.mark.parametrize("made", ["unchecked", "written_since"])
+def test_as_csr_validates_a_matrix_not_known_valid(made):
+    """as_csr(A) returned a CsrMatrix made with check=False, or one whose indices were written since
+    its check, without validating it: a user checking their matrix was told nothing, and dispatch
+    (which trusts a matrix made unchecked) read x past its end."""
+    m = _matrix()
+    A = as_csr(_parts(m), check=made == "written_since")
+    A.indices[0] = 1000
+    with pytest.raises(InputError, match=r"column indices must lie in \[0, 30\)"):
+        as_csr(A)
+    assert as_csr(A, check=False) is A  # trusted where asked to be
+    A.indices[0] = int(m.indices[0])
+    assert as_csr(A) is A and A.checked is True
+
+
 def test_a_matrix_cannot_have_its_arrays_replaced():
     """Plans made from a CsrMatrix's arrays would go stale unseen: the fields are read-only."""
     checked = as_csr(_parts(_matrix()))
