@@ -817,6 +817,8 @@ def model_files(op: str) -> list[Path]:
             what = "is a file (pass one model file with model=)" if folder.is_file() else "does not exist"
             _warn_once(f"SEER_MODELS lists {folder}, which {what}: it names folders of models, separated by "
                        f"{os.pathsep!r}; ignored")
+        elif not os.access(folder, os.R_OK | os.X_OK):  # glob would find nothing there, in silence
+            _warn_once(f"SEER_MODELS lists {folder}, which this process may not list (its permissions); ignored")
     folders.append(SHIPPED_MODELS)
     found = {}  # resolved -> as found: a folder listed twice (or the shipped one in $SEER_MODELS) counts once
     for path in (path for folder in folders if folder.is_dir() for path in sorted(folder.glob(f"{op}-*.json"))):

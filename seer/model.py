@@ -289,6 +289,8 @@ class SelectorModel:
             raise ModelError(f"model file {path} does not exist")
         try:
             document = json.loads(path.read_text())
+        except OSError as error:  # no permission, or a read failing: dispatch then skips the file, warning
+            raise ModelError(f"cannot read model file {path}: {error.strerror or error}") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise ModelError(f"model file {path} is not JSON: {error}") from None
         except RecursionError:
