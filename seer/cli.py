@@ -333,6 +333,10 @@ def _gemm_inputs(args, device: str) -> tuple:
         raise SeerError(f"a GEMM is given by its shape MxNxK, three whole numbers of 1 or more (e.g. "
                         f"16x4096x14336), got {args.input!r}")
     m, n, k = sizes
+    too_large = [name for name, count in (("A (MxK)", m * k), ("B (KxN)", k * n), ("C (MxN)", m * n)) if count >= 2**63]
+    if too_large:  # torch counts a tensor's elements in int64
+        raise SeerError(f"GEMM {args.input.strip()}: {', '.join(too_large)} would hold 2**63 elements or more, "
+                        "past what a tensor can hold")
     one = torch.ones((), dtype=getattr(torch, args.dtype or "bfloat16"), device=device)
     return one.expand(m, k), one.expand(k, n)
 

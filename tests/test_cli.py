@@ -101,6 +101,9 @@ def test_explain_a_gemm_shape_off_a_gpu(capsys, monkeypatch):
     (["m.mtx", "--dtype", "float16"], "--dtype sets GEMM's operands; spmv is explained in float32"),
     (["16 x 4096 x 14336", "--op", "gemm"], "three whole numbers"),
     (["99999999999999999999x1x1", "--op", "gemm"], "three whole numbers"),
+    # Each size fits, a product does not: torch's raw RuntimeError before (found by a review).
+    (["4000000000x1x4000000000", "--op", "gemm"], r"A \(MxK\) would hold 2\*\*63 elements or more"),
+    (["4000000000x4000000000x1", "--op", "gemm"], r"C \(MxN\) would hold"),
     (["16x4096x14336"], "'16x4096x14336' reads as a GEMM's shape: pass --op gemm"),
 ])
 def test_explain_refuses_what_it_cannot_build(argv, message, capsys):
