@@ -129,31 +129,53 @@ def _tree_to_draw(model: SelectorModel) -> tuple[str, Tree]:
     return f"{model.op}: stage 1, {_calls_label(calls)}", model.stage1[calls]
 
 
+# Levels a tree figure draws; a split further down is drawn as one box standing for its subtree.
+# Deeper figures are unreadable (the rules list every split) and grow without bound; trees seer
+# trains from its tables are shallower.
+MAX_DRAWN_DEPTH = 8
+
+
 def _layout(tree: Tree) -> tuple[dict[int, float], dict[int, int]]:
-    """x (leaves 0, 1, 2, ... left to right; parents centred) and depth of each node."""
-    x: dict[int, float] = {}
-    depth = {0: 0}
-    next_leaf = 0
-
-    def place(node: int) -> None:
-        nonlocal next_leaf
-        if tree.is_leaf(node):
-            x[node] = next_leaf
-            next_leaf += 1
-            return
-        for child in (tree.left[node], tree.right[node]):
-            depth[child] = depth[node] + 1
-            place(child)
-        x[node] = (x[tree.left[node]] + x[tree.right[node]]) / 2
-
-    place(0)
+    """x and depth of each drawn node: leaves and folded subtrees at 0, 1, 2, ... left to right,
+    parents centred above their children. An explicit stack: a tree may be deeper than Python's
+    recursion limit."""
+    depth, drawn, stack = {0: 0}, [], [0]
+    while stack:
+        node = stack.pop()
+        drawn.append(node)
+        if not _drawn_as_box(tree, node, depth[node]):
+            for child in (tree.right[node], tree.left[node]):  # the left pops first
+                depth[child] = depth[node] + 1
+                stack.append(child)
+    boxes = [node for node in drawn if _drawn_as_box(tree, node, depth[node])]  # left to right
+    x: dict[int, float] = {node: i for i, node in enumerate(boxes)}
+    for node in reversed(drawn):  # children before parents
+        if node not in x:
+            x[node] = (x[tree.left[node]] + x[tree.right[node]]) / 2
     return x, depth
+
+
+def _drawn_as_box(tree: Tree, node: int, depth: int) -> bool:
+    """A leaf, or a split at the deepest drawn level, which stands for its subtree."""
+    return tree.is_leaf(node) or depth == MAX_DRAWN_DEPTH
+
+
+def _leaves_below(tree: Tree, node: int) -> int:
+    count, stack = 0, [node]
+    while stack:
+        node = stack.pop()
+        if tree.is_leaf(node):
+            count += 1
+        else:
+            stack += [tree.left[node], tree.right[node]]
+    return count
 
 
 def _tree_figure(tree: Tree, model: SelectorModel, title: str) -> Figure:
     x, depth = _layout(tree)
-    leaves = sum(tree.is_leaf(n) for n in x)
-    figure = Figure(figsize=(min(2.2 * leaves + 1, 60), 1.4 * (tree.depth + 1) + 0.8))
+    boxes = sum(_drawn_as_box(tree, n, depth[n]) for n in x)
+    levels = max(depth.values())
+    figure = Figure(figsize=(min(2.2 * boxes + 1, 60), 1.4 * (levels + 1) + 0.8))
     ax = figure.add_subplot()
     colours = _colours(tree.labels)
     info = model.feature_info()
@@ -162,6 +184,9 @@ def _tree_figure(tree: Tree, model: SelectorModel, title: str) -> Figure:
             name = tree.labels[tree.label[node]]
             text = f"{name}\n{tree.n_samples[node]:,} inputs\nregret {tree.mean_regret[node]:.1%}"
             colour = colours[name]
+        elif depth[node] == MAX_DRAWN_DEPTH:
+            text = f"{_leaves_below(tree, node):,} leaves below\n(in the rules)"
+            colour = "whitesmoke"
         else:
             feature = info[tree.features[tree.feature[node]]]
             text = condition_text(feature, tree.threshold[node], True) + "?"
@@ -171,8 +196,8 @@ def _tree_figure(tree: Tree, model: SelectorModel, title: str) -> Figure:
                 ax.text((x[node] + x[child]) / 2, -(depth[node] + depth[child]) / 2, answer, fontsize=7, color="grey", ha="center")
         ax.text(x[node], -depth[node], text, ha="center", va="center", fontsize=8, zorder=2,
                 bbox={"boxstyle": "round", "facecolor": colour, "edgecolor": "black"})
-    ax.set_xlim(-0.7, leaves - 0.3)
-    ax.set_ylim(-tree.depth - 0.6, 0.6)
+    ax.set_xlim(-0.7, boxes - 0.3)
+    ax.set_ylim(-levels - 0.6, 0.6)
     ax.set_axis_off()
     ax.set_title(title)
     return figure

@@ -16,10 +16,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.tree import DecisionTreeClassifier
 
 from seer import registry
 from seer.features_base import Feature
+from seer.model import GATHER, SelectorModel
 from seer.table import write_table
+from seer.tree import Tree
 
 OP = "toy"
 KNOWN = (
@@ -102,3 +105,24 @@ def planted_meta() -> dict:
 def write_planted(path, **kwargs):
     """Write a planted table and its metadata; returns the CSV path."""
     return write_table(planted_frame(**kwargs), path, planted_meta())
+
+
+def grown_chain(depth, labels):
+    """A tree ``depth`` splits deep, grown as training grows one (scikit-learn, then
+    Tree.from_sklearn), with its rows and costs: on nnz = 0, 1, ..., depth, whose best labels
+    take turns, each split parts the smallest value from the rest, so nnz <= k chooses
+    labels[k % 2] and larger values go on down; the last leaf, nnz > depth - 1, labels[depth % 2]."""
+    nnz = np.arange(depth + 1.0)[:, None]
+    best = np.arange(depth + 1) % 2
+    costs = np.where(np.arange(len(labels)) == best[:, None], 1.0, 2.0)
+    estimator = DecisionTreeClassifier(random_state=0).fit(nnz, best)
+    return Tree.from_sklearn(estimator, ("nnz",), labels, nnz, costs), nnz, costs
+
+
+def deep_model(depth):
+    """A two-stage model of chains ``depth`` splits deep: stage 1 gathers above them all (nnz > depth,
+    gated as training gates it), stage 2 chooses at each step the label stage 1 does not."""
+    chain, nnz, costs = grown_chain(depth, ("a", "b", GATHER))
+    stage2, _, _ = grown_chain(depth, ("b", "a"))
+    return SelectorModel("mystery", ("a", "b"), ("nnz",), ("row_cv",),
+                         {1: chain.gated("nnz", float(depth), GATHER, nnz, costs)}, {1: stage2})

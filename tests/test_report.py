@@ -3,9 +3,9 @@ from dataclasses import replace
 
 import matplotlib.image
 import pytest
-from synthetic_profiles import planted_frame, planted_meta, toy_op  # noqa: F401 (toy_op is a fixture)
+from synthetic_profiles import deep_model, planted_frame, planted_meta, toy_op  # noqa: F401 (toy_op is a fixture)
 
-from seer.report import _tree_to_draw, write_report
+from seer.report import MAX_DRAWN_DEPTH, _layout, _save, _tree_figure, _tree_to_draw, write_report
 from seer.table import ProfileTable
 from seer.train import TwoStageSelector
 from seer.tree import Tree
@@ -54,6 +54,32 @@ def test_report_without_stage2_draws_stage1(tmp_path):
     check_pngs(paths[1:])
     markdown = paths[0].read_text()
     assert "Stage 2" not in markdown and "**all** (27 inputs)" in markdown
+
+
+def test_a_tree_deeper_than_the_figure_draws_folds_its_deep_subtrees(tmp_path):
+    """A valid model 1,200 splits deep made `seer report --model` raise a RecursionError after its
+    minutes of scoring, and would have asked for a figure ~168,000 pixels tall (found by a review):
+    the figure draws MAX_DRAWN_DEPTH levels, a split there standing for its subtree."""
+    tree = deep_model(1200).stage2[1]
+    x, depth = _layout(tree)
+    assert max(depth.values()) == MAX_DRAWN_DEPTH and len(x) == 2 * MAX_DRAWN_DEPTH + 1
+    boxes = sorted(x[n] for n in x if tree.is_leaf(n) or depth[n] == MAX_DRAWN_DEPTH)
+    assert boxes == list(range(MAX_DRAWN_DEPTH + 1))  # a chain: a leaf per level, then the folded rest
+    figure = _tree_figure(tree, deep_model(1200), "deep")
+    assert "1,193 leaves below\n(in the rules)" in [text.get_text() for text in figure.axes[0].texts]
+    path = _save(figure, tmp_path / "tree.png")
+    check_pngs([path])
+    assert matplotlib.image.imread(path).shape[0] < 2000
+
+
+def test_a_tree_within_the_drawn_depth_is_drawn_whole():
+    model, _ = train(planted_frame(groups=20, per_group=4))
+    tree = model.stage2[min(model.stage2)]
+    x, depth = _layout(tree)
+    assert tree.depth <= MAX_DRAWN_DEPTH and sorted(x) == list(range(len(tree.feature)))
+    leaves = sorted((x[n], n) for n in x if tree.is_leaf(n))
+    assert [position for position, _ in leaves] == list(range(len(leaves)))
+    assert [n for _, n in leaves] == sorted(n for _, n in leaves)  # left to right: a Tree stores them in order
 
 
 def test_the_drawn_stage2_tree_is_the_one_for_the_fewest_calls():

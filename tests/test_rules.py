@@ -5,8 +5,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.tree import DecisionTreeClassifier
-from synthetic_profiles import planted_frame, planted_meta, toy_op, write_planted  # noqa: F401 (toy_op is a fixture)
+from synthetic_profiles import deep_model, planted_frame, planted_meta, toy_op, write_planted  # noqa: F401 (toy_op is a fixture)
 
 from seer import rules
 from seer.model import GATHER, SelectorModel
@@ -325,27 +324,6 @@ def test_the_rules_header_names_the_model_s_checksum_scope_and_versions(trained,
     text = rules.to_text(scoped)
     assert "profiled in: float32 (the trees do not read the dtype)" in text and "world sizes profiled: 2, 4" in text
     assert "profiled with: torch 2.11.0, triton 3.6.0" in text
-
-
-def grown_chain(depth, labels):
-    """A tree ``depth`` splits deep, grown as training grows one (scikit-learn, then
-    Tree.from_sklearn), with its rows and costs: on nnz = 0, 1, ..., depth, whose best labels
-    take turns, each split parts the smallest value from the rest, so nnz <= k chooses
-    labels[k % 2] and larger values go on down; the last leaf, nnz > depth - 1, labels[depth % 2]."""
-    nnz = np.arange(depth + 1.0)[:, None]
-    best = np.arange(depth + 1) % 2
-    costs = np.where(np.arange(len(labels)) == best[:, None], 1.0, 2.0)
-    estimator = DecisionTreeClassifier(random_state=0).fit(nnz, best)
-    return Tree.from_sklearn(estimator, ("nnz",), labels, nnz, costs), nnz, costs
-
-
-def deep_model(depth):
-    """A two-stage model of chains ``depth`` splits deep: stage 1 gathers above them all (nnz > depth,
-    gated as training gates it), stage 2 chooses at each step the label stage 1 does not."""
-    chain, nnz, costs = grown_chain(depth, ("a", "b", GATHER))
-    stage2, _, _ = grown_chain(depth, ("b", "a"))
-    return SelectorModel("mystery", ("a", "b"), ("nnz",), ("row_cv",),
-                         {1: chain.gated("nnz", float(depth), GATHER, nnz, costs)}, {1: stage2})
 
 
 @pytest.mark.parametrize("depth", [150, 1500])
