@@ -312,11 +312,26 @@ def _output(problem: GemmProblem, out: torch.Tensor | None, a: torch.Tensor, b: 
 
 
 def _check_dense(out) -> None:
-    """Refuse an ``out`` that is not a dense tensor, before its pointer or strides are read."""
+    """Refuse an ``out`` that is not a dense 2-D tensor in memory, before its pointer or strides are read."""
     if not isinstance(out, torch.Tensor):
         raise InputError(f"out must be a torch.Tensor, got {type(out).__name__}")
-    if out.layout != torch.strided:
-        raise InputError(f"out must be a dense tensor, got layout {out.layout}")
+    if out.layout != torch.strided or out.is_nested:
+        raise InputError(f"out must be a dense tensor, got a {'nested' if out.is_nested else out.layout} one")
+    if out.dim() != 2:
+        raise InputError(f"out must be a 2-D tensor, got shape {tuple(out.shape)}")
+
+
+# A tensor inside torch.vmap (or another functorch transform) has no memory of its own, so no
+# address for a kernel; torch's own error ("Cannot access data pointer ...") names no cause.
+_NO_MEMORY = ("gemm: an operand or out has no memory of its own (a tensor inside torch.vmap or another "
+              "functorch transform); call seer outside the transform, or torch.matmul inside it")
+
+
+def _address(t: torch.Tensor) -> int:
+    try:
+        return t.data_ptr()
+    except RuntimeError:
+        raise InputError(_NO_MEMORY) from None
 
 
 def _check_apart(problem: GemmProblem, c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
@@ -325,12 +340,12 @@ def _check_apart(problem: GemmProblem, c: torch.Tensor, a: torch.Tensor, b: torc
     Written out for two dimensions, at a third of the host time of a loop over any tensor's (every
     call given an out pays it); every caller has checked the operands' shapes against the problem."""
     size = problem.dtype.itemsize
-    low = c.data_ptr()
+    low = _address(c)
     high = low + problem.M * problem.N * size
     for name, operand in (("a", a), ("b", b)):
         (rows, cols), (row_stride, col_stride) = operand.shape, operand.stride()
         if rows and cols:
-            start = operand.data_ptr()
+            start = _address(operand)
             if start < high and low < start + ((rows - 1) * row_stride + (cols - 1) * col_stride + 1) * size:
                 raise overlap_error(name)
 
@@ -362,7 +377,10 @@ def _launches(cache: LaunchCache, config: GemmConfig | None, problem: GemmProble
 def _pointers(*tensors: torch.Tensor) -> tuple[tuple, tuple]:
     """``(alignment key, addresses)`` of a launch's tensors: whether each is 16-byte aligned, which
     Triton specialises on, and where each is."""
-    addresses = tuple([t.data_ptr() for t in tensors])
+    try:
+        addresses = tuple([t.data_ptr() for t in tensors])
+    except RuntimeError:
+        raise InputError(_NO_MEMORY) from None
     return tuple([at % 16 == 0 for at in addresses]), addresses
 
 
@@ -514,7 +532,7 @@ def _run_tma(config: GemmConfig, fallback: GemmConfig, problem: GemmProblem, a, 
         _check_dense(out)  # its pointer and stride are read below, before _output checks the rest
     # C's base and rows too (``out``'s; a new C is aligned): its descriptor stores there, and a
     # misaligned one faults the CUDA context. One row is contiguous whatever its stride says.
-    aligned = all(t.data_ptr() % 16 == 0 for t in (a, b) + (() if out is None else (out,))) and (
+    aligned = all(_address(t) % 16 == 0 for t in (a, b) + (() if out is None else (out,))) and (
         out is None or (out.stride(0) * out.element_size()) % 16 == 0)
     if not (tma_usable(problem) and aligned):
         warn_once(_tma_fallbacks_told, f"{config.name}: TMA needs a Hopper GPU and row-major 16-byte aligned "

@@ -558,14 +558,36 @@ def test_greedy_cover_treats_nan_as_unmeasured():
 
 @pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
 @pytest.mark.parametrize("name", [None, "tile_64x64x64_w4s4g8", "tma_16x128x128_w4s4g1", "torch_matmul"])
-@pytest.mark.parametrize("out, message", [([0.0] * 128, "out must be a torch.Tensor, got list"),
-                                          (torch.zeros(8, 16).to_sparse_csr(), "out must be a dense tensor")])
+@pytest.mark.parametrize("out, message", [
+    ([0.0] * 128, "out must be a torch.Tensor, got list"),
+    (torch.zeros(8, 16).to_sparse_csr(), "out must be a dense tensor"),
+    # A strided nested tensor and a 0-d one: torch's internal error, an IndexError from TMA's stride (a review)
+    (torch.nested.nested_tensor([torch.ones(8, 16, dtype=torch.float16)]), "out must be a dense tensor, got a nested one"),
+    (torch.tensor(1.0, dtype=torch.float16), r"out must be a 2-D tensor, got shape \(\)"),
+])
 def test_an_out_that_is_no_dense_tensor_is_refused(out, message, name):
     """Every kind of variant, TMA's too: it reads out's pointer and stride before checking the rest
     (an AttributeError on a list, found by an audit)."""
     a, b = operands(8, 16, 32, torch.float16)
     with pytest.raises(InputError, match=message):
         seer.dispatch("gemm", (a, b), out=out, variant=name)
+
+
+@pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
+@pytest.mark.parametrize("name", ["tile_64x64x64_w4s4g8", "splitk4fix_16x64x128_w4s4g1", "tma_16x128x128_w4s4g1"])
+@pytest.mark.parametrize("decided_before", [False, True])
+def test_operands_inside_vmap_are_refused_by_the_kernels_that_read_their_memory(name, decided_before):
+    """A tensor inside torch.vmap has no memory: torch's raw "Cannot access data pointer" came from
+    each Triton variant, on a first call or one the cache had decided on the same shapes (a review)."""
+    a, b = operands(3 * 8, 16, 32, torch.float16)
+    batched, out = a.reshape(3, 8, 32), torch.full((8, 16), float("nan"), dtype=torch.float16)
+    if decided_before:
+        c = seer.dispatch("gemm", (batched[0].clone(), b), variant=name)
+        assert relative_error(c, batched[0], b) < TOLERANCE[torch.float16]
+    with pytest.raises(InputError, match="has no memory of its own .*inside torch.vmap"):
+        torch.vmap(lambda x: seer.dispatch("gemm", (x, b), variant=name))(batched)
+    with pytest.raises(InputError, match="has no memory of its own"):
+        torch.vmap(lambda o: seer.dispatch("gemm", (batched[0], b), out=o, variant=name))(out[None])
 
 
 @pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
