@@ -96,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
                                    "(times, baselines, host calls, preparations, gather_ms); features must agree.")
     p.add_argument("tables", type=Path, nargs="+", help="the campaigns' profile tables (CSV, .meta.json beside)")
     p.add_argument("--out", type=Path, required=True, help="merged table to write (a new file, or an earlier merge to replace)")
+    p.add_argument("--op", default=None, help="op of the campaigns (default: from their .meta.json)")
     p.set_defaults(run=_merge)
 
     p = sub.add_parser("train", help="train a two-stage selector on a profile table; print rules and held-out scores",
@@ -205,7 +206,7 @@ def _profile(args, command: str) -> int:
 def _merge(args, command: str) -> int:
     from seer.table import merge_tables, read_table
 
-    path = merge_tables(args.tables, args.out, command=command)
+    path = merge_tables(args.tables, args.out, command=command, op=args.op)
     counts = read_table(path).frame["campaigns"].value_counts().sort_index()
     print(f"wrote {path}: " + ", ".join(f"{n} rows from {k} campaign{'s' if k > 1 else ''}" for k, n in counts.items()))
     return 0

@@ -24,7 +24,8 @@ metadata file beside it. Columns:
 ``baseline_ms:<name>``  optional: a vendor library (``baseline_ms:cusparse``) for comparison;
                         reported, never chosen. Empty cells leave that row out of the comparison;
                         any other cell must be a time from a nanosecond to a day.
-``call_us:<name>``      optional: host wall time of one call of a variant or baseline, in µs.
+``call_us:<name>``      optional: host wall time of one call of a variant or baseline, in µs:
+                        empty, or above 0 and at most a day (:data:`MAX_TIME_MS`, in µs).
 ``prepare_ms:<variant>`` optional: the variant's one-time work on a new input (its first call's
                         plan: preprocessing, descriptors), in ms: what it adds to the device's
                         timeline (its kernels and host synchronisations, not the host's planning;
@@ -57,9 +58,10 @@ Campaigns
 one GPU: a row measured in several holds the mean of each measured column (``time_ms``,
 ``baseline_ms``, ``call_us``, ``prepare_ms``, ``gather_ms``) over the campaigns that measured it,
 a ``campaigns`` column says how many did, and the metadata lists each campaign (file, sha256,
-date, rows, versions). Why: a ~5 µs kernel's median moves by ~3 % between campaigns (the tail of
-the timer and the machine instance), as much as the gaps between the fastest variants of a small
-matrix; the mean of two halves that noise in the table's labels and in its oracle.
+date, rows, versions); its own ``date`` is the latest campaign's. Why: a ~5 µs kernel's median
+moves by ~3 % between campaigns (the tail of the timer and the machine instance), as much as the
+gaps between the fastest variants of a small matrix; the mean of two halves that noise in the
+table's labels and in its oracle.
 """
 from __future__ import annotations
 
@@ -72,6 +74,7 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -285,13 +288,47 @@ def write_table(frame: pd.DataFrame, path: str | Path, meta: Mapping) -> Path:
     file is replaced whole or not at all: tables are rewritten in place (retired variants, regrouped
     rows), and one cut short would read back as fewer rows."""
     path = Path(path)
+    data = _csv_text(frame)
+    _check_reads_back(path, data, frame)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        replace_atomically(path, frame.to_csv(index=False).encode())
+        replace_atomically(path, data.encode())
         replace_atomically(meta_path(path), (json.dumps(dict(meta), indent=2, sort_keys=True) + "\n").encode())
     except OSError as error:  # its file name may be the partial file's, which the user never named
         raise ProfileTableError(f"cannot write {path}: {error.strerror or error}") from None
     return path
+
+
+# What makes a CSV field need quotes: in it unquoted, a comma or a quote would split or end it, and a
+# line break (a lone carriage return too) would end the row.
+_NEEDS_QUOTES = re.compile(r'[,"\r\n]')
+
+
+def _csv_text(frame: pd.DataFrame) -> str:
+    """``frame`` as pandas formats its cells, one line a row ended by a newline, each field that holds
+    a comma, a quote or a line break quoted. ``to_csv`` alone does not do that: Python's csv writer,
+    which it uses, quotes a line break only where it is a character of the line ending, so with "\n"
+    a lone carriage return in a name is written bare, and every reader ends the row there."""
+    # With "\r\n" line endings every cell holding either character is quoted, so the rows parse back
+    # whole; they are then joined again with "\n", the line ending of every table seer writes.
+    rendered = frame.to_csv(index=False, lineterminator="\r\n")
+    rows = csv.reader(io.StringIO(rendered, newline=""))
+    return "".join(",".join(map(_csv_field, row)) + "\n" for row in rows)
+
+
+def _csv_field(text: str) -> str:
+    return '"' + text.replace('"', '""') + '"' if _NEEDS_QUOTES.search(text) else text
+
+
+def _check_reads_back(path: Path, data: str, frame: pd.DataFrame) -> None:
+    """A ProfileTableError, before anything is written, where ``data`` would not read back as a header
+    and ``frame``'s rows, each with a field a column: a table rewritten in place would be lost."""
+    counts = [len(fields) for fields in csv.reader(io.StringIO(data, newline=""))]
+    if counts != [len(frame.columns)] * (len(frame) + 1):
+        raise ProfileTableError(f"cannot write {path}: its CSV would read back as {len(counts) - 1} rows of "
+                                f"{sorted(set(counts))} fields, not {len(frame)} rows of {len(frame.columns)}; "
+                                "nothing was written: report this as a bug in seer, with the table's unusual "
+                                "names (ids, groups, sources)")
 
 
 def _check_replaceable(out: Path) -> None:
@@ -308,8 +345,10 @@ def _check_replaceable(out: Path) -> None:
                                 "merged table to a new file, or remove this one first")
 
 
-def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | None = None) -> Path:
-    """Write to ``out`` one table of the campaigns ``paths`` (see the module doc, Campaigns).
+def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | None = None,
+                 op: str | None = None) -> Path:
+    """Write to ``out`` one table of the campaigns ``paths`` (see the module doc, Campaigns); ``op``:
+    as for :func:`read_table`, for campaigns whose metadata names none.
 
     Rows keep the first campaign's order, then rows only later campaigns measured. Every
     campaign must be of one op and one GPU, and a row's features must agree in every campaign
@@ -324,7 +363,7 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
         raise ProfileTableError(f"{out}'s metadata file would be {meta_path(out)}, a campaign's: name the merged "
                                 "table apart from the campaigns")
     _check_replaceable(out)
-    tables = [read_table(p) for p in paths]
+    tables = [read_table(p, op) for p in paths]
     for path, table in zip(paths, tables):
         if CAMPAIGNS in table.frame.columns:
             raise ProfileTableError(f"{path} is already a merged table (it has a {CAMPAIGNS!r} column): merge the "
@@ -338,8 +377,7 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
     ids = list(dict.fromkeys(i for f in frames for i in f.index))
     merged = pd.concat(frames, keys=range(len(frames)), names=["campaign", "id"])
     first = merged.groupby(level="id", sort=False).first().loc[ids]
-    features = [*tables[0].known_features, *tables[0].gathered_features]
-    _check_features_agree(merged, features, first, paths, tables)
+    _check_features_agree(merged, first, paths, tables)
     _check_names_agree(merged, paths)
     measured = [c for c in merged.columns if str(c).startswith((TIME, BASELINE, CALL, PREPARE)) or c == GATHER_MS]
     result = first.copy()
@@ -347,19 +385,34 @@ def merge_tables(paths: Sequence[str | Path], out: str | Path, command: str | No
     result[CAMPAIGNS] = merged.groupby(level="id", sort=False).size().loc[ids]
     meta = dict(tables[0].meta)
     meta.update(
-        date=max(str(t.meta.get("date", "")) for t in tables),
+        op=tables[0].op,  # as the campaigns were read (perhaps given as op=): the merged table reads without it
         command=command or f"seer merge {' '.join(map(str, paths))} --out {out}",
         campaigns=[{"table": str(p), "sha256": digest, "date": t.meta.get("date"), "rows": len(t),
                     "versions": t.meta.get("versions"), "commands": t.meta.get("commands", [t.meta.get("command")]),
                     **{key: t.meta[key] for key in ("runs", "skipped", "inputs") if key in t.meta}}
                    for p, t, digest in zip(paths, tables, digests)],
     )
+    meta.pop("date", None)  # the first campaign's; the merged table's is the latest, where a campaign has one
+    if latest := _latest_date(tables):
+        meta["date"] = latest
     meta.pop("commands", None)
     meta.pop("runs", None)  # the first campaign's: each campaign's are listed with it
     meta.pop("skipped", None)  # likewise (another campaign may have measured them)
     meta.pop("inputs", None)  # likewise (one campaign's real matrices, another's with the generated suite)
     ProfileTable.from_frame(result.reset_index(), tables[0].op, meta)  # the merged table must read back
     return write_table(result.reset_index(), out, meta)
+
+
+def _latest_date(tables: Sequence[ProfileTable]) -> str | None:
+    """The latest of the campaigns' dates, as written, by the moment each names (their UTC offsets may
+    differ, so their text does not sort; one without an offset is read as UTC, as seer writes them). A
+    date that is no ISO 8601 text (null, say) names no moment and is passed over; None where none does."""
+    moments = {}
+    for date in (table.meta.get("date") for table in tables):
+        with contextlib.suppress(TypeError, ValueError):
+            moment = datetime.fromisoformat(date)
+            moments[date] = moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+    return max(moments, key=moments.get, default=None)
 
 
 def _warn_of_other_versions(paths: list[Path], tables: list[ProfileTable]) -> None:
@@ -422,27 +475,27 @@ def read_cells(path: str | Path) -> pd.DataFrame:
     return read_frame(path, dtype=str, keep_default_na=False)
 
 
-def retire_variants(path: str | Path, variants: Sequence[str], command: str) -> list[str]:
+def retire_variants(path: str | Path, variants: Sequence[str], command: str, op: str | None = None) -> list[str]:
     """Remove the columns of ``variants`` (``time_ms``, ``call_us``, ``prepare_ms``) from the table
     ``path`` in place, every other cell kept as written, and record it in the metadata under
-    ``retired_variants`` (``command``: how it was run). For a variant dropped from the op: a table
-    that still names it trains a model that names it, which dispatch sets aside for the hand rule
-    (with a warning). Returns the columns removed; raises ProfileTableError, leaving the file
-    alone, if a variant is not in it."""
+    ``retired_variants`` (``command``: how it was run; ``op``: as for :func:`read_table`). For a
+    variant dropped from the op: a table that still names it trains a model that names it, which
+    dispatch sets aside for the hand rule (with a warning). Returns the columns removed; raises
+    ProfileTableError, leaving the file alone, if a variant is not in it."""
     path, variants = Path(path), list(dict.fromkeys(variants))
-    table = _retirable(path, variants)
+    table = _retirable(path, variants, op)
     frame = read_cells(path)
     columns = [c for v in variants for c in (TIME + v, CALL + v, PREPARE + v) if c in frame.columns]
     kept = frame.drop(columns=columns)
-    ProfileTable.from_frame(read_frame(path).drop(columns=columns), table.op, table.meta)  # must still read
+    ProfileTable.from_frame(read_rows(path).drop(columns=columns), table.op, table.meta)  # must still read
     retired = [*table.meta.get("retired_variants", []), {"variants": variants, "by": command}]
     write_table(kept, path, {**table.meta, "retired_variants": retired})
     return columns
 
 
-def _retirable(path: Path, variants: Sequence[str]) -> ProfileTable:
+def _retirable(path: Path, variants: Sequence[str], op: str | None) -> ProfileTable:
     """The table ``path``, read, once it is known to have every one of ``variants``."""
-    table = read_table(path)
+    table = read_table(path, op)
     missing = [v for v in variants if v not in table.variants]
     if missing:
         raise ProfileTableError(f"{path} has no variant(s) {missing}; its variants: {list(table.variants)}")
@@ -493,21 +546,26 @@ def _check_same_op_and_device(tables: Sequence[ProfileTable]) -> None:
                                     "only campaigns of one dtype can be averaged")
 
 
-def _check_features_agree(merged: pd.DataFrame, features: Sequence[str], first: pd.DataFrame,
-                          paths: Sequence[Path], tables: Sequence[ProfileTable]) -> None:
-    """Every campaign has the first's features, and each row's agree in every campaign that measured it."""
-    for name in features:
-        if name not in merged.columns:
-            continue
-        # Its empty cells would read as a value that differs (or, on its own rows, leave the merged table
-        # without the feature): name the campaign instead.
+def _check_features_agree(merged: pd.DataFrame, first: pd.DataFrame, paths: Sequence[Path],
+                          tables: Sequence[ProfileTable]) -> None:
+    """Every campaign has every campaign's known features, and each row's features agree in every
+    campaign that measured the row and has the feature: one campaign without a gathered feature (its
+    rows covered by others, :func:`_check_columns_cover`) says nothing of it, and the others are
+    still compared."""
+    known = list(dict.fromkeys(name for table in tables for name in table.known_features))
+    gathered = dict.fromkeys(name for table in tables for name in table.gathered_features)
+    for name in known:
+        # Without it a campaign's rows would reach the merged table without a feature its metadata calls
+        # required, or campaigns of other feature sets would be averaged: name the campaign instead.
         lacking = next((k for k, table in enumerate(tables) if name not in table.frame.columns), None)
         if lacking is not None:
+            having = next(k for k, table in enumerate(tables) if name in table.frame.columns)
             raise ProfileTableError(f"campaign {lacking + 1} ({paths[lacking]}) has no column {name!r}, a feature of "
-                                    f"campaign 1 ({paths[0]}): merge campaigns of one feature set")
-        values = merged[name].to_numpy(dtype=float)
+                                    f"campaign {having + 1} ({paths[having]}): merge campaigns of one feature set")
+    for name in [*known, *gathered]:
+        values = merged[name].to_numpy(dtype=float)  # empty only in campaigns without the column: features are finite
         reference = first[name].reindex(merged.index.get_level_values("id")).to_numpy(dtype=float)
-        differs = ~np.isclose(values, reference, rtol=1e-9, atol=0.0, equal_nan=True)
+        differs = ~np.isnan(values) & ~np.isclose(values, reference, rtol=1e-9, atol=0.0)
         if differs.any():
             campaign, row = merged.index[np.flatnonzero(differs)[0]]
             # float(): a numpy scalar's repr would print as np.float64(7.36)
@@ -757,12 +815,16 @@ def _check_sources(frame: pd.DataFrame) -> None:
 
 
 def _check_host_time(frame: pd.DataFrame, column: str) -> None:
-    """Empty cells were not measured; any other is a host call's wall time, finite and positive."""
+    """Empty cells were not measured; any other is a host call's wall time, positive and at most a day
+    (:data:`MAX_TIME_MS`): a longer one is a recording error, and a merge's mean of two such overflows
+    to an infinity that no campaign holds."""
     values = frame[column].to_numpy(dtype=float)
-    bad = ~np.isnan(values) & ~(np.isfinite(values) & (values > 0))
+    longest_us = MAX_TIME_MS * 1e3
+    bad = ~np.isnan(values) & ~((values > 0) & (values <= longest_us))
     if bad.any():
-        raise ProfileTableError(f"column {column!r} must hold positive host times in µs (or be empty); infinite, "
-                                f"zero or negative in row(s) {_rows(frame, bad)}")
+        raise ProfileTableError(f"column {column!r} must hold host times in µs above 0 and at most a day "
+                                f"({longest_us:g}), or be empty; zero, negative, longer or infinite in row(s) "
+                                f"{_rows(frame, bad)}: measure those calls again or empty those cells")
 
 
 def _check_finite(frame: pd.DataFrame, column: str) -> None:
@@ -806,7 +868,7 @@ def _groups(frame: pd.DataFrame) -> pd.Series:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m seer.table retire TABLE... --variant NAME...``: see :func:`retire_variants`."""
+    """``python -m seer.table retire TABLE... --variant NAME... [--op OP]``: see :func:`retire_variants`."""
     import argparse
     import sys
 
@@ -814,13 +876,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("action", choices=["retire"])
     parser.add_argument("tables", nargs="+", type=Path, help="profile tables (CSV) to rewrite in place")
     parser.add_argument("--variant", action="append", required=True, help="a variant to remove (repeatable)")
+    parser.add_argument("--op", default=None, help="op of the tables (default: from their .meta.json)")
     args = parser.parse_args(argv)
     command = " ".join(["python -m seer.table", *(sys.argv[1:] if argv is None else argv)])
     with exit_on_seer_error(parser):
         for table in args.tables:  # every table checked before any is rewritten
-            _retirable(table, args.variant)
+            _retirable(table, args.variant, args.op)
         for table in args.tables:
-            print(f"{table}: removed {', '.join(retire_variants(table, args.variant, command))}")
+            print(f"{table}: removed {', '.join(retire_variants(table, args.variant, command, args.op))}")
 
 
 if __name__ == "__main__":

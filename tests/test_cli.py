@@ -8,7 +8,7 @@ from synthetic_profiles import planted_frame, planted_meta, toy_op, write_plante
 
 from seer import registry
 from seer.cli import DEFAULT_TABLE, main
-from seer.table import write_table
+from seer.table import meta_path, read_table, write_table
 
 
 @pytest.mark.parametrize("command", [[], ["profile"], ["train"], ["report"], ["explain"]])
@@ -405,6 +405,22 @@ def test_a_table_that_cannot_be_read_is_named(tmp_path, capsys, monkeypatch, com
     out = {"train": "toy-m.json", "report": "report", "merge": "m.csv"}[command]
     assert main([command, str(table), *([str(other)] if command == "merge" else []), "--out", str(tmp_path / out)]) == 2
     assert f"seer {command}: error: cannot read {tmp_path / name}: Permission denied" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("toy_op")
+def test_merge_takes_the_op_of_campaigns_whose_metadata_names_none(tmp_path, capsys):
+    """Its error for such campaigns said to pass --op, which seer merge did not take (found by a review)."""
+    tables = _campaigns(tmp_path)
+    for table in tables:
+        meta = json.loads(meta_path(table).read_text())
+        meta.pop("op")
+        meta_path(table).write_text(json.dumps(meta))
+    out = tmp_path / "m.csv"
+    assert main(["merge", *map(str, tables), "--out", str(out)]) == 2
+    assert "name it (op=, or --op on the command line)" in capsys.readouterr().err
+    assert main(["merge", *map(str, tables), "--out", str(out), "--op", "toy"]) == 0
+    assert "8 rows from 2 campaigns" in capsys.readouterr().out
+    assert read_table(out).op == "toy"  # the merged table names the op it was merged as
 
 
 @pytest.mark.usefixtures("toy_op")

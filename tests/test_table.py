@@ -1,4 +1,5 @@
 """Profile tables: the documented CSV + meta format, its errors and its dropped-row warning."""
+import csv
 import json
 import os
 import warnings
@@ -122,7 +123,7 @@ def test_unregistered_op_may_list_its_features_in_meta(tmp_path):
         (lambda f: f.assign(**{"prepare_ms:a": ["0.1", "slow", "0.1", "0.1"]}), r"non-numeric cell.*'prepare_ms:a'"),
         (lambda f: f.assign(**{"prepare_ms:x": 0.1}), r"'prepare_ms:' columns \['x'\] have no matching 'time_ms:' column"),
         (lambda f: f.assign(**{"time_ms:": 1.0}), r"column\(s\) \['time_ms:'\] name no variant"),
-        (lambda f: f.assign(**{"call_us:a": [20.0, -1.0, 20.0, np.inf]}), r"column 'call_us:a' must hold positive host times .* row\(s\) \['2', '4'\]"),
+        (lambda f: f.assign(**{"call_us:a": [20.0, -1.0, 20.0, np.inf]}), r"column 'call_us:a' must hold host times in µs above 0 and at most a day .* row\(s\) \['2', '4'\]"),
         (lambda f: f.assign(nnz=[1e39] + list(f["nnz"][1:])), r"column 'nnz' has values beyond float32's range .* row\(s\) \['1'\]"),
         # An integer feature is a size, count or code: a negative one had been trained on as an input.
         (lambda f: f.assign(nnz=[f["nnz"][0], -3, f["nnz"][2], -1]), r"column 'nnz' \(a size, count or code\) cannot be negative, but is in row\(s\) \['2', '4'\]"),
@@ -159,6 +160,48 @@ def test_a_table_is_rewritten_whole_or_not_at_all(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "replace", killed)
     with pytest.raises(KeyboardInterrupt):
         write_table(planted_frame(groups=3, per_group=2), path, planted_meta())
+    assert (path.read_bytes(), meta_path(path).read_bytes()) == before
+
+
+# Names a CSV field must quote: a lone carriage return, both line breaks, a quote, a comma.
+ODD_NAMES = ["cr\rx", "crlf\r\ny", "lf\nz", 'q"uote', "a,b"]
+
+
+def _quoted_by_hand(path, frame):
+    """``frame`` as a tool other than seer may write it (every text cell quoted), read as seer reads it."""
+    path.write_text(frame.to_csv(index=False, quoting=csv.QUOTE_NONNUMERIC), newline="")
+    meta_path(path).write_text(json.dumps(planted_meta()))
+    assert list(read_table(path).ids) == list(frame["id"])
+    return path
+
+
+def test_names_that_csv_must_quote_read_back_after_a_write_a_retire_and_a_merge(tmp_path):
+    """A lone carriage return in a name was written bare (pandas quotes only its line ending's
+    characters): a retire made a readable table unreadable in place, and a merge wrote one that
+    did not read (found by a review)."""
+    frame = planted_frame(groups=4, per_group=2)
+    frame.loc[: len(ODD_NAMES) - 1, "id"] = ODD_NAMES
+    frame.loc[:1, "group"] = "family\r0"
+    assert list(read_table(write(tmp_path, frame)).ids) == list(frame["id"])
+    a = _quoted_by_hand(tmp_path / "a.csv", frame)
+    retire_variants(a, ["c"], "cmd")
+    assert list(read_table(a).ids) == list(frame["id"])
+    b = _quoted_by_hand(tmp_path / "b.csv", _remeasured(frame.drop(columns="time_ms:c")))
+    merged = read_table(merge_tables([a, b], tmp_path / "merged.csv"))
+    assert list(merged.ids) == list(frame["id"]) and list(merged.groups[:2]) == ["family\r0"] * 2
+
+
+def test_a_table_whose_csv_would_not_read_back_is_not_written(tmp_path, monkeypatch):
+    """The write checks its text before it replaces the file: a table rewritten in place is lost
+    for good if its rows do not read back."""
+    path = write(tmp_path, planted_frame(groups=4, per_group=2))
+    before = path.read_bytes(), meta_path(path).read_bytes()
+    frame = planted_frame(groups=4, per_group=2)
+    frame.loc[0, "id"] = "cr\rx"
+    monkeypatch.setattr("seer.table._csv_field", lambda text: text)  # every field bare, as pandas left a "\r"
+    with pytest.raises(ProfileTableError, match=r"cannot write .*t\.csv: its CSV would read back as 9 rows of "
+                                                r"\[1, 15\] fields, not 8 rows of 15; nothing was written"):
+        write(tmp_path, frame)
     assert (path.read_bytes(), meta_path(path).read_bytes()) == before
 
 
@@ -320,6 +363,19 @@ def test_over_a_day_is_a_failed_measurement(tmp_path):
         read_table(write(tmp_path, frame))
 
 
+@pytest.mark.parametrize("cell", [1e308, 86_400_000_000.0 * 1.001])
+def test_host_times_over_a_day_are_refused_naming_the_file_and_row(tmp_path, cell):
+    """call_us had no upper bound: two campaigns of 1e308 µs read, and their merge's mean overflowed
+    to an infinity that the merge blamed on cells no file held (found by a review)."""
+    frame = planted_frame(groups=2, per_group=2)
+    frame.loc[2, "call_us:a"] = cell
+    with pytest.raises(ProfileTableError, match=r"t\.csv: column 'call_us:a' must hold host times in µs above 0 and "
+                                                r"at most a day \(8\.64e\+10\), .* row\(s\) \['3'\]"):
+        read_table(write(tmp_path, frame))
+    frame.loc[2, "call_us:a"] = 86_400_000_000.0  # a day, to the µs: the longest host time
+    assert read_table(write(tmp_path, frame)).call_us[2, 0] == 86_400_000_000.0
+
+
 def test_errors_after_dropped_rows_name_the_file_s_rows(tmp_path):
     """Rows dropped for failed times renumbered the rest: a bad cell in the file's row 10 was named row 8."""
     frame = planted_frame(groups=5, per_group=4)
@@ -470,6 +526,21 @@ def test_merge_names_the_campaign_without_a_feature_of_the_first(tmp_path):
         merge_tables([a, b], tmp_path / "merged.csv")
 
 
+def test_merge_compares_each_feature_among_the_campaigns_that_have_it(tmp_path):
+    """Only the first campaign's features were compared: with a first campaign without row_cv, two
+    others that disagreed on it merged, keeping the earlier one's value (found by a review)."""
+    frame = planted_frame(groups=4, per_group=2)
+    a = _campaign(tmp_path, "a", frame.drop(columns=["row_cv", "row_max"]))
+    b = _campaign(tmp_path, "b", _remeasured(frame))
+    c = _campaign(tmp_path, "c", _remeasured(frame.assign(row_cv=frame["row_cv"] * 10), factor=1.2))
+    with pytest.raises(ProfileTableError, match=r"input 'm0_0' has row_cv = [0-9.]+ in campaign 3 but [0-9.]+ in an "
+                                                r"earlier one: not the same input"):
+        merge_tables([a, b, c], tmp_path / "merged.csv")
+    for campaigns in ([a, b], [b, a]):  # a, without the column, says nothing of it, first or not
+        merged = read_table(merge_tables(campaigns, tmp_path / "merged.csv"))
+        np.testing.assert_array_equal(merged.features(["row_cv", "row_max"]), frame[["row_cv", "row_max"]])
+
+
 def test_merge_takes_an_empty_source_for_no_claim(tmp_path):
     frame = planted_frame(groups=4, per_group=2)
     a = _campaign(tmp_path, "a", frame)
@@ -487,6 +558,20 @@ def test_a_table_without_its_final_newline_warns_that_its_last_row_may_be_cut(tm
     path.write_bytes(path.read_bytes().rstrip(b"\n"))
     with pytest.warns(UserWarning, match=r"t\.csv does not end with a newline, .* its last row may be cut short"):
         assert len(read_table(path)) == 8
+
+
+@pytest.mark.parametrize("dates, latest", [
+    (["2025-06-01T00:00:00+00:00", None], "2025-06-01T00:00:00+00:00"),
+    ([None, None], None),
+    # 09:00 at +10:00 is 23:00 UTC the day before: earlier than 23:30 UTC, though its text sorts later.
+    (["2025-06-01T09:00:00+10:00", "2025-05-31T23:30:00+00:00"], "2025-05-31T23:30:00+00:00"),
+])
+def test_the_merged_date_is_the_latest_campaign_date(tmp_path, dates, latest):
+    """A campaign whose date was null made the merged table's date the text "None" (found by a review)."""
+    frame = planted_frame(groups=4, per_group=2)
+    a, b = (_campaign(tmp_path, name, _remeasured(frame, factor), date=date)
+            for name, factor, date in zip("ab", (1.0, 1.1), dates))
+    assert json.loads(meta_path(merge_tables([a, b], tmp_path / "merged.csv")).read_text()).get("date") == latest
 
 
 def test_merge_warns_of_campaigns_measured_with_other_versions(tmp_path):
@@ -589,9 +674,8 @@ def test_merge_names_the_campaign_missing_a_column_its_rows_need(tmp_path, colum
     b = _campaign(tmp_path, "b", _remeasured(pd.concat([frame, frame.iloc[:1].assign(id="new")])).drop(columns=[column]))
     with pytest.raises(ProfileTableError, match=rf"b\.csv has no column '{column}', which .*a\.csv has, and its rows \['new'\]"):
         merge_tables([a, b], tmp_path / "merged.csv")
-    if column != "row_cv":  # a feature must agree on the rows campaigns share, so it cannot be missing there
-        shared = _campaign(tmp_path, "c", _remeasured(frame).drop(columns=[column]))  # every row also in a: fine
-        assert len(read_table(merge_tables([a, shared], tmp_path / "merged.csv"))) == 8
+    shared = _campaign(tmp_path, "c", _remeasured(frame).drop(columns=[column]))  # every row also in a: fine
+    assert len(read_table(merge_tables([a, shared], tmp_path / "merged.csv"))) == 8
 
 
 def test_merge_names_the_campaign_that_never_timed_a_variant_its_rows_need(tmp_path):
@@ -624,6 +708,17 @@ def test_retiring_refuses_unknown_variants_and_the_last_two(tmp_path, variants, 
     assert (path.read_bytes(), meta_path(path).read_bytes()) == written
 
 
+@pytest.mark.parametrize("name", ["NA", "None", "nan", "null"])
+def test_retire_reads_ids_spelled_like_missing_cells_as_names(tmp_path, name):
+    """read_table took such an id for a name, but retire's check read it as missing and refused the
+    table for an "empty id" (found by a review)."""
+    frame = planted_frame(groups=3, per_group=2)
+    frame.loc[0, "id"] = name
+    path = write(tmp_path, frame)
+    assert retire_variants(path, ["c"], "cmd") == ["time_ms:c"]
+    assert read_table(path).ids[0] == name
+
+
 def test_retire_command_line(tmp_path, capsys):
     from seer.table import main
 
@@ -631,6 +726,21 @@ def test_retire_command_line(tmp_path, capsys):
     main(["retire", str(path), "--variant", "c"])
     assert "removed time_ms:c" in capsys.readouterr().out
     assert read_table(path).meta["retired_variants"][0]["by"] == f"python -m seer.table retire {path} --variant c"
+
+
+def test_retire_command_line_takes_the_op_of_a_table_whose_metadata_names_none(tmp_path, capsys):
+    """Its error for such a table said to pass --op, which it did not take (found by a review)."""
+    from seer.table import main
+
+    meta = planted_meta()
+    meta.pop("op")
+    path = write(tmp_path, planted_frame(groups=4, per_group=2), meta)
+    with pytest.raises(SystemExit):
+        main(["retire", str(path), "--variant", "c"])
+    assert "name it (op=, or --op on the command line)" in capsys.readouterr().err
+    main(["retire", str(path), "--variant", "c", "--op", "toy"])
+    assert "removed time_ms:c" in capsys.readouterr().out
+    assert read_table(path, "toy").variants == ("a", "b")
 
 
 def test_a_variant_named_twice_is_retired_once(tmp_path):
