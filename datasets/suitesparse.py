@@ -228,8 +228,9 @@ def list_matrices(folder, *, max_nnz: int | None = None, limit: int | None = Non
     ``.tar.gz`` files and reads their headers (group: the part of the file name before ``__``, else
     the name of the folder holding the file). ``ssstats.csv`` in the folder is attached as ``stats``.
     """
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-        raise InputError(f"limit must be a whole number >= 0 or None, got {limit!r}")
+    for name, count in (("max_nnz", max_nnz), ("limit", limit)):
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+            raise InputError(f"{name} must be a whole number >= 0 or None, got {count!r}")
     folder = Path(folder)
     if not folder.is_dir():
         raise InputError(f"matrix folder {folder} does not exist or is not a folder")
@@ -358,21 +359,29 @@ class _EndingInNewline(io.RawIOBase):
 
 
 def _main_member(archive: tarfile.TarFile, path: Path) -> tarfile.TarInfo:
-    """The archive's ``Name/Name.mtx``; the ``Name_b.mtx``-style extras are right-hand sides etc."""
-    candidates, seen = [], []
+    """The archive's main matrix: ``Name.mtx`` (in a folder ``Name`` or at the top) where ``Name`` is
+    the archive's own (its file name after any ``Group__``); else its one ``X/X.mtx``; else its one
+    ``.mtx`` that is no ``X_b.mtx``-style extra (right-hand sides etc.). Another archive's matrix
+    packed beside it is not taken for it, and two candidates are refused, naming them."""
+    name = _file_stem(path).rpartition("__")[2]
+    folder_named, others, seen = [], [], []
     for member in archive:  # streams: SuiteSparse archives list the main matrix first
         if not (member.isfile() and member.name.endswith(".mtx")):
             continue
         member_path = PurePosixPath(member.name)
-        if member_path.stem == member_path.parent.name:
+        if member_path.stem == name and member_path.parent.name in (name, ""):
             return member
         seen.append(member.name)
-        if not member_path.stem.startswith(f"{member_path.parent.name}_"):  # Name_b.mtx is no matrix to read
-            candidates.append(member)
+        if member_path.stem == member_path.parent.name:
+            folder_named.append(member)
+        elif not member_path.stem.startswith(f"{member_path.parent.name or name}_"):  # Name_b.mtx is no matrix to read
+            others.append(member)
+    candidates = folder_named or others
     if len(candidates) == 1:
         return candidates[0]
     found = seen or "no .mtx file"
-    raise InputError(f"{path}: expected one Name/Name.mtx inside the archive, found {found}")
+    raise InputError(f"{path}: expected one Name/Name.mtx inside the archive (Name {name!r}, as the archive's), "
+                     f"found {found}")
 
 
 def _from_manifest(folder: Path) -> list[MatrixInfo]:
@@ -456,13 +465,19 @@ def readable(items, read: Callable) -> list:
     return results
 
 
-def _info_from_header(path: Path) -> MatrixInfo:
+def _file_stem(path: Path) -> str:
+    """A matrix file's name without its suffix (``.mtx.gz``, ``.tar.gz``, ...)."""
     longest_first = sorted(MATRIX_SUFFIXES + ARCHIVE_SUFFIXES, key=len, reverse=True)
-    stem = path.name[:-len(next(suffix for suffix in longest_first if _has_suffix(path, (suffix,))))]
-    group, _, name = stem.rpartition("__")
-    group = group or path.parent.name
+    suffix = next((suffix for suffix in longest_first if _has_suffix(path, (suffix,))), "")
+    return path.name[:len(path.name) - len(suffix)]
+
+
+def _info_from_header(path: Path) -> MatrixInfo:
+    group, _, name = _file_stem(path).rpartition("__")
+    group = group or path.resolve().parent.name  # resolved: a folder given as "." has no name
     header = read_header(path)
-    stored_once = header.symmetry != "general"  # one triangle stored, read_matrix mirrors it
+    # One triangle stored, which read_matrix mirrors (a dense file's size line counts every cell).
+    stored_once = header.format == "coordinate" and header.symmetry != "general"
     nnz = 2 * header.entries if stored_once else header.entries
     return MatrixInfo(
         id=f"{group}/{name}", group=group, name=name, rows=header.rows, cols=header.cols,

@@ -247,7 +247,7 @@ def test_archive_of_a_right_hand_side_alone(tmp_path):
         info = tarfile.TarInfo("foo/foo_b.mtx")
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
-    with pytest.raises(InputError, match=r"expected one Name/Name\.mtx inside the archive, found \['foo/foo_b\.mtx'\]"):
+    with pytest.raises(InputError, match=r"expected one Name/Name\.mtx inside the archive \(Name 'foo', as the archive's\), found \['foo/foo_b\.mtx'\]"):
         read_matrix(archive)
 
 
@@ -422,6 +422,9 @@ def test_list_filters(suitesparse_dir):
     for limit in (-1, 2.5, True):  # -1 had listed all but the largest
         with pytest.raises(InputError, match=f"limit must be a whole number >= 0 or None, got {limit!r}"):
             list_matrices(suitesparse_dir, limit=limit)
+    for max_nnz in (-1, "1000", True):  # an empty list, a raw TypeError, an empty list (a review)
+        with pytest.raises(InputError, match=f"max_nnz must be a whole number >= 0 or None, got {max_nnz!r}"):
+            list_matrices(suitesparse_dir, max_nnz=max_nnz)
 
 
 def test_list_folder_without_manifest(tmp_path, suitesparse_dir):
@@ -444,6 +447,49 @@ def test_list_folder_without_manifest(tmp_path, suitesparse_dir):
     assert all(info.kind == "" and info.stats is None for info in infos.values())
     ordered = list_matrices(folder)
     assert [i.nnz for i in ordered] == sorted(i.nnz for i in ordered)
+
+
+def test_a_folder_given_as_dot_names_its_matrices_as_its_path_does(tmp_path, monkeypatch):
+    """Listed as ".", files without a group took the group "" and ids "/name": a table profiled so
+    could not be resumed from the folder's path, and the matrices lost their shared family (a review)."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    write_mtx(folder / "tiny.mtx", GOOD_HEADER + "2 2 1\n1 1 1\n")
+    monkeypatch.chdir(folder)
+    assert [(info.id, info.group) for info in list_matrices(".")] == [("mine/tiny", "mine")]
+    assert [info.id for info in list_matrices(folder)] == ["mine/tiny"]
+
+
+@pytest.mark.parametrize("symmetry", ["symmetric", "skew-symmetric"])
+def test_a_dense_symmetric_file_is_listed_with_at_most_its_cells(tmp_path, symmetry):
+    """A dense file's size line counts every cell: doubled as a coordinate file's stored triangle
+    is, a 3 x 3 listed 18 entries (a review), and --max-nnz and the order read that."""
+    cells = "1\n2\n3\n4\n5\n6\n" if symmetry == "symmetric" else "2\n3\n5\n"
+    write_mtx(tmp_path / "Mine__dense.mtx", f"%%MatrixMarket matrix array real {symmetry}\n3 3\n{cells}")
+    [info] = list_matrices(tmp_path)
+    assert info.nnz <= 9 and info.nnz >= read_matrix(info.path).nnz
+
+
+def _archive(path, members):
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    return path
+
+
+def test_an_archive_is_read_as_the_matrix_it_is_named_after(tmp_path):
+    """Another Name/Name.mtx packed first (bar/bar.mtx in foo's archive) was read as foo, silently,
+    and a top-level foo.mtx beside foo_b.mtx was refused (a review)."""
+    bar, foo = GOOD_HEADER + "2 2 1\n1 1 7\n", GOOD_HEADER + "5 5 3\n1 1 1\n2 2 2\n5 5 3\n"
+    packed = _archive(tmp_path / "Grp__foo.tar.gz", [("bar/bar.mtx", bar), ("foo/foo.mtx", foo)])
+    assert read_matrix(packed).shape == (5, 5) and read_header(packed).entries == 3
+    top = _archive(tmp_path / "foo.tar.gz", [("foo.mtx", foo), ("foo_b.mtx", GOOD_HEADER + "5 1 1\n1 1 1\n")])
+    assert read_matrix(top).shape == (5, 5)
+    two = _archive(tmp_path / "baz.tar.gz", [("bar/bar.mtx", bar), ("foo/foo.mtx", foo)])
+    with pytest.raises(InputError, match=r"baz\.tar\.gz: expected one Name/Name\.mtx inside the archive \(Name 'baz'"):
+        read_matrix(two)
 
 
 def test_one_unreadable_file_is_left_out_of_a_folder_with_a_warning(tmp_path, suitesparse_dir):
