@@ -334,15 +334,17 @@ def banded(n: int, bandwidth: int, fill: float = 1.0, seed=0, *, dtype=np.float3
     _value_dtype(dtype)
     _require(n >= 1 and bandwidth >= 0, f"banded needs n >= 1 and bandwidth >= 0, got n={n}, bandwidth={bandwidth}")
     _require(0 < fill <= 1, f"banded fill must lie in (0, 1], got {fill}")
-    _fits(float(n) * (2 * bandwidth + 1), f"a band of half-width {bandwidth} on {n} rows")  # candidates, before fill
+    # Diagonals past n - 1 hold no entry: a half-width beyond it would only cost memory (n x 2w cells).
+    width = min(bandwidth, n - 1)
+    _fits(float(n) * (2 * width + 1), f"a band of half-width {bandwidth} on {n} rows")  # candidates, before fill
     rng = _rng(seed)
-    index_dtype = _index_dtype(n + bandwidth)
-    columns = np.arange(n, dtype=index_dtype)[:, None] + np.arange(-bandwidth, bandwidth + 1, dtype=index_dtype)
+    index_dtype = _index_dtype(n + width)
+    columns = np.arange(n, dtype=index_dtype)[:, None] + np.arange(-width, width + 1, dtype=index_dtype)
     inside = columns >= 0
     inside &= columns < n
     if fill < 1:
         inside &= rng.random(columns.shape, dtype=np.float32) < fill
-        inside[:, bandwidth] = True  # the diagonal stays: no empty rows
+        inside[:, width] = True  # the diagonal stays: no empty rows
     return _csr_from_candidates(inside, columns, (n, n), rng, dtype)
 
 

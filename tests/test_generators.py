@@ -212,6 +212,21 @@ def test_full_band_matches_reference(n, bandwidth):
     assert SyntheticSpec("x", "f", "banded", {"n": n, "bandwidth": bandwidth}).expected_nnz == m.nnz
 
 
+def test_a_band_wider_than_the_matrix_is_the_full_matrix_at_its_size(monkeypatch):
+    """Its n x (2 w + 1) candidates were built whatever n: banded(20, 10**7) took 2.6 GiB and
+    banded(2000, 10**6), a full 4M-entry matrix, was refused as 4e9 entries (a review)."""
+    import seer.datasets.generators as generators
+
+    built = []
+    make = generators._csr_from_candidates
+    monkeypatch.setattr(generators, "_csr_from_candidates", lambda inside, *rest: built.append(inside.size) or make(inside, *rest))
+    for n, bandwidth, fill in ((20, 10**7, 1.0), (2000, 10**6, 1.0), (30, 10**5, 0.5)):
+        m = banded(n, bandwidth, fill, seed=1)
+        assert built.pop() == n * (2 * n - 1)
+        assert_canonical(m, (n, n))
+        assert m.nnz == n * n if fill == 1 else (m.diagonal() != 0).all()
+
+
 def test_partial_band_keeps_diagonal_and_fill_share():
     n, bandwidth, fill = 4000, 10, 0.3
     m = banded(n, bandwidth, fill, seed=8)
