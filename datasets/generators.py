@@ -495,7 +495,9 @@ class SyntheticSpec:
 
     @property
     def expected_nnz(self) -> int:
-        """nnz estimated without building: exact for stencils, bands and replicas, expected otherwise."""
+        """nnz estimated without building: exact for stencils, bands and replicas of matrices a manifest
+        lists, expected otherwise (a symmetric file listed by its header alone counts its stored
+        triangle twice, diagonal included: an upper bound)."""
         return round(_EXPECTED_NNZ[self.generator](**self.kwargs))
 
 
