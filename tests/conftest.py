@@ -1,5 +1,7 @@
 """Run Triton kernels under the interpreter when no GPU is present (CI and laptops)."""
+import builtins
 import importlib.util
+import io
 import os
 import sys
 from pathlib import Path
@@ -47,6 +49,23 @@ def suitesparse_dir():
     if not SUITESPARSE.is_dir():
         pytest.skip(f"real SuiteSparse matrices not found at {SUITESPARSE} (set SEER_SUITESPARSE)")
     return SUITESPARSE
+
+
+@pytest.fixture
+def unreadable(monkeypatch):
+    """``unreadable(path)``: opening ``path`` raises PermissionError, as for a file of mode 000 (the
+    tests may run as root, whom modes do not stop); through open() and through pathlib (io.open)."""
+    refused = set()
+    opened = builtins.open
+
+    def open_(file, *args, **kwargs):
+        if str(file) in refused:
+            raise PermissionError(13, "Permission denied", str(file))
+        return opened(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", open_)
+    monkeypatch.setattr(io, "open", open_)
+    return lambda path: refused.add(str(path))
 
 
 @pytest.fixture

@@ -1,6 +1,5 @@
 """The seer command: help everywhere, the main job on the shipped table, report and explain."""
 import json
-import pathlib
 import re
 
 import pytest
@@ -382,26 +381,13 @@ def _campaigns(tmp_path):
     return [write_table(f, tmp_path / name, planted_meta()) for name, f in (("t.csv", frame), ("u.csv", remeasured))]
 
 
-def _unreadable(monkeypatch, path):
-    """Opening ``path`` raises PermissionError, as for a file of mode 000 (these tests may run as root,
-    whom modes do not stop)."""
-    opened = pathlib.Path.open
-
-    def open_(self, *args, **kwargs):
-        if self == path:
-            raise PermissionError(13, "Permission denied", str(self))
-        return opened(self, *args, **kwargs)
-
-    monkeypatch.setattr(pathlib.Path, "open", open_)
-
-
 @pytest.mark.usefixtures("toy_op")
 @pytest.mark.parametrize("command", ["train", "report", "merge"])
 @pytest.mark.parametrize("name", ["t.csv", "t.meta.json"])
-def test_a_table_that_cannot_be_read_is_named(tmp_path, capsys, monkeypatch, command, name):
+def test_a_table_that_cannot_be_read_is_named(tmp_path, capsys, unreadable, command, name):
     """An unreadable table or metadata raised a raw PermissionError (found by a review)."""
     table, other = _campaigns(tmp_path)
-    _unreadable(monkeypatch, tmp_path / name)
+    unreadable(tmp_path / name)
     out = {"train": "toy-m.json", "report": "report", "merge": "m.csv"}[command]
     assert main([command, str(table), *([str(other)] if command == "merge" else []), "--out", str(tmp_path / out)]) == 2
     assert f"seer {command}: error: cannot read {tmp_path / name}: Permission denied" in capsys.readouterr().err

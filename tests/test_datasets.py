@@ -1,5 +1,4 @@
 """Reading real SuiteSparse matrices, listing folders and the collection index."""
-import builtins
 import bz2
 import collections
 import gzip
@@ -646,27 +645,14 @@ def test_bad_ssstats(tmp_path, text, problem):
         read_ssstats(path)
 
 
-def _unreadable(monkeypatch, path):
-    """Opening ``path`` raises PermissionError, as for a file of mode 000 (the tests may run as root,
-    whom modes do not stop)."""
-    opened = builtins.open
-
-    def open_(file, *args, **kwargs):
-        if str(file) == str(path):
-            raise PermissionError(13, "Permission denied", str(file))
-        return opened(file, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "open", open_)
-
-
 @pytest.mark.parametrize("index, content", [
     (MANIFEST, "group,name,rows,cols,nnz_file,kind,file\nBai,olm500,500,500,1996,,Bai__olm500.mtx.gz\n"),
     (SSSTATS, "1\n2024-01-01\nBai,olm500,500,500,1996,1,0,0,0,0,0,kind,1996\n"),
 ])
-def test_an_index_that_cannot_be_read_is_named(suitesparse_dir, tmp_path, monkeypatch, index, content):
+def test_an_index_that_cannot_be_read_is_named(suitesparse_dir, tmp_path, unreadable, index, content):
     """An unreadable manifest.csv or ssstats.csv raised a raw PermissionError (found by a review)."""
     shutil.copy(suitesparse_dir / "Bai__olm500.mtx.gz", tmp_path)
     (tmp_path / index).write_text(content)
-    _unreadable(monkeypatch, tmp_path / index)
+    unreadable(tmp_path / index)
     with pytest.raises(InputError, match=f"cannot read {tmp_path / index}: Permission denied"):
         list_matrices(tmp_path)

@@ -581,7 +581,7 @@ def test_corrupted_and_foreign_models_fall_back(tmp_path, spmv_model):
         seer.dispatch("spmv", (_parts(m), x), model=tmp_path / "garbage.json")
 
 
-def test_a_model_file_this_process_may_not_read_is_skipped_with_a_warning(tmp_path, spmv_model, monkeypatch):
+def test_a_model_file_this_process_may_not_read_is_skipped_with_a_warning(tmp_path, spmv_model, monkeypatch, unreadable):
     """A model file of mode 0600 in a shared $SEER_MODELS folder raised a raw PermissionError from
     every dispatch of the op, found or given as model= (found by a review); a folder that may not
     be listed was ignored without a word. (Opening is refused by hand: the tests may run as root.)"""
@@ -593,14 +593,7 @@ def test_a_model_file_this_process_may_not_read_is_skipped_with_a_warning(tmp_pa
     folder.mkdir()
     path = folder / "spmv-theirs.json"
     spmv_model.save(path)
-    read_text = pathlib.Path.read_text
-
-    def refuse_theirs(self, *args, **kwargs):
-        if self == path:
-            raise PermissionError(13, "Permission denied", str(self))
-        return read_text(self, *args, **kwargs)
-
-    monkeypatch.setattr(pathlib.Path, "read_text", refuse_theirs)
+    unreadable(path)
     with pytest.warns(SeerWarning, match=r"unusable.*cannot read model file .*spmv-theirs\.json: Permission denied"):
         _check(seer.dispatch("spmv", (_parts(m), x), model=path), m, x)
     monkeypatch.setenv("SEER_MODELS", str(folder))
