@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from seer import rules
 from seer.model import GATHER, SelectorModel
 from seer.train import TrainingReport
-from seer.tree import Tree, condition_text
+from seer.tree import Tree, condition_text, preorder
 
 WITHIN = 1.05  # "near the oracle": at most 5 % slower
 REGRET_QUANTILES = (0.5, 0.9, 0.99)
@@ -137,16 +137,16 @@ MAX_DRAWN_DEPTH = 8
 
 def _layout(tree: Tree) -> tuple[dict[int, float], dict[int, int]]:
     """x and depth of each drawn node: leaves and folded subtrees at 0, 1, 2, ... left to right,
-    parents centred above their children. An explicit stack: a tree may be deeper than Python's
-    recursion limit."""
-    depth, drawn, stack = {0: 0}, [], [0]
-    while stack:
-        node = stack.pop()
-        drawn.append(node)
-        if not _drawn_as_box(tree, node, depth[node]):
-            for child in (tree.right[node], tree.left[node]):  # the left pops first
-                depth[child] = depth[node] + 1
-                stack.append(child)
+    parents centred above their children."""
+    depth = {0: 0}
+
+    def drawn_children(node: int) -> tuple[int, ...]:  # a box's subtree is not drawn
+        if _drawn_as_box(tree, node, depth[node]):
+            return ()
+        depth[tree.left[node]] = depth[tree.right[node]] = depth[node] + 1
+        return tree.left[node], tree.right[node]
+
+    drawn = preorder(0, drawn_children)
     boxes = [node for node in drawn if _drawn_as_box(tree, node, depth[node])]  # left to right
     x: dict[int, float] = {node: i for i, node in enumerate(boxes)}
     for node in reversed(drawn):  # children before parents
@@ -161,14 +161,8 @@ def _drawn_as_box(tree: Tree, node: int, depth: int) -> bool:
 
 
 def _leaves_below(tree: Tree, node: int) -> int:
-    count, stack = 0, [node]
-    while stack:
-        node = stack.pop()
-        if tree.is_leaf(node):
-            count += 1
-        else:
-            stack += [tree.left[node], tree.right[node]]
-    return count
+    below = preorder(node, lambda n: () if tree.is_leaf(n) else (tree.left[n], tree.right[n]))
+    return sum(map(tree.is_leaf, below))
 
 
 def _tree_figure(tree: Tree, model: SelectorModel, title: str) -> Figure:

@@ -159,7 +159,7 @@ class Tree:
         def children(node: int) -> tuple[int, ...]:
             return () if uniform[node] >= 0 else (int(raw.children_left[node]), int(raw.children_right[node]))
 
-        order = _preorder(0, children)
+        order = preorder(0, children)
         index = {node: i for i, node in enumerate(order)}
         nodes = []
         for node in order:
@@ -207,13 +207,13 @@ class Tree:
 
         # The one label a kept subtree comes down to, or -1 where a split in it still parts two labels.
         single = {}
-        for node in reversed(_preorder(kept(0), kept_children)):  # children first
+        for node in reversed(preorder(kept(0), kept_children)):  # children first
             if self.is_leaf(node):
                 single[node] = self.label[node]
             else:
                 left, right = (single[child] for child in kept_children(node))
                 single[node] = left if left == right else -1
-        order = _preorder(kept(0), lambda node: () if single[node] >= 0 else kept_children(node))
+        order = preorder(kept(0), lambda node: () if single[node] >= 0 else kept_children(node))
         index = {node: i for i, node in enumerate(order)}
         nodes = []
         for node in order:
@@ -372,7 +372,7 @@ def readable_bound(low: float, high: float) -> float:
 def _uniform_labels(left: np.ndarray, right: np.ndarray, best: np.ndarray) -> np.ndarray:
     """Per node: its label if every leaf below it chooses that same label, else -1."""
     uniform = np.full(len(left), -1)
-    for node in reversed(_preorder(0, lambda node: () if left[node] < 0 else (int(left[node]), int(right[node])))):
+    for node in reversed(preorder(0, lambda node: () if left[node] < 0 else (int(left[node]), int(right[node])))):
         if left[node] < 0:
             uniform[node] = best[node]
         else:  # its children come after it in the order: done already
@@ -381,7 +381,7 @@ def _uniform_labels(left: np.ndarray, right: np.ndarray, best: np.ndarray) -> np
     return uniform
 
 
-def _preorder(root: int, children: Callable[[int], tuple[int, ...]]) -> list[int]:
+def preorder(root: int, children: Callable[[int], tuple[int, ...]]) -> list[int]:
     """The nodes from ``root`` down in the order a Tree stores them: each before its children, a
     left subtree before the right; ``children(node)`` is (left, right), or () where to go no further.
     An explicit stack rather than recursion: a tree may be deeper than Python's recursion limit."""
