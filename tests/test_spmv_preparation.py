@@ -1,6 +1,7 @@
 """benchmarks/spmv_preparation.py on the CPU: it rewrites only the columns it re-measures, resumes
 past rows already done, and drops its marker once every row is."""
 import json
+import shutil
 import sys
 
 import pandas as pd
@@ -15,18 +16,47 @@ from seer.table import meta_path, read_frame
 STALE_MS = 1e6  # no pass over a small matrix takes a thousand seconds
 
 
-@pytest.fixture
-def table(tmp_path, suitesparse_dir, monkeypatch):
+def _kept_variants(monkeypatch, kept):
+    """Profiling and the script see only ``kept``, each timed by two wall-clock runs."""
     variants = get_op("spmv").kernels.VARIANTS
-    monkeypatch.setattr(get_op("spmv").kernels, "VARIANTS", {n: variants[n] for n in ("scalar_r128", "merge_c512")})
+    monkeypatch.setattr(get_op("spmv").kernels, "VARIANTS", {n: variants[n] for n in kept})
     monkeypatch.setattr(profiling, "time_ms", lambda fn, **_: profiling._median_wall_ms(fn, repeats=2))
-    out = tmp_path / "spmv-test.csv"
-    cases = spmv_cases([suitesparse_dir], max_nnz=2000, device="cpu")[:3]
-    profiling.profile("spmv", cases, out, command="test", progress=False)
+
+
+def _profiled_once(folder, suitesparse_dir, kept, count, **options):
+    """The first ``count`` small matrices profiled with ``kept`` into ``folder``: once a module (tens
+    of seconds under the interpreter), each test working on its own copy."""
+    with pytest.MonkeyPatch.context() as patch:
+        _kept_variants(patch, kept)
+        out = folder / "spmv-test.csv"
+        cases = spmv_cases([suitesparse_dir], max_nnz=2000, device="cpu")[:count]
+        profiling.profile("spmv", cases, out, command="test", progress=False, **options)
+    return out
+
+
+def _copy(profiled, tmp_path):
+    out = tmp_path / profiled.name
+    shutil.copy(profiled, out)
+    shutil.copy(meta_path(profiled), meta_path(out))
+    return out
+
+
+TABLE_VARIANTS = ("scalar_r128", "merge_c512")
+
+
+@pytest.fixture(scope="module")
+def profiled_table(tmp_path_factory, suitesparse_dir):
+    out = _profiled_once(tmp_path_factory.mktemp("table"), suitesparse_dir, TABLE_VARIANTS, 3)
     frame = pd.read_csv(out)
     frame["gather_ms"] = STALE_MS
     frame.to_csv(out, index=False)
     return out
+
+
+@pytest.fixture
+def table(profiled_table, tmp_path, monkeypatch):
+    _kept_variants(monkeypatch, TABLE_VARIANTS)
+    return _copy(profiled_table, tmp_path)
 
 
 def _run(script, table, suitesparse_dir, monkeypatch, *extra):
@@ -99,19 +129,21 @@ def test_only_refuses_unknown_variants_and_other_measures(table, suitesparse_dir
     assert message in capsys.readouterr().err
 
 
+ANCHORED_VARIANTS = ("scalar_r128", "vector_g4", "diagonal_r128", "diagonal_major_r512", "cusparse_prepared")
+
+
+@pytest.fixture(scope="module")
+def profiled_anchored_table(tmp_path_factory, suitesparse_dir):
+    return _profiled_once(tmp_path_factory.mktemp("anchored"), suitesparse_dir, ANCHORED_VARIANTS, 2,
+                          call_overhead_below=profiling.SPMV_CALL_OVERHEAD_BELOW)
+
+
 @pytest.fixture
-def anchored_table(tmp_path, suitesparse_dir, monkeypatch):
+def anchored_table(profiled_anchored_table, tmp_path, monkeypatch):
     """A table of two small matrices profiled with diagonal_major_r512 and both anchors, call times
     recorded (as ``seer profile`` records them under its size bound)."""
-    variants = get_op("spmv").kernels.VARIANTS
-    kept = ("scalar_r128", "vector_g4", "diagonal_r128", "diagonal_major_r512", "cusparse_prepared")
-    monkeypatch.setattr(get_op("spmv").kernels, "VARIANTS", {n: variants[n] for n in kept})
-    monkeypatch.setattr(profiling, "time_ms", lambda fn, **_: profiling._median_wall_ms(fn, repeats=2))
-    out = tmp_path / "spmv-test.csv"
-    cases = spmv_cases([suitesparse_dir], max_nnz=2000, device="cpu")[:2]
-    profiling.profile("spmv", cases, out, command="test", progress=False,
-                      call_overhead_below=profiling.SPMV_CALL_OVERHEAD_BELOW)
-    return out
+    _kept_variants(monkeypatch, ANCHORED_VARIANTS)
+    return _copy(profiled_anchored_table, tmp_path)
 
 
 def test_an_added_variant_gets_its_columns_where_profiling_puts_them(anchored_table, suitesparse_dir, monkeypatch):
