@@ -157,8 +157,9 @@ def test_rows_of_equal_length_need_not_shift(small_samples):
 
 
 def test_small_matrices_count_no_shifted_rows():
-    # Below SHIFT_MIN_ROWS the pass checks no row: the feature reads 0 even on a band.
-    m = _banded(3000, (-1, 0, 1), 0)
+    # Below SHIFT_MIN_ROWS the pass checks no row: the feature reads 0 even on a band (of two
+    # programs' blocks).
+    m = _banded(2000, (-1, 0, 1), 0)
     _assert_pass_matches_numpy(m)
     assert features.gathered(as_csr(m))["shifted_row_frac"] == 0.0
     assert sparse.shift_stride(sparse.SHIFT_MIN_ROWS) == sparse.SHIFT_MIN_ROWS // sparse.SHIFT_SAMPLES > 1
@@ -223,8 +224,9 @@ def test_each_pass_adds_up_its_own_counts(monkeypatch):
 
 
 def test_wide_lanes_match_narrow_ones(monkeypatch):
-    # Past 2**31 nonzeros the statistics keep 64-bit lanes; the same sums on a small matrix.
-    m = _skewed(3000, 700, 8)
+    # Past 2**31 nonzeros the statistics keep 64-bit lanes; the same sums on a small matrix (of two
+    # programs' blocks).
+    m = _skewed(2000, 700, 8)
     narrow = sparse._structure_triton(as_csr(m, check=False), check=True, stats=True)
     monkeypatch.setattr(sparse, "NARROW_BELOW", 0)
     assert sparse._structure_triton(as_csr(m, check=False), check=True, stats=True) == narrow
