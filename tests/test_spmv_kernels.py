@@ -426,11 +426,12 @@ def test_arrays_that_end_inside_a_chunk(name, nnz):
 
 
 def long_row(name: str) -> int:
-    """The long row's nonzeros for a variant. Narrow ones (one lane, or a few, a row) walk it a few
-    nonzeros per step, milliseconds a step in the interpreter: 2**12 + 1 are a thousand steps or
-    more. The others take 2**15 + 1, nine 4,096-nonzero pieces of the adaptive variant over three
-    programs of four, the last one short, and hundreds of steps of every wider tile. (A row of
-    10^5 for all tested nothing more and cost a quarter of the CPU suite's time.)"""
+    """The long row's nonzeros for a variant. Narrow ones (one lane, or up to 8, a row) walk it a few
+    nonzeros per step, milliseconds a step in the interpreter: 2**12 + 1 are 513 steps or more.
+    The others take 2**15 + 1: nine 4,096-nonzero pieces of the adaptive variant over three
+    programs of four, the last one short, 128 steps or more of every wider row tile and 64 chunks
+    or more of the merge variants. (A row of 10^5 for all tested nothing more and cost a quarter
+    of the CPU suite's time.)"""
     params = spmv.VARIANTS[name].params
     narrow = params["kind"] in ("scalar", "diagonal") or (params["kind"] == "vector" and params["group"] <= 8)
     return 2**12 + 1 if narrow else 2**15 + 1
