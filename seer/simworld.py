@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 from seer.errors import InputError, SeerError
-from seer.symmetric_heap import Heap
+from seer.symmetric_heap import Heap, _heap_bytes, _whole
 
 DEFAULT_HEAP_BYTES = 8 << 20
 DEFAULT_TIMEOUT_S = 180.0
@@ -46,6 +46,8 @@ _SHARED_MEMORY = Path("/dev/shm")
 
 class SimHeap(Heap):
     """This rank's view of the simulated symmetric heap: every rank's heap file mapped here."""
+
+    SIZE_HINT = "SimWorld(world_size, heap_bytes=...)"
 
     def __init__(self, rank: int, world_size: int, folder: Path, size_bytes: int, barrier, group,
                  *, max_spins: int = SIM_MAX_SPINS):
@@ -75,8 +77,10 @@ class SimWorld:
 
     def __init__(self, world_size: int, *, heap_bytes: int = DEFAULT_HEAP_BYTES,
                  timeout_s: float = DEFAULT_TIMEOUT_S, max_spins: int = SIM_MAX_SPINS):
-        if world_size < 1:
-            raise InputError(f"world_size must be at least 1, got {world_size}")
+        given, world_size = world_size, _whole(world_size)
+        if world_size is None or world_size < 1:
+            raise InputError(f"world_size must be a whole number of at least 1, got {given!r}")
+        heap_bytes = _heap_bytes(heap_bytes, "heap_bytes")
         main_file = _main_file()
         if _spawn_runs_main_file() and not os.path.isfile(main_file):
             raise InputError(f"the simulated world spawns its ranks, which run __main__ again from {main_file!r}, no "
@@ -85,12 +89,21 @@ class SimWorld:
         self.timeout_s = timeout_s
         parent = _SHARED_MEMORY if _SHARED_MEMORY.is_dir() else None
         self._folder = Path(tempfile.mkdtemp(prefix="seer-simworld-", dir=parent))
+        self._conns, self._processes = [], []
+        # Registered before anything can fail, so that a failed start leaves no folder nor process behind.
+        self._finalizer = weakref.finalize(self, _shut_down, self._processes, self._conns, self._folder)
+        try:
+            self._start(world_size, heap_bytes, max_spins, timeout_s)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, world_size: int, heap_bytes: int, max_spins: int, timeout_s: float) -> None:
         for rank in range(world_size):
             with open(_heap_path(self._folder, rank), "wb") as file:
                 file.truncate(heap_bytes)
         context = mp.get_context("spawn")
         self._barrier = context.Barrier(world_size, timeout=timeout_s)
-        self._conns, self._processes = [], []
         with _interpreted_children():
             for rank in range(world_size):
                 parent_end, child_end = context.Pipe()
@@ -101,8 +114,7 @@ class SimWorld:
                 child_end.close()
                 self._conns.append(parent_end)
                 self._processes.append(process)
-        self._finalizer = weakref.finalize(self, _shut_down, self._processes, self._conns, self._folder)
-        self._collect(max(timeout_s, 120.0), "start")
+        self._raise_failure(self._collect(max(timeout_s, 120.0), "start")[1])
 
     @property
     def alive(self) -> bool:
@@ -112,15 +124,27 @@ class SimWorld:
         """``fn(heap, *args)`` on every rank; the results in rank order.
 
         ``fn`` and ``args`` must pickle (a module-level function). A rank's exception is raised
-        here, its message prefixed with the rank and the rank's traceback attached as the cause.
+        here, its message prefixed with the rank and the rank's traceback attached as the cause;
+        where the failure left the ranks' heaps out of step (one allocated what its peers did not),
+        the world is shut down too, as it is when a run is interrupted.
         """
         if not self.alive:
             raise SeerError("this simulated world was shut down; make a new SimWorld")
         _check_importable(fn)
         job = pickle.dumps((fn, args))
-        for conn in self._conns:
-            conn.send_bytes(job)
-        return self._collect(timeout_s or self.timeout_s, getattr(fn, "__name__", "fn"))
+        try:
+            for conn in self._conns:
+                conn.send_bytes(job)
+            results, failures = self._collect(timeout_s or self.timeout_s, getattr(fn, "__name__", "fn"))
+        except BaseException:  # interrupted: replies still on their way would be read as the next run's
+            self.close()
+            raise
+        if failures and self.alive and len(set(self._collect_ok(_heap_layout))) > 1:
+            self.close()
+            self._raise_failure(failures, "; the world was shut down: the failure left the ranks' heaps out of "
+                                          "step (allocations or epochs one rank made and its peers did not)")
+        self._raise_failure(failures)
+        return results
 
     def close(self) -> None:
         self._finalizer()
@@ -131,7 +155,8 @@ class SimWorld:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _collect(self, timeout_s: float, what: str) -> list:
+    def _collect(self, timeout_s: float, what: str) -> tuple[list, list]:
+        """Every rank's reply: (results in rank order, [(rank, exception, its traceback)] of the failed)."""
         results: list = [None] * self.world_size
         failures: list[tuple[int, BaseException, str]] = []
         pending = set(range(self.world_size))
@@ -165,8 +190,20 @@ class SimWorld:
             self._barrier.reset()
             if any(not p.is_alive() for p in self._processes):
                 self.close()
-            _raise_from_rank(*failures[0])
+        return results, failures
+
+    def _collect_ok(self, fn) -> list:
+        """``fn(heap)`` on every rank of a world known to be in step; its results."""
+        for conn in self._conns:
+            conn.send_bytes(pickle.dumps((fn, ())))
+        results, failures = self._collect(self.timeout_s, getattr(fn, "__name__", "fn"))
+        self._raise_failure(failures)
         return results
+
+    @staticmethod
+    def _raise_failure(failures: list, more: str = "") -> None:
+        if failures:
+            _raise_from_rank(*failures[0], more)
 
 
 def run_world(world_size: int, fn, *args, heap_bytes: int = DEFAULT_HEAP_BYTES,
@@ -241,6 +278,13 @@ def _rank_main(rank, world_size, folder, heap_bytes, max_spins, timeout_s, barri
     torch.distributed.destroy_process_group()
 
 
+def _heap_layout(heap: SimHeap) -> tuple:
+    """What must match on every rank for twins to sit at one offset and flags to count alike."""
+    base = heap._local.data_ptr()
+    scratch = sorted((name, t.data_ptr() - base, t.numel()) for name, t in heap._scratch.items())
+    return heap._used, tuple(scratch), heap._epoch
+
+
 def _gloo_group(rank, world_size, folder, timeout_s):
     import torch.distributed as dist
 
@@ -286,11 +330,11 @@ class _RemoteTraceback(Exception):
         return self.args[0]
 
 
-def _raise_from_rank(rank: int, exc: BaseException, remote_trace: str):
+def _raise_from_rank(rank: int, exc: BaseException, remote_trace: str, more: str = ""):
     if exc.args and isinstance(exc.args[0], str):
-        exc.args = (f"rank {rank}: {exc.args[0]}", *exc.args[1:])
+        exc.args = (f"rank {rank}: {exc.args[0]}{more}", *exc.args[1:])
     else:
-        exc.args = (f"rank {rank}", *exc.args)
+        exc.args = (f"rank {rank}{more}", *exc.args)
     raise exc from _RemoteTraceback(f"\n--- traceback in rank {rank} ---\n{remote_trace}")
 
 

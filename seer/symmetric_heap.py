@@ -61,6 +61,8 @@ class Heap:
     recently used dropped (with a warning): raise it where a model graphs more weights than that.
     """
 
+    SIZE_HINT = "SymmetricHeap(size_bytes, group), or SEER_HEAP_BYTES"  # where a full heap's message points
+
     def __init__(self, local: torch.Tensor, heap_bases: torch.Tensor, rank: int, world_size: int,
                  group=None, *, max_spins: int = DEFAULT_MAX_SPINS):
         bases, given, rank = heap_bases.tolist(), rank, _rank(rank, world_size)
@@ -101,7 +103,7 @@ class Heap:
 
     @property
     def free_bytes(self) -> int:
-        return self.size_bytes - _align(self._used)
+        return max(self.size_bytes - _align(self._used), 0)  # a size not a multiple of ALIGNMENT leaves a sliver
 
     def empty(self, shape, dtype: torch.dtype, *, what: str = "") -> torch.Tensor:
         """A new tensor in this rank's heap (its twins on the peers sit at the same offset); ``what``
@@ -113,8 +115,8 @@ class Heap:
             held = f", or call free_all() (other tensors hold {start:,})" if start else ""
             raise InputError(
                 f"symmetric heap full: {what or f'a {list(shape)} {dtype} tensor'} needs {nbytes:,} bytes, "
-                f"{self.size_bytes - start:,} of {self.size_bytes:,} are left; make a larger heap "
-                f"(SymmetricHeap(size_bytes, group), or SEER_HEAP_BYTES){held}")
+                f"{self.free_bytes:,} of {self.size_bytes:,} are left; make a larger heap "
+                f"({self.SIZE_HINT}){held}")
         self._used = start + nbytes
         return self._local[start:start + nbytes].view(dtype).view(shape)
 
@@ -124,7 +126,8 @@ class Heap:
     def scratch(self, name: str, shape, dtype: torch.dtype, *, zero_new: bool = False) -> torch.Tensor:
         """A reusable heap buffer called ``name``, grown (re-allocated) when ``shape`` needs more room.
 
-        ``zero_new`` zeroes it when it is newly allocated (flags: stale memory must not look signalled).
+        ``zero_new`` zeroes the whole region when it is newly allocated (flags: stale memory must not
+        look signalled), its room past ``shape`` too, which a later call of a larger shape takes as it is.
         """
         shape, dtype = _sizes(shape), _dtype(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
@@ -134,22 +137,24 @@ class Heap:
             what = f"scratch buffer {name!r} ({list(shape)} {dtype})"
             region = self._scratch[name] = self._grown(region, max(nbytes, 1), what)
             self.scratch_version += 1
-        tensor = region[:nbytes].view(dtype).view(shape)
-        if fresh and zero_new:
-            tensor.zero_()
-        return tensor
+            if zero_new:
+                region.zero_()
+        return region[:nbytes].view(dtype).view(shape)
 
     def _grown(self, region: torch.Tensor | None, nbytes: int, what: str) -> torch.Tensor:
         """A scratch region of at least ``nbytes`` in place of ``region``: extended where it is the
         heap's last allocation, else made anew at twice its size or more, so that calls of growing
         shapes use a small multiple of their largest need, not the sum of every size they passed
-        through. The same on every rank, as every allocation must be."""
+        through (``nbytes`` alone where twice would not fit). The same on every rank, as every
+        allocation must be."""
         if region is not None:
             start = region.data_ptr() - self._local.data_ptr()
             if start + region.numel() == self._used and start + nbytes <= self.size_bytes:
                 self._used = start + nbytes
                 return self._local[start:start + nbytes]
-            nbytes = max(nbytes, 2 * region.numel())
+            doubled = max(nbytes, 2 * region.numel())
+            if _align(self._used) + doubled <= self.size_bytes:
+                nbytes = doubled
         return self.empty((nbytes,), torch.uint8, what=what)
 
     def free_all(self) -> None:
@@ -222,9 +227,10 @@ class SymmetricHeap(Heap):
                              "torch.distributed.init_process_group('nccl') first")
         if not torch.cuda.is_available():
             raise InputError("SymmetricHeap needs CUDA GPUs; on the CPU use seer.simworld")
+        size_bytes = _heap_bytes(size_bytes, "size_bytes")
         group = group if group is not None else dist.group.WORLD
         device = torch.device("cuda", torch.cuda.current_device())
-        buffer = symm_mem.empty(int(size_bytes), dtype=torch.uint8, device=device)
+        buffer = symm_mem.empty(size_bytes, dtype=torch.uint8, device=device)
         handle = symm_mem.rendezvous(buffer, group.group_name)
         rank, world_size = handle.rank, handle.world_size
         # The buffer may sit inside a larger symmetric allocation (PyTorch's memory pool); its

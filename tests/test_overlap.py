@@ -352,6 +352,22 @@ def test_machine_constants_can_be_overridden(monkeypatch):
         features.known(problem)
 
 
+def test_new_machine_constants_forget_the_decisions_made_under_the_old(monkeypatch):
+    """Shapes decided before kept the old constants' choice (a review): every rank must decide them
+    anew, or one whose cache had dropped a shape would choose, and gather, apart from its peers."""
+    import seer
+
+    features, cleared = _features_module(), []
+    monkeypatch.setattr(seer, "clear_cache", lambda: cleared.append(features.machine()))
+    try:
+        features.set_machine(link_gbps=50.0)
+        features.set_machine()
+    finally:
+        monkeypatch.undo()
+        features.set_machine()
+    assert [m.link_gbps for m in cleared] == [50.0, features.DEFAULT_MACHINE.link_gbps]
+
+
 @pytest.mark.parametrize("constants", [{"gemm_tflops": 0}, {"gemm_tflops": -5.0}, {"link_gbps": float("nan")},
                                        {"link_gbps": float("inf")}, {"gemm_tflops": "783"}])
 def test_machine_constants_must_be_positive_finite_numbers(constants):
@@ -617,6 +633,42 @@ def test_heap_arguments_are_checked():
     for rank, world_size in ((2, 2), (-1, 2), (0, 3)):
         with pytest.raises(SeerError, match="needs a base per rank and a rank in"):
             Heap(torch.zeros(4096, dtype=torch.uint8), bases, rank=rank, world_size=world_size)
+
+
+def _one_rank_heap(size_bytes: int) -> Heap:
+    return Heap(torch.zeros(size_bytes, dtype=torch.uint8), torch.zeros(1, dtype=torch.int64), rank=0, world_size=1)
+
+
+def test_flags_grown_into_room_made_for_an_earlier_call_start_at_zero():
+    """A growth made twice the room asked for, and zeroed only what it was asked: a later call of
+    more flags took the rest as it was, stale bytes that could equal the epoch awaited."""
+    heap = _one_rank_heap(1 << 16)
+    heap._local.fill_(7)  # what tensors freed by free_all left, or a new symmetric buffer held
+    heap.scratch("op.flags", (11,), torch.int32, zero_new=True)
+    heap.empty((4,), torch.float32)  # the flags are no longer the last allocation: growing them moves them
+    heap.scratch("op.flags", (12,), torch.int32, zero_new=True)  # made anew, with room for 24
+    flags = heap.scratch("op.flags", (22,), torch.int32, zero_new=True)  # fits that room: not made anew
+    assert flags.tolist() == [0] * 22
+
+
+def test_a_growth_that_fits_but_not_twice_over_takes_what_it_needs():
+    """Growth doubles a buffer's room; where the double did not fit, a call that would was refused,
+    its message counting the double."""
+    heap = _one_rank_heap(1 << 20)
+    heap.scratch("s", (400 << 10,), torch.uint8)
+    heap.empty((20 << 10,), torch.uint8)
+    grown = heap.scratch("s", (410 << 10,), torch.uint8)
+    assert grown.numel() == 410 << 10 and heap.free_bytes < (400 << 10)
+    with pytest.raises(InputError, match="needs 1,048,576 bytes"):  # the need itself, not twice the old room
+        heap.scratch("s", (1 << 20,), torch.uint8)
+
+
+def test_a_heap_whose_size_is_no_multiple_of_the_alignment_counts_no_negative_room():
+    heap = _one_rank_heap(1000)
+    heap.empty((900,), torch.uint8)
+    assert heap.free_bytes == 0
+    with pytest.raises(InputError, match=r"needs 4 bytes, 0 of 1,000 are left; make a larger heap \(SymmetricHeap"):
+        heap.empty((1,), torch.float32)
 
 
 def test_a_full_heap_names_the_buffer_and_says_free_all_only_where_it_frees_something():

@@ -144,6 +144,12 @@ def _fail_on_rank(heap, rank):
     heap.barrier()  # the other ranks block here until the failing rank's error aborts the barrier
 
 
+def _allocate_on_one_rank_then_fail(heap, rank):
+    if heap.rank == rank:
+        heap.scratch("lopsided", (1000,), torch.float32)
+    raise InputError("failed after an allocation on one rank")
+
+
 def _sleep(heap, seconds):
     time.sleep(seconds)
 
@@ -221,6 +227,57 @@ def test_rank_exception_is_raised_with_the_rank_named():
     with pytest.raises(InputError, match="rank 1: bad input on purpose"):
         shared_world(2).run(_fail_on_rank, 1)
     assert shared_world(2).run(_ring, 1)[0][0] == 3, "the world stays usable after a rank's exception"
+
+
+def test_a_failure_that_leaves_the_heaps_out_of_step_shuts_the_world_down():
+    """The world stayed up with rank 1 holding an allocation rank 0 did not: the next run's tensors
+    sat at different offsets on the two ranks, and twins pointed at other memory (found by a review)."""
+    world = shared_world(2)
+    with pytest.raises(InputError, match="rank [01]: failed after an allocation on one rank; the world was shut "
+                                         "down: the failure left the ranks' heaps out of step"):  # the first to reply
+        world.run(_allocate_on_one_rank_then_fail, 1)
+    assert not world.alive
+    assert shared_world(2).run(_ring, 1)[0][0] == 3, "shared_world makes a new world in its place"
+
+
+def test_an_interrupted_run_shuts_the_world_down(monkeypatch):
+    """Interrupted while waiting, the world stayed up and read the ranks' late replies as the next run's."""
+    world = shared_world(2)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(simworld.mp.connection, "wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        world.run(_ring, 1)
+    monkeypatch.undo()
+    assert not world.alive
+
+
+@pytest.mark.parametrize("arguments, problem", [
+    ({"world_size": 2.0}, "world_size must be a whole number of at least 1, got 2.0"),
+    ({"world_size": 0}, "world_size must be a whole number of at least 1, got 0"),
+    ({"world_size": 2, "heap_bytes": -1}, "heap_bytes must be a positive whole number of bytes, got -1"),
+    ({"world_size": 2, "heap_bytes": 1.5}, "heap_bytes must be a positive whole number of bytes, got 1.5")])
+def test_world_arguments_are_checked_before_anything_is_made(arguments, problem, tmp_path, monkeypatch):
+    """A negative or fractional heap size or a float world size raised from inside the start and left
+    its folder of heap files behind."""
+    monkeypatch.setattr(simworld, "_SHARED_MEMORY", tmp_path)
+    with pytest.raises(InputError, match=problem):
+        SimWorld(**arguments)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_start_leaves_no_folder_behind(tmp_path, monkeypatch):
+    monkeypatch.setattr(simworld, "_SHARED_MEMORY", tmp_path)
+
+    def failing_start(*args):
+        raise OSError("no room for the heap files")
+
+    monkeypatch.setattr(SimWorld, "_start", failing_start)
+    with pytest.raises(OSError, match="no room"):
+        SimWorld(2)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_rank_function_the_ranks_cannot_import_is_named(monkeypatch):
