@@ -50,9 +50,16 @@ GATHERED: tuple[Feature, ...] = ()
 
 
 def set_machine(gemm_tflops: float | None = None, link_gbps: float | None = None) -> Machine:
-    """Replace machine constants (every rank alike; None keeps one as it is); ``set_machine()`` goes back
-    to the defaults. Each must be a positive, finite number: a zero, negative or NaN rate makes every
-    ratio meaningless, and every choice with it."""
+    """Replace machine constants, on every rank alike (a constant given as None keeps its value in
+    force); ``set_machine()`` drops the replacement, so that the environment's constants, else the
+    defaults, hold again. Each must be a positive, finite number: a zero, negative or NaN rate makes
+    every ratio meaningless, and every choice with it.
+
+    Cached decisions are forgotten (``seer.clear_cache()``): shapes decided before would keep the
+    old constants' choice, and a rank whose cache had dropped one would decide anew alone, its
+    choice and its collectives apart from its peers'."""
+    import seer
+
     global _override
     if gemm_tflops is None and link_gbps is None:
         _override = None
@@ -61,6 +68,7 @@ def set_machine(gemm_tflops: float | None = None, link_gbps: float | None = None
         gemm = current.gemm_tflops if gemm_tflops is None else _rate("set_machine's gemm_tflops", gemm_tflops)
         link = current.link_gbps if link_gbps is None else _rate("set_machine's link_gbps", link_gbps)
         _override = Machine(gemm, link)
+    seer.clear_cache()
     return machine()
 
 
