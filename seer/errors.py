@@ -45,11 +45,21 @@ class SeerWarning(UserWarning):
 def warn(message: str, category: type[Warning] = SeerWarning) -> None:
     """Warn at the first frame outside seer (its modules live in several source folders: seer/,
     kernels/, datasets/, ...), so that the warning names the caller's line; a ``stacklevel``
-    counted by hand points into seer wherever a path adds or drops a call."""
+    counted by hand points into seer wherever a path adds or drops a call. Frames of the import
+    machinery are stepped over uncounted, as ``warnings.warn`` steps over them: a warning while seer
+    imports its own modules names the line that imported seer."""
     frame, level = sys._getframe(0), 1
     while frame is not None and _in_seer(frame.f_globals.get("__name__", "")):
         frame, level = frame.f_back, level + 1
+        while frame is not None and _is_import_machinery(frame):
+            frame = frame.f_back
     warnings.warn(message, category, stacklevel=level)
+
+
+def _is_import_machinery(frame) -> bool:
+    """The frames ``warnings.warn`` leaves out of its ``stacklevel`` count (importlib's bootstrap)."""
+    filename = frame.f_code.co_filename
+    return "importlib" in filename and "_bootstrap" in filename
 
 
 def warn_once(told: set, message: str, key=None) -> None:

@@ -632,6 +632,20 @@ def test_warnings_name_the_callers_line(tmp_path, spmv_model):
         assert {w.filename for w in record if issubclass(w.category, SeerWarning)} == {__file__}, message
 
 
+def test_a_warning_while_seer_imports_its_own_modules_names_the_line_that_imported_seer(tmp_path, monkeypatch):
+    """warnings.warn leaves importlib's frames out of its count and seer's count had kept them: a
+    warning from a module seer imports (triton 3.6's interpreter under numpy 2.4, at import) named
+    the seer line importing it (a review)."""
+    (tmp_path / "_probe_inner.py").write_text("from seer.errors import warn\nwarn('probe at import')\n")
+    (tmp_path / "_probe_outer.py").write_text("import seer._probe_inner\n")
+    monkeypatch.setattr(seer, "__path__", [*seer.__path__, str(tmp_path)])
+    for name in ("seer._probe_outer", "seer._probe_inner"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with pytest.warns(SeerWarning, match="probe at import") as record:
+        __import__("seer._probe_outer")  # as an import statement does: no frame of importlib's own
+    assert {w.filename for w in record if issubclass(w.category, SeerWarning)} == {__file__}
+
+
 def test_forced_variant_and_bad_requests():
     m = _matrix()
     x = torch.randn(m.shape[1])
