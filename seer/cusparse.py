@@ -16,7 +16,7 @@ import threading
 
 import torch
 
-from seer.errors import SeerError
+from seer.errors import SeerError, warn
 from seer.native import loaded_library
 
 _NON_TRANSPOSE = 0  # cusparseOperation_t
@@ -76,7 +76,12 @@ def _functions():
     global _library
     if _library is None:
         path = loaded_library("libcusparse.so") if torch.cuda.is_available() else None
-        _library = _bind(ctypes.CDLL(path)) if path else False
+        try:
+            _library = _bind(ctypes.CDLL(path)) if path else False
+        except (OSError, AttributeError) as error:  # not a library, or one without the generic API
+            warn(f"seer could not load the cuSPARSE library torch loaded ({path}: {error}); its cuSPARSE "
+                 "variants are not offered")
+            _library = False
     return _library or None
 
 
@@ -94,7 +99,7 @@ def _check(status: int, what: str) -> None:
         raise SeerError(f"cuSPARSE {what} failed: {message} (status {status})")
 
 
-def _handle(device_index: int) -> int:
+def _handle(device_index: int) -> _Handle:
     """This thread's handle on the device, bound to torch's current stream there."""
     handles = _handles.__dict__.setdefault("by_device", {})
     handle = handles.get(device_index)
@@ -105,9 +110,9 @@ def _handle(device_index: int) -> int:
         handle = handles[device_index] = _Handle(created.value)
     stream = torch._C._cuda_getCurrentRawStream(device_index)
     if handle.stream != stream:
-        _library.cusparseSetStream(handle.address, stream)
+        _check(_library.cusparseSetStream(handle.address, stream), "cusparseSetStream")
         handle.stream = stream
-    return handle.address
+    return handle
 
 
 class SpmvPlan:
@@ -121,14 +126,18 @@ class SpmvPlan:
 
     def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor, shape: tuple[int, int],
                  algorithm: str = "csr_alg1", preprocess: bool = True):
+        self._matrix, self._x, self._y = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()  # for __del__
         if _functions() is None:
             raise SeerError("cuSPARSE is not loaded in this process (torch without CUDA?)")
+        for what, key, known in (("algorithm", algorithm, ALGORITHMS), ("values' dtype", values.dtype, _VALUE_TYPES),
+                                 ("index dtype", indptr.dtype, _INDEX_TYPES)):
+            if key not in known:
+                raise SeerError(f"a cuSPARSE plan takes an {what} of {sorted(map(str, known))}, got {key}")
         self._arrays = (indptr, indices, values)
         self._device = values.device.index
         self._lock = threading.Lock()
         self._algorithm = ALGORITHMS[algorithm]
         value_type, index_type = _VALUE_TYPES[values.dtype], _INDEX_TYPES[indptr.dtype]
-        self._matrix, self._x, self._y = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
         self._operands = (_NON_TRANSPOSE, ctypes.byref(_ONE), self._matrix, self._x, ctypes.byref(_ZERO), self._y,
                           _COMPUTE_32F, self._algorithm)
         _check(_library.cusparseCreateCsr(ctypes.byref(self._matrix), shape[0], shape[1], values.numel(),
@@ -144,12 +153,16 @@ class SpmvPlan:
         # loop on one x into one out then costs one ctypes call, the product).
         self._pointed = [x.data_ptr(), y.data_ptr()]
         size = ctypes.c_size_t()
-        _check(_library.cusparseSpMV_bufferSize(_handle(self._device), *self._operands, ctypes.byref(size)),
+        handle = _handle(self._device)
+        _check(_library.cusparseSpMV_bufferSize(handle.address, *self._operands, ctypes.byref(size)),
                "cusparseSpMV_bufferSize")
         self._workspace = torch.empty(max(size.value, 1), dtype=torch.uint8, device=values.device)
         self._workspace_at = self._workspace.data_ptr()
+        # The streams the workspace was used on: the allocator reuses its memory once the plan goes
+        # only after their work so far (record_stream), else a new tensor could overwrite it mid-product.
+        self._streams = {handle.stream}
         if preprocess:
-            _check(_library.cusparseSpMV_preprocess(_handle(self._device), *self._operands, self._workspace_at),
+            _check(_library.cusparseSpMV_preprocess(handle.address, *self._operands, self._workspace_at),
                    "cusparseSpMV_preprocess")
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -159,12 +172,15 @@ class SpmvPlan:
         with self._lock:
             pointed = self._pointed
             if pointed[0] != x_at:
-                _library.cusparseDnVecSetValues(self._x, x_at)
+                _check(_library.cusparseDnVecSetValues(self._x, x_at), "cusparseDnVecSetValues")
                 pointed[0] = x_at
             if pointed[1] != y_at:
-                _library.cusparseDnVecSetValues(self._y, y_at)
+                _check(_library.cusparseDnVecSetValues(self._y, y_at), "cusparseDnVecSetValues")
                 pointed[1] = y_at
-            _check(_library.cusparseSpMV(handle, *self._operands, self._workspace_at), "cusparseSpMV")
+            if handle.stream not in self._streams:
+                self._workspace.record_stream(torch.cuda.current_stream(self._device))
+                self._streams.add(handle.stream)
+            _check(_library.cusparseSpMV(handle.address, *self._operands, self._workspace_at), "cusparseSpMV")
         return y
 
     def repoint(self, indptr: torch.Tensor, indices: torch.Tensor, values: torch.Tensor) -> None:
