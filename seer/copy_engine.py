@@ -18,13 +18,15 @@ from seer.native import loaded_library
 
 _DEVICE_TO_DEVICE = 3  # cudaMemcpyKind
 _memcpy_2d = None  # the runtime's cudaMemcpy2DAsync, found on first use; False when it cannot be found
+_clear_last_error = None  # the same runtime's cudaGetLastError, which also resets the error it returns
 
 
 def copy_rows(dst: torch.Tensor, src: torch.Tensor) -> None:
     """``dst[:] = src`` on the current stream, by the copy engines on CUDA.
 
     Both are 2-D, of one shape and dtype, with contiguous rows (``stride(1) == 1``); either may be a
-    view of a peer's symmetric heap.
+    view of a peer's symmetric heap. Layouts a 2-D copy cannot express (rows that overlap or repeat,
+    as a broadcast source's do) and sources torch conjugates or negates lazily go to ``Tensor.copy_``.
     """
     if dst.shape != src.shape or dst.dtype != src.dtype or dst.dim() != 2:
         raise InputError(f"copy_rows copies between 2-D tensors of one shape and dtype, got "
@@ -35,17 +37,23 @@ def copy_rows(dst: torch.Tensor, src: torch.Tensor) -> None:
     if dst.stride(1) != 1 or src.stride(1) != 1 or src.device != dst.device:
         raise InputError("copy_rows needs rows that are contiguous (stride(1) == 1) on one device, got strides "
                          f"{dst.stride()} and {src.stride()}")
-    size = dst.element_size()
+    size, rows = dst.element_size(), dst.shape[0]
+    width = dst.shape[1] * size
+    # One row's pitch is never used, but CUDA refuses any pitch under the width.
+    pitches = [t.stride(0) * size if rows > 1 else width for t in (dst, src)]
+    if min(pitches) < width or src.is_conj() or src.is_neg():
+        dst.copy_(src)
+        return
     stream = torch._C._cuda_getCurrentRawStream(dst.device.index)
-    status = _memcpy_2d(dst.data_ptr(), dst.stride(0) * size, src.data_ptr(), src.stride(0) * size,
-                        dst.shape[1] * size, dst.shape[0], _DEVICE_TO_DEVICE, stream)
+    status = _memcpy_2d(dst.data_ptr(), pitches[0], src.data_ptr(), pitches[1], width, rows, _DEVICE_TO_DEVICE, stream)
     if status:
+        _clear_last_error()  # else torch's next launch check would raise it, at some other op
         raise SeerError(f"cudaMemcpy2DAsync of a {list(dst.shape)} {dst.dtype} block failed with CUDA error {status}")
 
 
 def _runtime_copy():
     """cudaMemcpy2DAsync of the CUDA runtime library this process has loaded (torch's), or None."""
-    global _memcpy_2d
+    global _memcpy_2d, _clear_last_error
     if _memcpy_2d is None:
         torch.cuda.init()  # loads the runtime
         path = loaded_library("libcudart.so")
@@ -54,10 +62,13 @@ def _runtime_copy():
                  "run on the SMs (Tensor.copy_) instead of the copy engines")
             _memcpy_2d = False
         else:
-            function = ctypes.CDLL(path).cudaMemcpy2DAsync
+            runtime = ctypes.CDLL(path)
+            function = runtime.cudaMemcpy2DAsync
             function.restype = ctypes.c_int
             function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
                                  ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+            _clear_last_error = runtime.cudaGetLastError
+            _clear_last_error.restype = ctypes.c_int
             _memcpy_2d = function
     return _memcpy_2d or None
 

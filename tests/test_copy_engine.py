@@ -43,3 +43,28 @@ def test_copy_rows_names_strided_rows():
     wide = torch.zeros(8, 8, device="cuda")
     with pytest.raises(InputError, match="stride"):
         copy_rows(wide[:, ::2], torch.zeros(8, 4, device="cuda"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["one row of stride 1", "broadcast rows", "overlapping rows", "conjugated",
+                                    "negated"])
+def test_copy_rows_copies_layouts_a_2d_copy_cannot_express(layout):
+    """cudaMemcpy2DAsync refuses a pitch under the row's width, which these valid views have (a
+    review: they raised on the GPU and copied on the CPU), and a raw copy drops a lazy conjugation
+    or negation; the failure also stayed the runtime's last error, raised at torch's next launch."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    g = torch.Generator().manual_seed(5)
+    line = torch.randn(64, generator=g).cuda()
+    complex_block = torch.randn(4, 8, dtype=torch.complex64, generator=g).cuda()
+    src = {"one row of stride 1": line[:5].reshape(5, 1).t(),  # shape (1, 5), strides (1, 1)
+           "broadcast rows": line[:16].expand(4, 16),
+           "overlapping rows": line.unfold(0, 8, 1)[:10],
+           "conjugated": complex_block.conj(),
+           "negated": torch._neg_view(complex_block)}[layout]
+    dst = torch.full(src.shape, float("nan"), dtype=src.dtype, device="cuda")
+    copy_rows(dst, src)
+    torch.cuda.synchronize()
+    assert torch.equal(dst.cpu(), src.resolve_conj().resolve_neg().cpu())
+    torch.ones(8, device="cuda").add_(1)  # a launch after the copy: no error left behind
+    torch.cuda.synchronize()

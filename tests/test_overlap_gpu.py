@@ -165,6 +165,7 @@ def test_a_group_must_be_a_process_group_and_not_given_with_a_heap(heap):
 
 
 @pytest.mark.parametrize("op", overlap_checks.OPS)
+@pytest.mark.filterwarnings("ignore:The CUDA Graph is empty")  # pipelined_torch's refused capture launched nothing
 def test_capturable_patterns_replay_in_a_cuda_graph_and_the_others_are_refused(heap, op):
     for errors, refusal in _results(_on_every_rank(heap, overlap_checks._replays_of_captured_calls, op, 3)):
         overlap_checks._assert_small([errors], TOLERANCE["float32"])
