@@ -7,11 +7,13 @@ from seer import cusparse
 pytestmark = pytest.mark.gpu
 
 
-def test_a_plans_workspace_outlives_a_product_still_running_on_another_stream():
-    """The workspace was made on the stream of the plan's making and used on another; dropped while
-    a product there had yet to run, its memory went at once to the next tensor of its size on the
-    first stream, whose writes the product could read (a review). The allocator must hold it back
-    until the other stream's work is done."""
+def test_a_plan_run_on_another_stream_and_dropped_at_once_gives_the_right_product():
+    """A plan made on one stream, run on another behind a long wait and dropped at once, while new
+    tensors of its workspace's size are written on the first: the product is right, and the
+    workspace's record_stream takes a real CUDA stream. (A review found the workspace was never
+    recorded on the streams it ran on, so the allocator could hand its memory on mid-product; this
+    H200 did not show that hazard even without the record, 3 runs of 3, so the test that fails
+    without the fix is the CPU one, tests/test_cusparse.py, which counts the records.)"""
     if not torch.cuda.is_available() or not cusparse.available():
         pytest.skip("needs a GPU with cuSPARSE")
     g = torch.Generator().manual_seed(11)
@@ -21,16 +23,18 @@ def test_a_plans_workspace_outlives_a_product_still_running_on_another_stream():
     indptr, indices, values = (t.cuda() for t in (csr.crow_indices().int(), csr.col_indices().int(), csr.values()))
     x = torch.randn(rows, generator=g).cuda()
     plan = cusparse.SpmvPlan(indptr, indices, values, (rows, rows))
-    workspace_at, workspace_bytes = plan._workspace.data_ptr(), plan._workspace.numel()
+    workspace_bytes = plan._workspace.numel()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     y = torch.full((rows,), float("nan"), device="cuda")
     with torch.cuda.stream(side):
-        torch.cuda._sleep(50_000_000)  # the product waits behind this on the side stream
+        torch.cuda._sleep(200_000_000)  # about 0.1 s: the product waits behind this on the side stream
         plan(x, y)
     del plan
-    reused = torch.empty(workspace_bytes, dtype=torch.uint8, device="cuda")
-    assert reused.data_ptr() != workspace_at, "the workspace went to a new tensor while the side stream used it"
+    # Tensors of the workspace's size made and overwritten on the first stream meanwhile: one of them
+    # takes the workspace's memory if the allocator does not wait for the side stream's work.
+    clobbered = [torch.full((workspace_bytes,), 255, dtype=torch.uint8, device="cuda") for _ in range(16)]
     torch.cuda.synchronize()
     expected = (dense.double() @ x.cpu().double())
-    assert torch.allclose(y.cpu().double(), expected, rtol=1e-4, atol=1e-4)
+    assert torch.allclose(y.cpu().double(), expected, rtol=1e-4, atol=1e-4), "the product read a clobbered workspace"
+    del clobbered
