@@ -436,8 +436,15 @@ def _check_group(op: str, group, heap: Heap | None) -> None:
 
 
 def cache_key(spec: OverlapSpec):
-    where = id(spec.heap) if spec.heap is not None else ("group", getattr(spec.group, "group_name", None))
+    # The group itself, the world's resolved: torch names groups afresh after destroy_process_group, so a
+    # new world's group takes the old one's name, and a decision bound to the old heap would be found.
+    where = id(spec.heap) if spec.heap is not None else ("group", spec.group if spec.group is not None else _world())
     return (spec.op, spec.a_shape, spec.b_shape, spec.dtype, str(spec.device), where), ()
+
+
+def _world():
+    """The default process group, None before torch.distributed is initialised."""
+    return torch.distributed.group.WORLD if torch.distributed.is_available() else None
 
 
 def _heap_of(spec: OverlapSpec) -> Heap:

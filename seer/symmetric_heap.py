@@ -261,7 +261,9 @@ class SymmetricHeap(Heap):
         return heap
 
 
-_heaps: dict[str, SymmetricHeap] = {}
+# Keyed by the group itself, not its name: torch numbers groups afresh after destroy_process_group,
+# so a new world's group takes the old one's name, and the old heap (its handle of the old group) with it.
+_heaps: dict[object, SymmetricHeap] = {}
 
 
 def heap_for_group(group=None, size_bytes: int | None = None) -> SymmetricHeap:
@@ -277,10 +279,10 @@ def heap_for_group(group=None, size_bytes: int | None = None) -> SymmetricHeap:
         raise InputError("seer's multi-GPU ops need torch.distributed: start with torchrun and call "
                          "torch.distributed.init_process_group('nccl') first (or pass heap=)")
     group = group if group is not None else dist.group.WORLD
-    heap = _heaps.get(group.group_name)
+    heap = _heaps.get(group)
     if heap is None:
         heap = SymmetricHeap(default_heap_bytes() if size_bytes is None else size_bytes, group)
-        _heaps[group.group_name] = heap
+        _heaps[group] = heap
     elif size_bytes is not None and size_bytes != heap.size_bytes:
         raise InputError(f"the symmetric heap of this group exists already, of {heap.size_bytes:,} bytes a rank; "
                          f"asked for {size_bytes:,}: pass size_bytes on the first use only (or make a "

@@ -612,6 +612,31 @@ def test_the_group_heap_needs_torch_distributed_and_a_number_of_bytes(monkeypatc
     assert symmetric_heap.default_heap_bytes() == 10**9
 
 
+def test_a_new_world_after_destroy_process_group_gets_a_new_heap_and_new_decisions(tmp_path, monkeypatch):
+    """Heaps and decisions were keyed by the group's name, which torch gives afresh after
+    destroy_process_group: the new world's "0" found the old world's heap, its handle of a
+    destroyed group (a review)."""
+    import torch.distributed as dist
+
+    from seer import symmetric_heap
+    from seer.kernels import overlap
+
+    made = []
+    monkeypatch.setattr(symmetric_heap, "SymmetricHeap", lambda size, group: made.append(group) or object())
+    monkeypatch.setattr(symmetric_heap, "_heaps", {})
+    spec, _ = overlap.split("all_gather_gemm", (torch.ones(2, 4), torch.ones(4, 3)))
+    heaps, keys = [], []
+    for world in (1, 2):
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path / f'store{world}'}", rank=0, world_size=1)
+        try:
+            heaps += [symmetric_heap.heap_for_group(), symmetric_heap.heap_for_group()]
+            keys.append(overlap.cache_key(spec))
+        finally:
+            dist.destroy_process_group()
+    assert heaps[0] is heaps[1] and heaps[2] is heaps[3] and heaps[0] is not heaps[2]
+    assert len(made) == 2 and keys[0] != keys[1]
+
+
 def test_heap_arguments_are_checked():
     """Found by an audit: rank -1 viewed the last rank's twin, a float size was truncated, a shape of
     one int or a dtype by name raised TypeError and AttributeError from inside the heap, and a heap
