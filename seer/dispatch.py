@@ -220,17 +220,25 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
         token = model if model is None else _model_token(model)
         # The cached path runs on every call after the first: keep it short (benchmarks/host_path.py).
         key = entry.kernels.cache_key(source)
+        if key is None and capturing():
+            raise InputError(f"{op}: seer.dispatch does not cache its decision on this input (the warning on its "
+                             "first call says why; an input seer cannot take is refused outside capture), so every call "
+                             "examines it, reading the device back, which CUDA graph capture forbids; capture an input "
+                             "seer caches (e.g. a torch sparse CSR tensor, or contiguous arrays)")
         if key is not None:
             key = (op, key, token, variant)
             decision = _cache.get(key)
             if decision is not None:
-                if calls is not None and calls > decision.calls and variant is None:
+                if calls is not None and variant is None and (calls > decision.calls or decision.recheck_at is not None):
                     decision = _hinted(entry, key, decision, operands, calls, model)
                 elif decision.recheck_at is not None:
                     decision = _counted(entry, key, decision, operands, model)
                 return decision.call(*operands) if out is None else decision.call(*operands, out=out)
             generation = _cache.generation
             making = _first_calls.claim(key)
+            if making is None and _cache.peek(key) is not None:  # another thread's first call ended since the miss
+                _first_calls.done(key)
+                return dispatch(op, inputs, out=out, calls=calls, model=model, variant=variant, **op_kwargs)
             if making is not None:  # another thread is deciding for this input: its decision will be cached
                 _refuse_capture()  # as a first call would, rather than wait with the capture open
                 making.wait()
@@ -400,7 +408,12 @@ def _counted(entry: Op, key, decision: Decision, operands, model) -> Decision:
             return decision
         later = selector.next_count(decision.recheck_at)  # the same whether the choice changes or not
         with _on_device_of(operands):
-            fresh = _settled_choice(entry, decision, operands, model, selector.call_counts)
+            try:
+                fresh = _settled_choice(entry, decision, operands, model, selector.call_counts)
+            except Exception as error:  # e.g. out of memory gathering: the bound variant serves on
+                _warn_once(f"{entry.name}: deciding again at call {decision.served:,} failed ({type(error).__name__}: "
+                           f"{error}); keeping {decision.variant}")
+                fresh = None
             if fresh is None or fresh.variant == decision.variant:
                 decision.recheck_at = later
                 return decision
@@ -432,9 +445,13 @@ def _replaced(entry: Op, key, decision: Decision, fresh: Decision, why: str) -> 
 def _hinted(entry: Op, key, decision: Decision, operands, calls: int, model) -> Decision:
     """The decision for an input cached for fewer calls than ``calls`` now hints: made again for the
     hint (on the validated problem and the features at hand), bound if its variant changed, and
-    cached with the hint's count; a hint fixes the choice, so no later recheck. Not on the multi-GPU
+    cached with the hint's count; a hint fixes the choice, so no later recheck (a hint of no more
+    calls than the cached choice was made for keeps it, fixed). Not on the multi-GPU
     ops: a rank deciding again alone (a hint on one rank) would switch patterns without its peers."""
     if capturing() or "world_size" in decision.features:  # capture: deciding may read the device back
+        return decision
+    if calls <= decision.calls:  # the first call had no hint: no more calls than it was made for, so kept, fixed
+        decision.recheck_at = None
         return decision
     with _recheck_lock, _on_device_of(operands):
         if decision.calls >= calls:  # another thread decided for the hint meanwhile
@@ -454,9 +471,12 @@ def _hinted(entry: Op, key, decision: Decision, operands, calls: int, model) -> 
 def _settled_choice(entry: Op, decision: Decision, operands, model, counts: list[int]) -> Decision | None:
     """The decision for ``decision.recheck_at`` calls if the trees for every larger count of
     ``counts`` choose its variant too (or, without ``_REQUIRE_AGREEMENT``, whatever they choose),
-    else None; on the features at hand (gathered at most once)."""
+    else None (None too where ``counts`` has none so large); on the features at hand (gathered at most once)."""
     gathered, choices = _gathered(entry, decision.features), []
-    for calls in (c for c in counts if c >= decision.recheck_at):
+    counts = [c for c in counts if c >= decision.recheck_at]
+    if not counts:  # the model was trained again, without trees for this many calls
+        return None
+    for calls in counts:
         choices.append(_decide(entry, decision.source, operands, calls=calls, model=model, variant=None,
                                problem=decision.problem, gathered=gathered))
         gathered = gathered or _gathered(entry, choices[-1].features)

@@ -982,6 +982,106 @@ def test_a_model_gone_before_its_recheck_leaves_the_choice_serving(monkeypatch, 
     assert found == [(SMALL, 1)]
 
 
+def test_a_model_retrained_without_trees_for_the_recheck_leaves_the_choice_serving(monkeypatch, binds, tmp_path):
+    """A file retrained in place with fewer call counts left none at or above the recheck's, and every
+    call from the recheck on raised IndexError on an input served from the cache (a review)."""
+    found, calls = binds
+    small, big = _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
+    path = _model_by_calls({1: small, 100: big}).save(tmp_path / "spmv-retrained.json")
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
+    m = _matrix(60, 50, 0.1, 10)
+    x = torch.randn(50)
+    parts = _parts(m)
+    for calls[0] in range(1, 112):
+        if calls[0] == 2:
+            _model_by_calls({1: small, 10: big}).save(path)
+            sys.modules["seer.dispatch"]._models.clear()  # read again, as when its entry left the bounded cache
+        _check(seer.dispatch("spmv", (parts, x), model=path), m, x)
+    assert found == [(SMALL, 1)]
+    [decision] = sys.modules["seer.dispatch"]._cache._entries.values()
+    assert decision.recheck_at is None
+
+
+def test_a_recheck_that_fails_warns_once_and_leaves_the_choice_serving(monkeypatch, binds):
+    """An error while deciding again (out of memory gathering features, say) was raised from every
+    call from the recheck on: the recheck stayed due."""
+    found, calls = binds
+    small, big = _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
+    model = _model_by_calls({1: small, 10: big, 100: big})
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
+    attempts = []
+
+    def failing(*args, **kwargs):
+        attempts.append(calls[0])
+        raise RuntimeError("CUDA out of memory on purpose")
+
+    monkeypatch.setattr(sys.modules["seer.dispatch"], "_settled_choice", failing)
+    m = _matrix(60, 50, 0.1, 11)
+    x = torch.randn(50)
+    parts = _parts(m)
+    with pytest.warns(SeerWarning, match="deciding again at call 10 failed .*out of memory on purpose.*keeping "
+                                         + SMALL) as record:
+        for calls[0] in range(1, 120):
+            _check(seer.dispatch("spmv", (parts, x), model=model), m, x)
+    assert found == [(SMALL, 1)] and attempts == [10]  # tried once: the trees for more calls say the same
+    assert len([w for w in record if "deciding again" in str(w.message)]) == 1
+
+
+def test_a_hint_on_an_input_first_called_without_one_fixes_its_choice(monkeypatch, binds):
+    """Hints of no more calls than the choice was made for were ignored, and the recheck it had
+    scheduled switched variants at call 100 though every call said calls=1 (a review)."""
+    found, calls = binds
+    small, big = _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
+    model = _model_by_calls({1: small, 10: small, 100: big, 1000: big})
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
+    m = _matrix(60, 50, 0.1, 12)
+    x = torch.randn(50)
+    parts = _parts(m)
+    calls[0] = 1
+    seer.dispatch("spmv", (parts, x), model=model)
+    for calls[0] in range(2, 120):
+        _check(seer.dispatch("spmv", (parts, x), model=model, calls=1), m, x)
+    assert found == [(SMALL, 1)]
+
+
+def test_an_input_never_cached_is_refused_under_capture_saying_why(monkeypatch):
+    """Told to call it once before capturing, which cannot help an input whose decision is never
+    cached (strided values): the advice was wrong (a review)."""
+    m = _matrix(60, 50, 0.1, 13)
+    indptr, indices, values, shape = _parts(m)
+    strided = torch.stack([values, values], dim=1)[:, 0]
+    x = torch.randn(50)
+    with pytest.warns(SeerWarning, match="not contiguous"):
+        _check(seer.dispatch("spmv", ((indptr, indices, strided, shape), x)), m, x)
+    monkeypatch.setattr(sys.modules["seer.dispatch"], "capturing", lambda: True)
+    with pytest.raises(InputError, match="does not cache its decision on this input .* CUDA graph capture forbids"):
+        seer.dispatch("spmv", ((indptr, indices, strided, shape), x))
+
+
+def test_a_first_call_that_ends_between_a_miss_and_the_claim_is_not_made_again(monkeypatch, binds):
+    """A thread that missed the cache just before another thread's first call on the input was
+    cached claimed the input afresh: it validated, prepared and bound again, and its decision
+    replaced the other's, resetting the calls counted (a review)."""
+    dispatch_module = sys.modules["seer.dispatch"]
+    found, calls = binds
+    m = _matrix(60, 50, 0.1, 14)
+    parts, x = _parts(m), torch.randn(50)
+    real_claim, raced = dispatch_module._first_calls.claim, []
+
+    def claim_after_another_threads_first_call(key):
+        if not raced:  # the first claim waits for another thread's whole first call on the input
+            raced.append(key)
+            other = threading.Thread(target=seer.dispatch, args=("spmv", (parts, x)))
+            other.start()
+            other.join()
+        return real_claim(key)
+
+    monkeypatch.setattr(dispatch_module._first_calls, "claim", claim_after_another_threads_first_call)
+    calls[0] = 1
+    _check(seer.dispatch("spmv", (parts, x)), m, x)
+    assert len(found) == 1, found
+
+
 @pytest.mark.parametrize("by_calls, switched_at", [
     ((SMALL, BIG, BIG), 2),
     ((SMALL, BIG, SMALL, BIG), 4),  # at calls 2 and 3 the trees for more calls disagree: kept
