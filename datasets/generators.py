@@ -2,7 +2,8 @@
 
 Every generator returns a canonical scipy CSR matrix (sorted column indices, no duplicate entries,
 int32 indices when they fit) with nonzero random values (magnitudes uniform in [0.5, 1), random
-signs; float32 unless ``dtype`` says otherwise). The same arguments and seed give the same matrix.
+signs; float32 unless ``dtype`` says otherwise), but for :func:`block_replicate`, which keeps the
+replicated matrix's values. The same arguments and seed give the same matrix.
 Large arrays are built in place where numpy allows: fresh memory costs as much as the arithmetic.
 
 :func:`synthetic_suite` lists named, reproducible :class:`SyntheticSpec` s; :func:`build` makes one.
@@ -406,7 +407,8 @@ def block_replicate(
 
     With ``permute`` rows and columns are relabelled by one random permutation (two when ``A`` is
     not square), which hides the block structure from row order while keeping every block's pattern.
-    Values are ``A``'s (explicit zeros included); nnz is exactly ``(copies + coupling) * A.nnz``.
+    Values are ``A``'s (explicit zeros included); nnz is exactly ``(copies + coupling)`` times ``A``'s
+    nnz once its duplicate entries are summed (as :func:`~seer.datasets.suitesparse.read_matrix` sums them).
     """
     _whole(copies=copies, coupling=coupling)
     _flags(permute=permute)
@@ -495,7 +497,7 @@ class SyntheticSpec:
 
     @property
     def expected_nnz(self) -> int:
-        """nnz estimated without building: exact for stencils, bands and replicas of matrices a manifest
+        """nnz estimated without building: exact for stencils, full bands and replicas of matrices a manifest
         lists, expected otherwise (a symmetric file listed by its header alone counts its stored
         triangle twice, diagonal included: an upper bound)."""
         return round(_EXPECTED_NNZ[self.generator](**self.kwargs))

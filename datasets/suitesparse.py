@@ -253,7 +253,7 @@ def read_ssstats(path) -> pd.DataFrame:
 
     Columns are :data:`SSSTATS_COLUMNS`; the date is kept in ``table.attrs["date"]``.
     """
-    path = _existing_file(path)
+    path = _existing_file(path, "collection index")
     try:
         with open(path) as lines:
             count_line, date_line = lines.readline(), lines.readline()
@@ -280,10 +280,10 @@ def attach_ssstats(infos: list[MatrixInfo], stats: pd.DataFrame) -> list[MatrixI
     return attached
 
 
-def _existing_file(path) -> Path:
+def _existing_file(path, what: str = "matrix file") -> Path:
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"matrix file {path} does not exist or is not a file")
+        raise InputError(f"{what} {path} does not exist or is not a file")
     return path
 
 
@@ -387,7 +387,9 @@ def _main_member(archive: tarfile.TarFile, path: Path) -> tarfile.TarInfo:
 def _from_manifest(folder: Path) -> list[MatrixInfo]:
     manifest = folder / MANIFEST
     try:
-        table = pd.read_csv(manifest, dtype=str, keep_default_na=False)  # every cell as written
+        # Every cell as written; index_col=False: with a field more than the header on every row, pandas
+        # would take the first column for an index and shift every cell by one, silently.
+        table = pd.read_csv(manifest, dtype=str, keep_default_na=False, index_col=False)
     except OSError as err:  # no permission
         raise InputError(f"cannot read {manifest}: {err.strerror or err}") from None
     except ValueError as err:
@@ -410,13 +412,18 @@ def _from_manifest(folder: Path) -> list[MatrixInfo]:
 
 
 def _check_one_row_per_file(infos: list[MatrixInfo]) -> None:
-    """Two rows naming one file would profile it twice, under two ids or one."""
-    first_row_of = {}
+    """Two rows naming one file would profile it twice, under two ids or one; two rows of one id
+    (group and name) would be two inputs the tables, the families and the loaders cannot tell apart."""
+    first_row_of, first_row_named = {}, {}
     for info in infos:
         earlier = first_row_of.setdefault(info.path.resolve(), info)
         if earlier is not info:
             raise InputError(f"{earlier.manifest_row} ({earlier.id}) and {info.manifest_row} ({info.id}) name the "
                              f"same file {info.path}; list each matrix once")
+        earlier = first_row_named.setdefault(info.id, info)
+        if earlier is not info:
+            raise InputError(f"{earlier.manifest_row} ({earlier.path.name}) and {info.manifest_row} ({info.path.name}) "
+                             f"both list {info.id}; give each matrix its own group and name")
 
 
 def _manifest_row(manifest: Path, number: int, row: dict) -> MatrixInfo:
@@ -445,7 +452,11 @@ def _manifest_row(manifest: Path, number: int, row: dict) -> MatrixInfo:
 def _from_headers(folder: Path) -> list[MatrixInfo]:
     suffixes = MATRIX_SUFFIXES + ARCHIVE_SUFFIXES
     files = sorted(path for path in folder.rglob("*") if _has_suffix(path, suffixes) and path.is_file())
-    return readable(files, _info_from_header)
+    infos = readable(files, _info_from_header)
+    if files and not infos:
+        raise InputError(f"none of the {len(files)} matrix files in {folder} could be read (each is named in a "
+                         "warning above)")
+    return infos
 
 
 def _has_suffix(path: Path, suffixes: tuple[str, ...]) -> bool:

@@ -594,6 +594,37 @@ def test_two_manifest_rows_naming_one_file_are_refused(tmp_path, suitesparse_dir
         list_matrices(tmp_path)
 
 
+def test_two_manifest_rows_of_one_id_are_refused(tmp_path, suitesparse_dir):
+    """Both were listed, as two inputs the tables and the families could not tell apart (a review)."""
+    _manifest_of(tmp_path, suitesparse_dir, ["bcsstk01", "bcsstk02"], name="bcsstk01")
+    with pytest.raises(InputError, match=r"row 1 \(HB__bcsstk01\.mtx\.gz\) and .*row 2 \(HB__bcsstk02\.mtx\.gz\) "
+                                         r"both list HB/bcsstk01"):
+        list_matrices(tmp_path)
+
+
+def test_a_manifest_whose_rows_end_in_a_comma_is_read_as_written(tmp_path, suitesparse_dir):
+    """pandas took the first column for an index and shifted every cell by one: 'row 1: empty
+    ['file']' of a row whose file was there (a review)."""
+    _manifest_of(tmp_path, suitesparse_dir, ["bcsstk01", "bcsstk02"])
+    manifest = tmp_path / "manifest.csv"
+    header, *rows = manifest.read_text().splitlines()
+    manifest.write_text("\n".join([header, *(row + "," for row in rows)]) + "\n")
+    assert [info.id for info in list_matrices(tmp_path)] == ["HB/bcsstk01", "HB/bcsstk02"]
+
+
+def test_a_folder_whose_matrix_files_are_all_unreadable_says_so(tmp_path):
+    """It said there were no files ending in .mtx, beside the .mtx files it had warned of."""
+    (tmp_path / "broken.mtx").write_text("not a matrix market file\n")
+    with pytest.warns(SeerWarning, match="left out"):
+        with pytest.raises(InputError, match=r"none of the 1 matrix files in .* could be read"):
+            list_matrices(tmp_path)
+
+
+def test_a_missing_collection_index_is_named_as_such(tmp_path):
+    with pytest.raises(InputError, match=r"collection index .*ssstats\.csv does not exist"):
+        read_ssstats(tmp_path / "ssstats.csv")
+
+
 def test_a_manifest_without_rows_or_files_is_named_as_such(tmp_path, suitesparse_dir):
     """Both were "no matrices in D: expected manifest.csv or files ending in .mtx", beside the manifest."""
     _manifest_of(tmp_path, suitesparse_dir, [])
