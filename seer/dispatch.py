@@ -17,8 +17,9 @@ variant that more calls would switch away from is not worth its preparation. Onl
 feature module says it may pay (``redecides``: SpMV from a million nonzeros), and never inside
 CUDA graph capture (deciding may read the device back: the next call outside capture does). A
 ``calls`` hint larger than the count the cached choice was made for makes it again for the hint
-(the validated input and its features reused) and fixes it there; the multi-GPU ops read a hint on
-a call shape's first call only (every rank must switch patterns together).
+(the validated input and its features reused) and fixes it there, and any other hint fixes the
+cached choice as it is; the multi-GPU ops read a hint on a call shape's first call only (every rank
+must switch patterns together).
 """
 from __future__ import annotations
 
