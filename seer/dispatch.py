@@ -221,11 +221,8 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
         token = model if model is None else _model_token(model)
         # The cached path runs on every call after the first: keep it short (benchmarks/host_path.py).
         key = entry.kernels.cache_key(source)
-        if key is None and capturing():
-            raise InputError(f"{op}: seer.dispatch does not cache its decision on this input (the warning on its "
-                             "first call says why; an input seer cannot take is refused outside capture), so every call "
-                             "examines it, reading the device back, which CUDA graph capture forbids; capture an input "
-                             "seer caches (e.g. a torch sparse CSR tensor, or contiguous arrays)")
+        if key is None:
+            _refuse_capture(cached=False)
         if key is not None:
             key = (op, key, token, variant)
             decision = _cache.get(key)
@@ -340,13 +337,18 @@ def _first_call(entry: Op, source, operands, out, variant):
     return (_serialised(first_call) if INTERPRETING else first_call)(source, operands, out)
 
 
-def _refuse_capture() -> None:
-    if capturing():
-        # Validation and feature gathering read the device back, which capture forbids.
-        raise InputError(
-            "the first seer.dispatch call on this input is inside CUDA graph capture; call it once "
-            "before capturing so that the choice and the kernel's preprocessing are cached"
-        )
+def _refuse_capture(cached: bool = True) -> None:
+    """Validation and feature gathering read the device back, which capture forbids: refused on an
+    input's first call (``cached``), and on every call of an input whose decision is never cached."""
+    if not capturing():
+        return
+    if cached:
+        raise InputError("the first seer.dispatch call on this input is inside CUDA graph capture; call it once "
+                         "before capturing so that the choice and the kernel's preprocessing are cached")
+    raise InputError("seer.dispatch does not cache its decision on this input (the warning on its first call says "
+                     "why; an input seer cannot take is refused outside capture), so every call examines it, reading "
+                     "the device back, which CUDA graph capture forbids; capture an input seer caches (e.g. a torch "
+                     "sparse CSR tensor, or contiguous arrays)")
 
 
 def _schedule_recheck(entry: Op, decision: Decision, model) -> None:

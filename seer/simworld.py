@@ -131,15 +131,8 @@ class SimWorld:
         if not self.alive:
             raise SeerError("this simulated world was shut down; make a new SimWorld")
         _check_importable(fn)
-        job = pickle.dumps((fn, args))
-        try:
-            for conn in self._conns:
-                conn.send_bytes(job)
-            results, failures = self._collect(timeout_s or self.timeout_s, getattr(fn, "__name__", "fn"))
-        except BaseException:  # interrupted: replies still on their way would be read as the next run's
-            self.close()
-            raise
-        if failures and self.alive and len(set(self._collect_ok(_heap_layout))) > 1:
+        results, failures = self._exchange(fn, args, timeout_s or self.timeout_s)
+        if failures and self.alive and self._out_of_step():
             self.close()
             self._raise_failure(failures, "; the world was shut down: the failure left the ranks' heaps out of "
                                           "step (allocations or epochs one rank made and its peers did not)")
@@ -192,13 +185,23 @@ class SimWorld:
                 self.close()
         return results, failures
 
-    def _collect_ok(self, fn) -> list:
-        """``fn(heap)`` on every rank of a world known to be in step; its results."""
-        for conn in self._conns:
-            conn.send_bytes(pickle.dumps((fn, ())))
-        results, failures = self._collect(self.timeout_s, getattr(fn, "__name__", "fn"))
+    def _exchange(self, fn, args: tuple, timeout_s: float) -> tuple[list, list]:
+        """``fn(heap, *args)`` sent to every rank and :meth:`_collect`'s replies; interrupted, the world
+        is shut down (replies still on their way would be read as the next run's)."""
+        job = pickle.dumps((fn, args))
+        try:
+            for conn in self._conns:
+                conn.send_bytes(job)
+            return self._collect(timeout_s, getattr(fn, "__name__", "fn"))
+        except BaseException:
+            self.close()
+            raise
+
+    def _out_of_step(self) -> bool:
+        """Whether the ranks' heaps differ in what they allocated or the epochs they reached."""
+        layouts, failures = self._exchange(_heap_layout, (), self.timeout_s)
         self._raise_failure(failures)
-        return results
+        return len(set(layouts)) > 1
 
     @staticmethod
     def _raise_failure(failures: list, more: str = "") -> None:

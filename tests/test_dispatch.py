@@ -737,6 +737,11 @@ def _leaf(features, labels, label):
                 label=(labels.index(label),), n_samples=(10,), mean_regret=(0.0,))
 
 
+def _small_and_big():
+    """One-leaf trees choosing SMALL and BIG."""
+    return _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
+
+
 def _model_by_calls(stage1: dict, stage2: dict | None = None) -> SelectorModel:
     """Stage-1 (and stage-2) trees per call count from ``{calls: tree}``."""
     return SelectorModel(op="spmv", variants=(SMALL, BIG), known_features=_KNOWN, gathered_features=_GATHERED,
@@ -893,7 +898,7 @@ def binds(monkeypatch):
 
 
 def test_next_count_skips_counts_whose_trees_are_the_same():
-    small, big = _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
+    small, big = _small_and_big()
     model = _model_by_calls({1: small, 10: small, 100: big, 1000: big})
     assert (model.next_count(1), model.next_count(10), model.next_count(100), model.next_count(5000)) == (100, 100, None, None)
 
@@ -903,7 +908,7 @@ def test_the_choice_is_made_again_as_calls_add_up(monkeypatch, binds):
     tree's BIG once and runs it (poisoned out= filled, y against scipy); a hint or a matrix below
     the op's threshold keeps the first choice."""
     found, calls = binds
-    small, big = _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
+    small, big = _small_and_big()
     model = _model_by_calls({1: small, 10: small, 100: big, 1000: big})
     monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
     m = _matrix(60, 50, 0.1, 4)
@@ -932,7 +937,7 @@ def test_a_larger_hint_on_a_cached_input_decides_again_for_it(monkeypatch, binds
     """README's example: a first call without a hint, then ``calls=1000`` on the same matrix. The
     hint had been read only on a first call, so the 1-call choice served on (found by a review)."""
     found, calls = binds
-    small, big = _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
+    small, big = _small_and_big()
     model = _model_by_calls({1: small, 1000: big})
     monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 10**9)  # no recheck as calls add up
     m = _matrix(60, 50, 0.1, 8)
@@ -966,7 +971,7 @@ def test_a_model_gone_before_its_recheck_leaves_the_choice_serving(monkeypatch, 
     """The recheck looks the model up again; a file rewritten meanwhile (or gone) resolves to the
     hand rule, and the call raised AttributeError from a cached input (found by a review)."""
     found, calls = binds
-    small, big = _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
+    small, big = _small_and_big()
     path = _model_by_calls({1: small, 10: big, 1000: big}).save(tmp_path / "spmv-gone.json")
     monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
     m = _matrix(60, 50, 0.1, 9)
@@ -986,7 +991,7 @@ def test_a_model_retrained_without_trees_for_the_recheck_leaves_the_choice_servi
     """A file retrained in place with fewer call counts left none at or above the recheck's, and every
     call from the recheck on raised IndexError on an input served from the cache (a review)."""
     found, calls = binds
-    small, big = _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
+    small, big = _small_and_big()
     path = _model_by_calls({1: small, 100: big}).save(tmp_path / "spmv-retrained.json")
     monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
     m = _matrix(60, 50, 0.1, 10)
@@ -1006,7 +1011,7 @@ def test_a_recheck_that_fails_warns_once_and_leaves_the_choice_serving(monkeypat
     """An error while deciding again (out of memory gathering features, say) was raised from every
     call from the recheck on: the recheck stayed due."""
     found, calls = binds
-    small, big = _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
+    small, big = _small_and_big()
     model = _model_by_calls({1: small, 10: big, 100: big})
     monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
     attempts = []
@@ -1031,7 +1036,7 @@ def test_a_hint_on_an_input_first_called_without_one_fixes_its_choice(monkeypatc
     """Hints of no more calls than the choice was made for were ignored, and the recheck it had
     scheduled switched variants at call 100 though every call said calls=1 (a review)."""
     found, calls = binds
-    small, big = _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
+    small, big = _small_and_big()
     model = _model_by_calls({1: small, 10: small, 100: big, 1000: big})
     monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
     m = _matrix(60, 50, 0.1, 12)
@@ -1458,7 +1463,7 @@ def test_the_cached_decision_is_what_the_next_call_runs(monkeypatch, binds):
     """explain decides afresh; after a recheck bound another variant, cached_decision says which one the
     next call runs, and why, without moving the cache."""
     found, calls = binds
-    small, big = _leaf(_KNOWN, (SMALL, BIG), SMALL), _leaf(_KNOWN, (SMALL, BIG), BIG)
+    small, big = _small_and_big()
     model = _model_by_calls({1: small, 10: big, 1000: big})
     monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
     m = _matrix(60, 50, 0.1, 10)
