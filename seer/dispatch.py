@@ -78,8 +78,9 @@ class DecisionCache:
     """A thread-safe LRU map from input keys to decisions.
 
     A key is ``(op, (identity, state), model, variant)``, the middle pair the op's ``cache_key``:
-    an input cached again in a new state (its arrays written in place) replaces its entry, which
-    no call could reach any more and which would keep the input's old plans alive meanwhile. The
+    an input cached again in a new state (its arrays written in place) replaces its entries at the
+    old state, under every model and variant, which no call could reach any more and which would
+    keep the input's old plans alive meanwhile. The
     cache holds references to the cached inputs (so their ids stay unique while cached); its size
     bounds how many inputs it keeps alive. ``seer.clear_cache()`` releases them all.
     """
@@ -87,7 +88,7 @@ class DecisionCache:
     def __init__(self, maxsize: int = DEFAULT_CACHE_SIZE):
         self.maxsize = maxsize
         self._entries: OrderedDict = OrderedDict()
-        self._current: dict = {}  # an input's identity -> the key of its cached state
+        self._states: dict = {}  # (op, an input's identity) -> (its cached state, the keys cached at it)
         self._lock = threading.Lock()
         self.hits = self.misses = 0
         self.generation = 0  # clears so far: a decision made across a clear is not cached
@@ -116,14 +117,16 @@ class DecisionCache:
         """Cache ``decision`` unless the cache was cleared since ``generation`` (:attr:`generation`
         read before the decision was made): a call in flight across ``clear_cache()`` must not bring
         back what the clear released."""
-        identity = _identity(key)
+        op, (identity, state), _, _ = key
         with self._lock:
             if generation != self.generation:
                 return
-            replaced = self._current.get(identity)
-            if replaced is not None and replaced != key:
-                self._entries.pop(replaced, None)
-            self._current[identity] = key
+            held = self._states.get((op, identity))
+            if held is None or held[0] != state:
+                for stale in held[1] if held else ():
+                    del self._entries[stale]
+                held = self._states[op, identity] = (state, set())
+            held[1].add(key)
             self._entries[key] = decision
             self._entries.move_to_end(key)
             self._trim()
@@ -136,9 +139,11 @@ class DecisionCache:
     def _trim(self) -> None:
         while len(self._entries) > self.maxsize:
             key, _ = self._entries.popitem(last=False)
-            identity = _identity(key)
-            if self._current.get(identity) == key:
-                del self._current[identity]
+            op, (identity, _), _, _ = key
+            keys = self._states[op, identity][1]
+            keys.discard(key)
+            if not keys:
+                del self._states[op, identity]
 
     def replace(self, key, decision: Decision, fresh: Decision) -> None:
         """``fresh`` in place of ``decision`` where ``key`` still holds it (not cleared or evicted
@@ -150,18 +155,12 @@ class DecisionCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
-            self._current.clear()
+            self._states.clear()
             self.hits = self.misses = 0
             self.generation += 1
 
     def __len__(self) -> int:
         return len(self._entries)
-
-
-def _identity(key) -> tuple:
-    """A cache key less the input's state: ``(op, identity, model, variant)``."""
-    op, (identity, _), model, variant = key
-    return op, identity, model, variant
 
 
 _cache = DecisionCache()
@@ -417,6 +416,8 @@ def _counted(entry: Op, key, decision: Decision, operands, model) -> Decision:
                 _warn_once(f"{entry.name}: deciding again at call {decision.served:,} failed ({type(error).__name__}: "
                            f"{error}); keeping {decision.variant}")
                 fresh = None
+            if fresh is not None and fresh.variant == decision.variant:
+                _restated(decision, fresh, f"decided again at call {decision.served:,}")
             if fresh is None or fresh.variant == decision.variant:
                 decision.recheck_at = later
                 return decision
@@ -445,6 +446,13 @@ def _replaced(entry: Op, key, decision: Decision, fresh: Decision, why: str) -> 
     return True
 
 
+def _restated(decision: Decision, fresh: Decision, why: str) -> None:
+    """``decision`` explained as ``fresh``, the choice made again (``why``) that kept its variant: the
+    rules, features and call count that chose it now, for :func:`cached_decision` to show."""
+    decision.stage, decision.path, decision.features = f"{fresh.stage}, {why}", fresh.path, fresh.features
+    decision.calls = fresh.calls
+
+
 def _hinted(entry: Op, key, decision: Decision, operands, calls: int, model) -> Decision:
     """The decision for an input cached for fewer calls than ``calls`` now hints: made again for the
     hint (on the validated problem and the features at hand), bound if its variant changed, and
@@ -462,7 +470,8 @@ def _hinted(entry: Op, key, decision: Decision, operands, calls: int, model) -> 
         fresh = _decide(entry, decision.source, operands, calls=calls, model=model, variant=None,
                         problem=decision.problem, gathered=_gathered(entry, decision.features))
         if fresh.variant == decision.variant:
-            decision.calls, decision.recheck_at = calls, None
+            _restated(decision, fresh, f"decided again for calls={calls:,}")
+            decision.recheck_at = None
             return decision
         fresh.recheck_at = None
         replaced = _replaced(entry, key, decision, fresh, f"decided again for calls={calls:,}")

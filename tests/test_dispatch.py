@@ -149,6 +149,25 @@ def test_cache_hit_and_in_place_change():
     assert info["hits"] == 1 and info["misses"] == 2
 
 
+def test_an_input_cached_again_in_a_new_state_drops_its_entries_under_every_variant():
+    """The entries of an input's old state (its structure written in place) under other variants
+    and models cannot be reached any more: caching the new state drops them, releasing their plans."""
+    m = _matrix()
+    parts = _parts(m)
+    x = torch.randn(m.shape[1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeerWarning)
+        for variant in (None, "vector_g8", "scalar_r128"):
+            seer.dispatch("spmv", (parts, x), variant=variant)
+        assert seer.cache_info()["size"] == 3
+        parts[1][0] = parts[1][0]  # an in-place write bumps the version: a new state
+        _check(seer.dispatch("spmv", (parts, x), variant="vector_g8"), m, x)
+        assert seer.cache_info()["size"] == 1
+        assert seer.cached_decision("spmv", (parts, x)) is None
+        seer.dispatch("spmv", (parts, x))
+        assert seer.cache_info()["size"] == 2
+
+
 def test_values_written_in_place_keep_the_decision_of_a_tuple():
     """Separate arrays: new values in place are a cache hit, and the next call reads them."""
     m = _matrix()
@@ -954,6 +973,28 @@ def test_a_larger_hint_on_a_cached_input_decides_again_for_it(monkeypatch, binds
     [decision] = sys.modules["seer.dispatch"]._cache._entries.values()
     assert decision.variant == BIG and decision.stage.endswith("decided again for calls=1,000")
     assert first.calls == 1000 and first.recheck_at is None  # the replaced one, held by calls mid-flight
+
+
+@pytest.mark.parametrize("hinted", [False, True])
+def test_a_choice_made_again_to_its_own_variant_says_how_it_was_made(monkeypatch, binds, hinted):
+    """Made again (as calls added up, or for a larger hint) to the variant it had, the held decision
+    kept the 1-call tree's rules, stage and count: cached_decision explained a choice no tree makes now."""
+    found, calls = binds
+    small, _ = _small_and_big()
+    again = _split(_KNOWN, (SMALL, BIG), "nnz", 1e12, SMALL, BIG)
+    model = _model_by_calls({1: small, 10: again, 1000: again})
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 10**9 if hinted else 0)
+    m = _matrix(60, 50, 0.1, 11)
+    x = torch.randn(50)
+    parts = _parts(m)
+    for calls[0] in range(1, 12):
+        seer.dispatch("spmv", (parts, x), model=model, calls=1000 if hinted and calls[0] > 1 else None)
+    held = seer.cached_decision("spmv", (parts, x), model=model)
+    why = "decided again for calls=1,000" if hinted else "decided again at call 10"
+    assert found == [(SMALL, 1)] and held.variant == SMALL and held.stage.endswith(why)
+    assert held.calls == (1000 if hinted else 10)
+    assert held.path == seer.explain("spmv", (parts, x), model=model, calls=held.calls).path != \
+        seer.explain("spmv", (parts, x), model=model, calls=1).path
 
 
 def test_deciding_again_from_inside_a_decision_is_refused_not_hung(monkeypatch):
