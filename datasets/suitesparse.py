@@ -226,7 +226,9 @@ def list_matrices(folder, *, max_nnz: int | None = None, limit: int | None = Non
     Uses ``manifest.csv`` when the folder has one (rows whose file is missing are skipped with a
     SeerWarning); otherwise scans the folder and its subfolders for ``Group__Name.mtx[.gz]`` and
     ``.tar.gz`` files and reads their headers (group: the part of the file name before ``__``, else
-    the name of the folder holding the file). ``ssstats.csv`` in the folder is attached as ``stats``.
+    the name of the folder holding the file, or of the one above for an unpacked archive's
+    ``Group/Name/Name.mtx``; an unpacked archive's ``Name/Name_b.mtx``-style extras
+    beside its ``Name/Name.mtx`` are no matrices). ``ssstats.csv`` in the folder is attached as ``stats``.
     """
     for name, count in (("max_nnz", max_nnz), ("limit", limit)):
         if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
@@ -451,12 +453,21 @@ def _manifest_row(manifest: Path, number: int, row: dict) -> MatrixInfo:
 
 def _from_headers(folder: Path) -> list[MatrixInfo]:
     suffixes = MATRIX_SUFFIXES + ARCHIVE_SUFFIXES
-    files = sorted(path for path in folder.rglob("*") if _has_suffix(path, suffixes) and path.is_file())
+    files = sorted(path for path in folder.rglob("*")
+                   if _has_suffix(path, suffixes) and path.is_file() and not _unpacked_extra(path))
     infos = readable(files, _info_from_header)
     if files and not infos:
         raise InputError(f"none of the {len(files)} matrix files in {folder} could be read (each is named in a "
                          "warning above)")
     return infos
+
+
+def _unpacked_extra(path: Path) -> bool:
+    """Whether ``path`` is an unpacked archive's extra, ``Name/Name_b.mtx`` beside ``Name/Name.mtx``
+    (right-hand sides, coordinates, ...): no matrix of its own, as :func:`_main_member` reads archives."""
+    name = path.parent.name
+    return _file_stem(path).startswith(f"{name}_") and any(
+        (path.parent / f"{name}{suffix}").is_file() for suffix in MATRIX_SUFFIXES)
 
 
 def _has_suffix(path: Path, suffixes: tuple[str, ...]) -> bool:
@@ -485,7 +496,8 @@ def _file_stem(path: Path) -> str:
 
 def _info_from_header(path: Path) -> MatrixInfo:
     group, _, name = _file_stem(path).rpartition("__")
-    group = group or path.resolve().parent.name  # resolved: a folder given as "." has no name
+    folder = path.resolve().parent  # resolved: a folder given as "." has no name
+    group = group or (folder.parent.name if folder.name == name else folder.name)  # Group/Name/Name.mtx unpacked
     header = read_header(path)
     # One triangle stored, which read_matrix mirrors (a dense file's size line counts every cell).
     stored_once = header.format == "coordinate" and header.symmetry != "general"

@@ -612,6 +612,19 @@ def test_a_manifest_whose_rows_end_in_a_comma_is_read_as_written(tmp_path, suite
     assert [info.id for info in list_matrices(tmp_path)] == ["HB/bcsstk01", "HB/bcsstk02"]
 
 
+def test_an_unpacked_archives_extras_are_no_matrices(tmp_path, suitesparse_dir):
+    """SuiteSparse archives unpacked into Group/Name/: Name_b.mtx (a right-hand side) beside Name.mtx
+    had been listed, and profiled, as a matrix of its own (a review); alone in its folder it is one.
+    The group of Group/Name/Name.mtx is Group (it had been Name: each matrix a family of its own)."""
+    folder = tmp_path / "HB" / "bcsstk01"
+    folder.mkdir(parents=True)
+    shutil.copy(real_path(suitesparse_dir, "HB/bcsstk01"), folder / "bcsstk01.mtx.gz")
+    (folder / "bcsstk01_b.mtx").write_text("%%MatrixMarket matrix array real general\n48 1\n" + "1.5\n" * 48)
+    assert [info.id for info in list_matrices(tmp_path)] == ["HB/bcsstk01"]  # the group: the folder above
+    (folder / "bcsstk01.mtx.gz").unlink()
+    assert [info.id for info in list_matrices(tmp_path)] == ["bcsstk01/bcsstk01_b"]
+
+
 def test_a_folder_whose_matrix_files_are_all_unreadable_says_so(tmp_path):
     """It said there were no files ending in .mtx, beside the .mtx files it had warned of."""
     (tmp_path / "broken.mtx").write_text("not a matrix market file\n")
