@@ -36,14 +36,17 @@ def choose(known: dict, calls: int = 1) -> str:
 
 def _tree_for(trees: dict, calls: int):
     """The function of the largest trained call count <= calls (the smallest one when calls is below all)."""
-    if calls < 1:
-        raise ValueError(f"calls must be >= 1, got {calls}")
+    if not calls >= 1:  # NaN too
+        raise ValueError(f"calls must be >= 1, got {calls!r}")
     return trees[max((count for count in trees if count <= calls), default=min(trees))]
 
 
 def _number(f: dict, name: str) -> float:
     """f[name] as a Python float (a numpy float32 would be compared in float32 against a float64
-    bound); NaN, on neither side of any bound, refused as seer.dispatch refuses it."""
+    bound); NaN, on neither side of any bound, and anything but a number refused as seer.dispatch
+    refuses them (a string or a bool would read as a number it is not)."""
+    if isinstance(f[name], (str, bytes, bool)) or f[name] is None:
+        raise ValueError(f"feature {name!r} must be a number, got {f[name]!r}")
     value = float(f[name])
     if value != value:
         raise ValueError(f"feature {name!r} is NaN")

@@ -24,12 +24,15 @@ import importlib
 import errno
 import json
 import math
+import numbers
 import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterable, Mapping
+
+import numpy as np
 
 from seer import registry
 from seer.errors import InputError, ModelError
@@ -76,8 +79,8 @@ def feature_info(op: str, names: Iterable[str]) -> dict[str, Feature]:
 
 def nearest_calls(trained: Collection[int], calls: int) -> int:
     """The largest trained call count <= ``calls`` (the smallest one when ``calls`` is below all)."""
-    if calls < 1:
-        raise InputError(f"calls must be >= 1, got {calls}")
+    if not isinstance(calls, numbers.Real) or isinstance(calls, bool) or not calls >= 1:  # NaN too
+        raise InputError(f"calls must be a number of calls >= 1, got {calls!r}")
     if calls in trained:  # the common case (one call, or a trained count), without sorting
         return calls
     counts = sorted(trained)
@@ -216,7 +219,8 @@ class SelectorModel:
     # ------------------------------------------------------------------ serialisation
 
     def to_dict(self) -> dict:
-        return {
+        """The model as its JSON file holds it (see :func:`_as_read_back`)."""
+        return _as_read_back({
             "schema": SCHEMA,
             "op": self.op,
             "variants": list(self.variants),
@@ -227,7 +231,7 @@ class SelectorModel:
             "device": self.device,
             "versions": self.versions,
             "training": self.training,
-        }
+        })
 
     @classmethod
     def from_dict(cls, data: Mapping, op: str | None = None) -> SelectorModel:
@@ -310,11 +314,34 @@ class SelectorModel:
 # ---------------------------------------------------------------------- helpers
 
 
+def _as_read_back(content: dict) -> dict:
+    """``content`` as JSON reads it back: numpy numbers and arrays (a hyper-parameter or call count
+    given as one) as Python's, tuples as lists, keys as strings; so the checksum :meth:`save` writes is
+    the one :meth:`load` recomputes (integer keys sort otherwise as numbers, then as text)."""
+    def plain(value):
+        if isinstance(value, (np.generic, np.ndarray)):
+            return value.tolist()
+        raise ModelError(f"the model holds a {type(value).__name__} ({value!r}), which a model file cannot: "
+                         "give numbers, strings, lists and dicts")
+
+    return json.loads(json.dumps(content, default=plain))
+
+
 def _values(tree: Tree, features: Mapping[str, float]) -> list[float]:
-    try:
-        values = [float(features[name]) for name in tree.features]
-    except KeyError as error:
-        raise InputError(f"the model needs feature {error.args[0]!r}; got {sorted(features)}") from None
+    """The tree's features as Python floats (a float32 would compare in float32 against a float64
+    bound); an InputError naming a feature that is missing, NaN or no number (a string, None, a bool,
+    an array: each would be read as something it is not). An infinity lies beyond every bound."""
+    values = []
+    for name in tree.features:
+        if name not in features:
+            raise InputError(f"the model needs feature {name!r}; got {sorted(features)}")
+        value = features[name]
+        if not isinstance(value, numbers.Real) or isinstance(value, (bool, np.bool_)):
+            raise InputError(f"feature {name!r} must be a number, got {value!r} ({type(value).__name__})")
+        try:
+            values.append(float(value))
+        except OverflowError:
+            values.append(math.inf if value > 0 else -math.inf)  # an integer past float range
     if any(v != v for v in values):
         bad = [name for name, v in zip(tree.features, values) if v != v]
         raise InputError(f"features {bad} are NaN")
@@ -346,6 +373,8 @@ def _non_finite(content: Any, where: str = "the model") -> tuple[str, float] | N
 
 
 def _check_op(found: Any, expected: str | None) -> None:
+    if not isinstance(found, str) or not found:
+        raise ModelError(f"model field 'op' must be an op's name (a string), got {found!r}")
     if expected is not None and found != expected:
         raise ModelError(f"model is for op {found!r}, expected {expected!r}")
 

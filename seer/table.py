@@ -128,6 +128,9 @@ class ProfileTable:
         """Validate ``frame`` (as read from the CSV) against the format in the module docstring."""
         meta = dict(meta or {})
         frame = frame.reset_index(drop=True)  # a copy, numbered as the file's rows from 0 (errors name them)
+        repeated = sorted({str(name) for name in frame.columns[frame.columns.duplicated()]})
+        if repeated:  # a frame built in memory; read_header refuses them in a file
+            raise ProfileTableError(f"column(s) {repeated} appear more than once; name each column once")
         known, gathered = _feature_names(op, meta, frame.columns)
         variants = _suffixes(frame.columns, TIME)
         _check_names(frame.columns)
@@ -722,6 +725,7 @@ def _check_ids(frame: pd.DataFrame) -> None:
     empty = ids.isna() | (ids.astype(str).str.strip() == "")
     if empty.any():
         raise ProfileTableError(f"empty id in row(s) {_rows(frame, empty)}")
+    ids = ids.astype(str)  # as the table keeps them: 0 and "0" are one id
     duplicated = ids[ids.duplicated()].unique().tolist()
     if duplicated:
         raise ProfileTableError(f"duplicate id(s) {duplicated[:5]}: every row needs its own id")

@@ -176,9 +176,12 @@ class Tree:
 
     def gated(self, feature: str, threshold: float, label: str, X: np.ndarray, costs: np.ndarray) -> Tree:
         """A new root: ``label`` where ``feature > threshold``, this tree below it, less the branches
-        the gate leaves no input (rules would print them). Every node's statistics are recounted on
+        the gate leaves no input (rules would print them); a leaf of ``label`` where that tree comes
+        down to it too. Every node's statistics are recounted on
         the rows of ``X`` (columns = ``features``) that reach it."""
         below = self._at_most(self.features.index(feature), threshold)
+        if below.is_leaf(0) and below.labels[below.label[0]] == label:  # the gate's label on both sides
+            return below._recounted(X, costs)
         shift = [child + 1 if child >= 0 else -1 for child in (*below.left, *below.right)]
         n = len(below.left)
         tree = Tree(

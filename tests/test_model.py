@@ -2,6 +2,7 @@
 import json
 import re
 
+import numpy as np
 import pytest
 from synthetic_profiles import GATHERED, KNOWN, toy_op  # noqa: F401 (toy_op is a fixture)
 
@@ -112,7 +113,7 @@ def test_more_calls_use_their_own_tree():
     assert model.choose(known(1000), never_gather, calls=50).variant == "a"
     assert model.choose(known(1000), lambda: {"row_cv": 0.5, "row_max": 2}, calls=500).variant == "b"
     assert nearest_calls([10, 1000], 3) == 10  # below every count: the smallest
-    with pytest.raises(InputError, match="calls must be >= 1"):
+    with pytest.raises(InputError, match="calls must be a number of calls >= 1, got 0"):
         model.stage1_tree(0)
 
 
@@ -167,6 +168,42 @@ def test_choose_refuses_missing_or_nan_features():
         model.choose(known(20_000), lambda: {"row_max": 4})
 
 
+
+@pytest.mark.parametrize("value", ["20000", True, None, np.array([1.0, 2.0]), 1j])
+def test_choose_refuses_a_feature_that_is_no_number_by_name(value):
+    """A string or a bool had been read as the number float() makes of it, None or an array had
+    raised a TypeError naming no feature (a review)."""
+    with pytest.raises(InputError, match=r"feature 'nnz' must be a number, got"):
+        make_model().choose({**known(1), "nnz": value}, never_gather)
+
+
+def test_choose_takes_numbers_of_any_kind_and_size():
+    model = make_model()
+    assert model.choose({**known(1), "nnz": np.int64(6000)}, lambda: {"row_cv": 3.0, "row_max": 4}).gathered
+    assert model.choose({**known(1), "nnz": 10**400}, lambda: {"row_cv": 3.0, "row_max": 4}).gathered  # past float
+
+
+@pytest.mark.parametrize("calls", [float("nan"), "10", None, True])
+def test_a_call_count_that_is_no_number_is_refused(calls):
+    with pytest.raises(InputError, match="calls must be a number of calls >= 1"):  # NaN took the smallest count's trees
+        nearest_calls({1, 100}, calls)
+
+
+def test_a_model_holding_numpy_numbers_saves_and_loads(tmp_path):
+    """Hyper-parameters and call counts given as numpy numbers are taken by training; its model then
+    failed to save (TypeError: not JSON serializable), and integer keys (scores by call count)
+    saved a checksum that load refused as damage (a review)."""
+    model = make_model()
+    model.training.update(calls=np.array([1, 100]), random_state=np.int64(0),
+                          scores={"all": {2: {"accuracy": np.float32(0.5)}, 10: {"accuracy": 1.0}}})
+    loaded = SelectorModel.load(model.save(tmp_path / "m.json"))
+    assert loaded.training["calls"] == [1, 100] and loaded.training["scores"]["all"]["10"] == {"accuracy": 1.0}
+    assert loaded.to_dict() == model.to_dict()
+    model.training["when"] = object()
+    with pytest.raises(ModelError, match="holds a object"):
+        model.save(tmp_path / "m.json")
+
+
 def test_paths_use_plain_names_without_feature_metadata():
     choice = make_model(op="mystery").choose(known(20_000), lambda: {"row_cv": 3.0, "row_max": 4})
     assert "row_cv = 3 > 2" in choice.path
@@ -211,6 +248,7 @@ def rewrite(path, change, fix_checksum=True):
         (lambda d: d.pop("schema"), True, "unknown schema None"),
         (lambda d: d.pop("training"), True, r"missing field\(s\) \['training'\]"),
         (lambda d: d.update(variants="abc"), True, "'variants' must be a list of strings"),
+        (lambda d: d.update(op=["toy"]), True, r"model field 'op' must be an op's name \(a string\), got \['toy'\]"),
         (lambda d: d.update(stage1={}), True, "stage1 must be a non-empty object"),
         (lambda d: d["stage1"].update({"0": d["stage1"]["1"]}), True, "stage1 keys are call counts >= 1"),
         (lambda d: d["stage2"]["1"]["left"].__setitem__(0, 7), True, r"stage2\[1\]: node 0: children \(7, 2\) out of range"),

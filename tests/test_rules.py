@@ -297,6 +297,11 @@ def test_the_generated_module_chooses_as_the_model_does(trained):
         choose({**big, "nnz": float("nan")})
     with pytest.raises(ValueError, match="calls must be >= 1"):
         choose(big, lambda: {}, 0)
+    with pytest.raises(ValueError, match="calls must be >= 1, got nan"):  # had taken the smallest count's trees
+        choose(big, lambda: {}, float("nan"))
+    for not_a_number in ("40000", True, None):  # a string or a bool had been read as a number
+        with pytest.raises(ValueError, match="'nnz' must be a number"):
+            choose({**big, "nnz": not_a_number})
 
 
 def test_the_generated_module_of_a_one_stage_model_chooses_as_it_does():

@@ -775,3 +775,20 @@ def test_a_row_of_more_or_fewer_fields_than_the_header_is_refused(tmp_path, edit
     one = _with_lines(write_planted(tmp_path / "one.csv", groups=4, per_group=2), [4], edit)
     with pytest.raises(ProfileTableError, match=rf"one\.csv: line 4 {fields}"):
         read_table(one)
+
+
+def test_a_frame_with_a_column_twice_is_refused_by_name():
+    """A file's header is checked for repeated names; a frame built in memory had raised pandas'
+    TypeError instead (a review)."""
+    frame = planted_frame(groups=4, per_group=2)
+    for column in ("time_ms:a", "nnz"):
+        with pytest.raises(ProfileTableError, match=rf"column\(s\) \['{column}'\] appear more than once"):
+            ProfileTable.from_frame(pd.concat([frame, frame[[column]]], axis=1), "toy", planted_meta())
+
+
+def test_ids_that_read_alike_are_one_id():
+    """0 and "0" both become "0" in the table: two rows of one id had been accepted (a review)."""
+    frame = planted_frame(groups=4, per_group=2)
+    frame["id"] = pd.Series([0, "0", *(f"m{i}" for i in range(2, len(frame)))], dtype=object)
+    with pytest.raises(ProfileTableError, match=r"duplicate id\(s\) \['0'\]"):
+        ProfileTable.from_frame(frame, "toy", planted_meta())

@@ -3,6 +3,7 @@ import json
 import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.exceptions import NotFittedError
 from synthetic_profiles import (  # noqa: F401 (toy_op is a fixture)
@@ -481,3 +482,16 @@ def test_hyper_parameters_of_numpy_types_and_single_values_are_taken():
     selector = TwoStageSelector(max_depth=np.int64(2), min_samples_leaf=[1, 2], regret_cap=0.5, calls=(np.int64(1),))
     params = selector.fit(table).hyperparameters_["stage1"]["1"]
     assert params["max_depth"] == 2 and params["regret_cap"] == 0.5
+
+
+def test_a_choice_tying_the_fastest_variant_is_a_right_one():
+    """Variants timed exactly alike (benchmarks/spmv_ties_equal.py makes them so): the oracle is the
+    first of them, and a tree choosing the other had been scored inaccurate on every tie (a review)."""
+    n = 40
+    frame = pd.DataFrame({"id": [f"m{i}" for i in range(n)], "group": [f"g{i % 8}" for i in range(n)], "rows": 100,
+                          "cols": 100, "nnz": 1000, "mean_row": 10.0})
+    frame["time_ms:a"] = np.where(np.arange(n) % 2 == 0, 1.0, 1.5)  # ties b on even rows, 1.5x slower on odd
+    frame["time_ms:b"] = 1.0
+    report = TwoStageSelector(calls=(1,)).evaluate(ProfileTable.from_frame(frame, "toy", planted_meta()), calls=(1,))
+    assert report.scores["all"][1]["fraction_of_oracle"] == 1.0 and report.scores["all"][1]["accuracy"] == 1.0
+    assert set(report.held_out["choice@1"]) == set(report.held_out["oracle@1"]) == {"b"}

@@ -298,6 +298,17 @@ def test_a_gate_prunes_the_branches_below_it_that_no_input_can_reach():
         assert gated.predict(row) == ("g" if row[1] > 100 else below.predict(row))
 
 
+def test_a_gate_over_a_tree_of_its_own_label_is_that_leaf():
+    """Below the gate the tree came down to the gate's label: the gate had split with that label on
+    both sides, a dead branch printed in the rules (a review)."""
+    X = np.array([[1.0, 5.0], [2.0, 50.0], [3.0, 500.0]])
+    costs = np.array([[2.0, 2.0, 1.0]] * 3)
+    below = Tree(["a", "b"], ["x", "y", "g"], [1, -1, -1], [200.0, None, None], [1, -1, -1], [2, -1, -1],
+                 [-1, 2, 0], [3, 2, 1], [0.0] * 3)
+    gated = below.gated("b", 100.0, "g", X, costs)
+    assert gated.feature == (-1,) and gated.labels[gated.label[0]] == "g" and gated.n_samples == (3,)
+
+
 def test_regrets_do_not_depend_on_the_last_bits_of_the_times():
     """numpy's log differs in its last bits between builds and CPUs; those bits used to flip
     near-tied splits, so the same table trained to other trees on the GPU host (NOTES SpMV 35)."""
