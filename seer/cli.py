@@ -179,7 +179,7 @@ def _profile(args, command: str) -> int:
 
     from seer.datasets.cases import spmv_cases
     from seer.profiling import SPMV_CALL_OVERHEAD_BELOW, profile
-    from seer.table import check_table_path
+    from seer.table import check_table_path, meta_path
 
     if not torch.cuda.is_available():
         raise SeerError("profiling times kernels on a CUDA GPU and none is visible; interpreter timings "
@@ -199,6 +199,9 @@ def _profile(args, command: str) -> int:
         profile("spmv", cases, args.out, command=command, call_overhead_below=SPMV_CALL_OVERHEAD_BELOW,
                 deadline_s=args.deadline, dtype=args.dtype, inputs={"synthetic": args.synthetic, "seed": args.seed},
                 retry_skipped=args.retry_skipped)
+    if not args.out.exists():  # every input skipped (each said why above), or the deadline came first
+        raise SeerError(f"no input was profiled, so {args.out} was not written (any skips are recorded in "
+                        f"{meta_path(args.out).name})")
     print(f"wrote {args.out}")
     return 0
 
@@ -254,7 +257,7 @@ def _report(args, command: str) -> int:
         selector = TwoStageSelector()
         training = selector.evaluate(table)
         model = given or selector.fit(table).to_model(table, command=command)
-        written = write_report(model, training, args.out)
+        written = write_report(model, training, args.out, table)
     for path in written:
         print(f"wrote {path}")
     return 0

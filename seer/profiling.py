@@ -189,7 +189,8 @@ def timed_if_correct(op, problem, operands, candidates: dict[str, Callable], cas
     reference = op.kernels.reference(problem, *operands)
     tolerance = TOLERANCE.get(getattr(problem, "dtype", torch.float32), 1e-2)
     checked = {column: fn for column, fn in candidates.items()
-               if _correct(column.split(":", 1)[-1], fn, reference, tolerance, case_id, log)}
+               if _correct(column.split(":", 1)[-1], fn, reference, tolerance, case_id, log,
+                           skips_input=column.startswith("time_ms:"))}
     return checked, {column: float("nan") for column in candidates} | _least_of_rounds(checked)
 
 
@@ -255,11 +256,16 @@ def _least_of_rounds(fns: dict, rounds: int = TIMING_ROUNDS, rep_ms: float = 25)
     return {column: min(values) for column, values in times.items()}
 
 
-def _correct(name, fn, reference, tolerance, case_id, log) -> bool:
-    """Whether ``fn`` matches the float64 reference; a failure is logged, not fatal to the campaign."""
+def _correct(name, fn, reference, tolerance, case_id, log, skips_input: bool) -> bool:
+    """Whether ``fn`` matches the float64 reference; a failure is logged, not fatal to the campaign.
+    Out of device memory in a variant (``skips_input``) is raised: :func:`profile` skips the input and
+    records it for ``--retry-skipped``, where a row without the variant's time would be dropped when
+    the table is read and never retried. A baseline's leaves its cell empty (not measured)."""
     try:
         error = relative_error(fn(), reference)
     except Exception as exc:
+        if skips_input and _out_of_memory(exc):
+            raise
         log(f"  FAILED {name} on {case_id}: {type(exc).__name__}: {exc}")
         return False
     if not error <= tolerance:
@@ -349,9 +355,41 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
             log(f"  SKIPPED {case.id}, as recorded in {meta_path(out).name} (seer profile --retry-skipped tries "
                 f"it again): {recorded[case.id]}")
     todo = [c for c in mine if c.id not in recorded]
-    skipped, started = {}, time.monotonic()
+    skipped = {}
+
+    def record_run() -> None:
+        """The run in the metadata (rank 0, once the shards are merged), where it added rows; else only
+        the skips it found (its date and commands would say it measured what it did not)."""
+        if _shards(out):
+            _merge_shards(out)
+        measured = set(_ids(out))
+        # The skips on record less the inputs a row now measures (retried, or merged from a shard).
+        kept = {i: why for i, why in {**earlier.get("skipped", {}), **skipped}.items() if i not in measured}
+        if len(measured) > rows_before:
+            write_meta(earlier, kept)
+        elif kept != earlier.get("skipped", {}):
+            _write_meta_file(out, {**read_meta(meta_path(out)), "skipped": kept})
+
+    try:
+        _profile_cases(op_name, todo, shard, skipped, call_overhead_below, deadline_s, log, progress and rank == 0)
+    except BaseException:
+        if world == 1:  # interrupted: its rows recorded as its own (every rank's skips would need its peers)
+            record_run()
+        raise
+    if world > 1:  # every rank's skips, once it has finished its shard (rank 0 merges them all)
+        skipped.update(_gathered(skipped, world))
+    if rank == 0:
+        record_run()
+    return out
+
+
+def _profile_cases(op_name: str, todo: list[Case], shard: Path, skipped: dict, call_overhead_below: int,
+                   deadline_s: float | None, log, progress: bool) -> None:
+    """Profile ``todo`` into ``shard``, a row each as it is measured; an input that cannot be (unreadable,
+    unsupported, too large) is logged and added to ``skipped`` with its reason."""
+    started = time.monotonic()
     with closing(_Prefetched(todo)) as loads:  # closed on any exit: no case is loaded in vain
-        for done_count, case in enumerate(_progress(todo, progress and rank == 0)):
+        for done_count, case in enumerate(_progress(todo, progress)):
             if deadline_s is not None and time.monotonic() - started > deadline_s:
                 log(f"deadline reached: {len(todo) - done_count} inputs left for the next run")
                 break
@@ -370,22 +408,6 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
                     torch.cuda.empty_cache()
                 continue
             _append_row(shard, row)
-    if world > 1:  # every rank's skips, once it has finished its shard (rank 0 merges them all)
-        skipped = _gathered(skipped, world)
-    if rank != 0:
-        return out
-    if _shards(out):
-        _merge_shards(out)
-    measured = set(_ids(out))
-    # The skips on record less the inputs a row now measures (retried, or merged from a shard).
-    skipped = {i: why for i, why in {**earlier.get("skipped", {}), **skipped}.items() if i not in measured}
-    if len(measured) > rows_before:
-        write_meta(earlier, skipped)
-    # A run that added no row leaves the metadata alone (its date and commands say what was measured),
-    # save for the skips it found.
-    elif skipped != earlier.get("skipped", {}):
-        _write_meta_file(out, {**read_meta(meta_path(out)), "skipped": skipped})
-    return out
 
 
 # cuSPARSE out of device memory for a matrix's plan or buffers: torch raises its status as a RuntimeError,

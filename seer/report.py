@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from seer import rules
 from seer.model import GATHER, SelectorModel
+from seer.table import ProfileTable, device_of
 from seer.train import TrainingReport
 from seer.tree import Tree, condition_text, preorder
 
@@ -22,8 +23,11 @@ WITHIN = 1.05  # "near the oracle": at most 5 % slower
 REGRET_QUANTILES = (0.5, 0.9, 0.99)
 
 
-def write_report(model: SelectorModel, report: TrainingReport, out_dir: str | Path) -> list[Path]:
-    """Write ``report.md`` and its figures into ``out_dir``; returns the paths written."""
+def write_report(model: SelectorModel, report: TrainingReport, out_dir: str | Path,
+                 table: ProfileTable | None = None) -> list[Path]:
+    """Write ``report.md`` and its figures into ``out_dir``; returns the paths written. ``table``: the
+    table ``report`` scored, named in the report with the GPU that measured it (a model given to
+    ``seer report --model`` may have been trained on another, which its rules' header names)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     title, tree = _tree_to_draw(model)
@@ -33,18 +37,20 @@ def write_report(model: SelectorModel, report: TrainingReport, out_dir: str | Pa
         _save(_regret_figure(report), out / "regret.png"),
     ]
     markdown = out / "report.md"
-    markdown.write_text(_markdown(model, report, figures), encoding="utf-8")  # its rules hold ≤ and →
+    markdown.write_text(_markdown(model, report, figures, table), encoding="utf-8")  # its rules hold ≤ and →
     return [markdown, *figures]
 
 
 # ---------------------------------------------------------------------- Markdown
 
 
-def _markdown(model: SelectorModel, report: TrainingReport, figures: list[Path]) -> str:
+def _markdown(model: SelectorModel, report: TrainingReport, figures: list[Path], table: ProfileTable | None) -> str:
     sources = ", ".join(f"{name or 'unlabelled'}: {count}" for name, count in report.sources.items())
+    device = (model.device if table is None else device_of(table.meta)).get("name") or "unknown device"
+    scored = "" if table is None or table.path is None else f"Scores of {table.path}: "
     sections = [
-        f"# seer training report: op {model.op!r} on {model.device.get('name') or 'unknown device'}",
-        f"{report.rows} inputs in {report.groups} groups" + (f" ({sources})" if sources else "")
+        f"# seer training report: op {model.op!r} on {device}",
+        f"{scored}{report.rows} inputs in {report.groups} groups" + (f" ({sources})" if sources else "")
         + f"; held-out scores from {report.folds}-fold grouped nested cross-validation; "
         f"best single variant in steady state: {report.best_single} (the speed-ups over the best single variant "
         f"take each fold's own at each call count, its preparation charged).",

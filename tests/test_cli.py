@@ -129,12 +129,25 @@ def test_profile_records_what_chose_its_inputs_and_may_retry_skipped_ones(tmp_pa
     calls = []
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     monkeypatch.setattr("seer.datasets.cases.spmv_cases", lambda *args, **kwargs: ["a case"])
-    monkeypatch.setattr("seer.profiling.profile", lambda *args, **kwargs: calls.append(kwargs))
+    monkeypatch.setattr("seer.profiling.profile", lambda op, cases, out, **kwargs: [calls.append(kwargs),
+                                                                                  out.write_text("id\n")])
     out = str(tmp_path / "x.csv")
     assert main(["profile", "spmv", "--synthetic", "small", "--seed", "3", "--out", out]) == 0
     assert main(["profile", "spmv", "--synthetic", "large", "--out", out, "--retry-skipped"]) == 0
     assert [(c["inputs"], c["retry_skipped"]) for c in calls] == [({"synthetic": "small", "seed": 3}, False),
                                                                  ({"synthetic": "large", "seed": 0}, True)]
+
+
+def test_profile_that_wrote_no_table_says_so(tmp_path, monkeypatch, capsys):
+    """Every input skipped (or the deadline before the first): "wrote x.csv" and status 0 had been said
+    of a table that was not there (a review)."""
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("seer.datasets.cases.spmv_cases", lambda *args, **kwargs: ["a case"])
+    monkeypatch.setattr("seer.profiling.profile", lambda *args, **kwargs: None)
+    assert main(["profile", "spmv", "--synthetic", "small", "--out", str(tmp_path / "x.csv")]) == 2
+    captured = capsys.readouterr()
+    assert "no input was profiled, so" in captured.err and "x.csv was not written" in captured.err
+    assert "wrote" not in captured.out
 
 
 def test_bad_table_is_a_clear_error(tmp_path, capsys):

@@ -2,6 +2,7 @@
 
 GPU timing is replaced by a host timer here; the GPU campaign itself runs through the device.
 """
+import dataclasses
 import json
 import re
 
@@ -421,6 +422,42 @@ def test_an_input_too_large_for_memory_is_skipped(tmp_path, suitesparse_dir, hos
     out = tmp_path / "spmv-x.csv"
     profiling.profile("spmv", cases, out, command="test", progress=False)
     assert pd.read_csv(out)["id"].tolist() == [cases[0].id, cases[2].id]
+
+
+def test_a_variant_out_of_memory_skips_the_input_for_a_retry(tmp_path, suitesparse_dir, host_timer, few_variants,
+                                                             monkeypatch):
+    """Out of memory in a variant's first (checked) call had been logged as that variant FAILED: the
+    row lacked its time, was dropped when the table was read, and was never retried (a review)."""
+    cases = _cases(suitesparse_dir, 3)
+    real = few_variants["vector_g8"]
+
+    def run(problem, *operands, **kwargs):
+        if problem.nnz == cases[1].extra["size"]:
+            raise torch.OutOfMemoryError("CUDA out of memory (as if)")
+        return real.run(problem, *operands, **kwargs)
+
+    monkeypatch.setitem(few_variants, "vector_g8", dataclasses.replace(real, run=run))
+    out = tmp_path / "spmv-x.csv"
+    profiling.profile("spmv", cases, out, command="test", progress=False)
+    assert pd.read_csv(out)["id"].tolist() == [cases[0].id, cases[2].id]
+    assert json.loads(profiling.meta_path(out).read_text())["skipped"] == {cases[1].id: "CUDA out of memory (as if)"}
+
+
+def test_an_interrupted_resume_records_its_rows_as_its_own(tmp_path, suitesparse_dir, host_timer, few_variants,
+                                                           monkeypatch):
+    """The metadata was written only once a run ended: rows an interrupted resume added were left under
+    the earlier run's command and versions (a review)."""
+    cases = _cases(suitesparse_dir, 4)
+    out = tmp_path / "spmv-x.csv"
+    profiling.profile("spmv", cases[:1], out, command="first", progress=False)
+    _failing(monkeypatch, {cases[1].id: torch.OutOfMemoryError("CUDA out of memory (as if)"),
+                           cases[3].id: KeyboardInterrupt()})
+    with pytest.raises(KeyboardInterrupt):
+        profiling.profile("spmv", cases, out, command="resumed", progress=False)
+    meta = json.loads(profiling.meta_path(out).read_text())
+    assert pd.read_csv(out)["id"].tolist() == [cases[0].id, cases[2].id]
+    assert meta["commands"] == ["first", "resumed"] and [run["command"] for run in meta["runs"]] == ["first", "resumed"]
+    assert meta["skipped"] == {cases[1].id: "CUDA out of memory (as if)"}
 
 
 def _failing(monkeypatch, errors, profiled=None):

@@ -104,3 +104,19 @@ def test_wins_per_call_count_charge_each_variants_preparation(tmp_path):
     markdown = write_report(model, report, tmp_path)[0].read_text()
     assert "| variant | fastest, steady state | fastest, 1 call | seer picks, 1 call | fastest, 100 calls |" in markdown
     assert f"| a | {len(frame)} | 0 |" in markdown
+
+
+def test_a_report_names_the_table_it_scored_and_its_gpu(tmp_path):
+    """seer report --model: the scores are the table's, the heading had named the model's GPU and the
+    report no table at all (a review)."""
+    from synthetic_profiles import write_planted
+
+    from seer.table import read_table
+
+    table = read_table(write_planted(tmp_path / "t.csv", groups=6, per_group=3))
+    table.meta["device"] = {"name": "Table GPU", "capability": [9, 0]}
+    model, report = train(planted_frame(groups=6, per_group=3))
+    markdown = write_report(model, report, tmp_path / "out", table)[0].read_text()
+    assert markdown.startswith("# seer training report: op 'toy' on Table GPU\n")
+    assert f"Scores of {tmp_path / 't.csv'}: " in markdown
+    assert "device: Synthetic GPU" in markdown  # the rules' header: the model's own GPU
