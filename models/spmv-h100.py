@@ -2,9 +2,9 @@
 # device: NVIDIA H100 80GB HBM3, compute capability 9.0, 132 SMs
 # variants: scalar_r128, vector_g4, vector_g8, vector_g16, vector_g32, vector_g64, vector_g256, diagonal_r128, diagonal_major_r512, merge_c256, merge_c512, merge_c512_hot64k, adaptive, torch_csr, cusparse_prepared, offsets_i16, cusparse_slices_16k
 # training table: datasets/profiles/spmv-h100.csv (sha256 626af1ccf5f6f05bbca81c34423d6585d4d8089138daa15025b413c3463cfcb8), 477 rows in 56 groups
-# trained: 2026-11-30T21:11:52+00:00
+# trained: 2026-12-01T13:46:40+00:00
 # command: seer train datasets/profiles/spmv-h100.csv
-# model: sha256 fa938dda7acf55ef156ba369a7db6b7795f320c08f67d1c0dc6a5eeddcacc9ce (the checksum its .json records)
+# model: sha256 d510e78f689443e6c52c738d36d3fb0f17d8a635ef6a44de5ca772909b2e89a2 (the checksum its .json records)
 # profiled in: float32 (the trees do not read the dtype)
 # trained with: seer 0.1.0, scikit-learn 1.9.1, numpy 2.4.6, python 3.11.7
 # profiled with: cuda 13.0, python 3.12.3, seer 0.1.0, torch 2.11.0+cu130, triton 3.6.0

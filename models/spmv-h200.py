@@ -2,9 +2,9 @@
 # device: NVIDIA H200, compute capability 9.0, 132 SMs
 # variants: scalar_r128, vector_g4, vector_g8, vector_g16, vector_g32, vector_g64, vector_g256, diagonal_r128, diagonal_major_r512, merge_c256, merge_c512, merge_c512_hot64k, adaptive, torch_csr, cusparse_prepared, offsets_i16, cusparse_slices_16k
 # training table: datasets/profiles/spmv-h200.csv (sha256 99d116440ac7e6f11b24151d7d15385e10e2495eb5325b9a4ef109d3c61d0bf8), 485 rows in 57 groups
-# trained: 2026-11-30T21:12:05+00:00
+# trained: 2026-12-01T13:47:07+00:00
 # command: seer train datasets/profiles/spmv-h200.csv
-# model: sha256 838f589cee9c6a3da3186131909869bb74e53a842d1aca3ab070a5a222d5b0d4 (the checksum its .json records)
+# model: sha256 da76e5217f217ac954b9cf28d2216a26c97cacfae78a52902fecfcf71ffd26b1 (the checksum its .json records)
 # profiled in: float32 (the trees do not read the dtype)
 # trained with: seer 0.1.0, scikit-learn 1.9.1, numpy 2.4.6, python 3.11.7
 # profiled with: cuda 13.0, python 3.12.3, seer 0.1.0, torch 2.11.0+cu130, triton 3.6.0
