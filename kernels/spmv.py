@@ -775,7 +775,8 @@ def _diagonal_major_layout(csr: CsrMatrix, pattern_row: torch.Tensor, follows: t
     p_row, first, length, following = numbers.tolist()
     if (following * length < DIAGONAL_MAJOR_MIN_FOLLOWING * csr.nnz
             or length * csr.rows > DIAGONAL_MAJOR_MAX_FILL * csr.nnz
-            or length * (csr.rows + _DIAGONAL_MAJOR_PAD) >= 2**31):  # int32 offsets into the copy
+            or length * (csr.rows + _DIAGONAL_MAJOR_PAD) >= 2**31  # int32 offsets into the copy
+            or max(csr.rows, csr.cols) >= 2**31):  # int32 diagonal offsets (column - row) and columns
         return None
     offsets = (csr.indices[first:first + length] - p_row).to(torch.int32)
     rest_count = csr.rows - following

@@ -306,8 +306,6 @@ def check_metadata(csr: CsrMatrix) -> None:
         t = getattr(csr, name)
         if t.dim() != 1:
             raise InputError(f"CSR {name} must be 1-D, got shape {tuple(t.shape)}")
-        if not t.is_contiguous():
-            object.__setattr__(csr, name, t.contiguous())  # the matrix is still being made
     if csr.values.dtype not in VALUE_DTYPES:
         raise InputError(
             f"CSR values have dtype {csr.values.dtype}; seer supports float32, float16 and bfloat16 "
@@ -332,10 +330,14 @@ def check_metadata(csr: CsrMatrix) -> None:
         raise InputError(
             f"CSR indices ({csr.indices.numel()}) and values ({csr.values.numel()}) differ in length"
         )
-    if csr.indices.dtype == torch.int32 and csr.nnz >= 2**31:
-        raise InputError(f"{csr.nnz} nonzeros overflow int32 indices; use int64 index arrays")
+    if csr.indices.dtype == torch.int32 and csr.nnz >= POSITIONS_FIT_INT32_BELOW:
+        raise InputError(f"{csr.nnz:,} nonzeros come within 2**20 of int32's limit, where the kernels' positions "
+                         "(a block past the last nonzero) would overflow int32 indices; use int64 index arrays")
     check_not_negated("spmv", values=csr.values)
     check_no_grad("spmv", values=csr.values)
+    for name in ("indptr", "indices", "values"):  # copied once every check has passed
+        if not getattr(csr, name).is_contiguous():
+            object.__setattr__(csr, name, getattr(csr, name).contiguous())  # the matrix is still being made
 
 
 def check_structure(csr: CsrMatrix) -> None:
@@ -483,7 +485,10 @@ _FOUND_COLUMNS = tl.constexpr(FOUND_COLUMNS)  # the same, for kernels
 # The counters (totals_buffers) hold a 128-byte line of int64s for the arrival count, then one
 # for each column's sum (add_up_counts): a column's atomics queue apart from the others'.
 _COUNTER_LINE = tl.constexpr(16)
-NARROW_BELOW = 2**31  # nnz below which every row length and per-lane sum fits 32 bits
+# The positions a kernel steps to pass the last nonzero by a block at most: below this many nonzeros
+# they fit 32 bits (int32 index arrays are refused from there on).
+POSITIONS_FIT_INT32_BELOW = 2**31 - 2**20
+NARROW_BELOW = POSITIONS_FIT_INT32_BELOW  # nnz below which row lengths, per-lane sums and positions fit 32 bits
 _programs_cap: dict = {}
 
 
@@ -592,7 +597,10 @@ def _structure_kernel(indptr, indices, rows, nnz, cols, shift_stride, sample_blo
         first_samples = _sample_block(indptr, rows, shift_stride, programs - 1 - pid, sample_blocks, SAMPLE_BLOCK)
     for block in range(pid, blocks, programs):
         if CHECK:
-            outside = _index_block(indices, block * INDEX_BLOCK, nnz, cols, outside, ROW_BLOCK, INDEX_BLOCK)
+            # Past NARROW_BELOW nonzeros the block's positions in 64 bits: block * INDEX_BLOCK in 32 wrapped
+            # negative past 2**31, and the negative positions passed the mask k < nnz.
+            first = block * INDEX_BLOCK if NARROW else tl.cast(block, tl.int64) * INDEX_BLOCK
+            outside = _index_block(indices, first, nnz, cols, outside, ROW_BLOCK, INDEX_BLOCK)
         decreasing, sum_sq, longest, empty, long_nnz = _row_block(
             indptr, block * ROW_BLOCK, rows, decreasing, sum_sq, longest, empty, long_nnz,
             STATS, NARROW, LONG_ROW, ROW_BLOCK)

@@ -142,3 +142,16 @@ def test_the_advice_for_a_scipy_matrix_of_other_values_is_one_scipy_can_follow()
     with pytest.raises(InputError, match=r"float16 ones, which scipy\.sparse holds only in a matrix built from .*arrays "
                                          r"of them: A\.astype\(numpy\.float16\) is refused by scipy\)"):
         as_csr(sp.eye(3, format="csr"))
+
+
+def test_int32_indices_near_their_limit_are_refused_before_any_copy():
+    """The kernels step up to a block past the last nonzero: within 2**20 of 2**31 nonzeros int32
+    positions wrapped negative (a merge bracket's row read -1, an adaptive piece's end went negative
+    and dropped its nonzeros: a review). Refused before the strided arrays' 8 GiB copies."""
+    nnz = 2**31 - 2**20
+    parts = (torch.tensor([0, nnz], dtype=torch.int32), torch.zeros(1, dtype=torch.int32).expand(nnz),
+             torch.ones(1).expand(nnz), (1, 4))
+    with pytest.raises(InputError, match="within 2\\*\\*20 of int32's limit.*use int64 index arrays"):
+        as_csr(parts, check=False)
+    small = (torch.tensor([0, 3], dtype=torch.int32), torch.tensor([0, 1, 2], dtype=torch.int32), torch.ones(3), (1, 4))
+    assert as_csr(small).nnz == 3

@@ -18,6 +18,7 @@ from test_spmv_kernels import assert_graph_replays, assert_spmv_close, random_ve
 
 import seer.kernels.spmv as spmv
 from seer.datasets import generators
+from seer.sparse import as_csr
 
 NAME = "diagonal_major_r512"
 ROWS, DIAGONALS = (spmv.VARIANTS[NAME].params[k] for k in ("rows", "diagonals"))
@@ -229,3 +230,14 @@ def test_split_diagonals_on_two_streams_at_once():
         assert_spmv_close(out.cpu(), exact, x.cpu(), torch.float32)
     assert_spmv_close(spmv.VARIANTS[NAME].run(csr, xs[0]).cpu(), exact, xs[0].cpu(), torch.float32)
 
+
+
+def test_no_layout_where_diagonal_offsets_pass_int32():
+    """Columns r and r + 2**31 in every row: the offsets were cast to int32, 2**31 read as -2**31, and
+    the kernel read x before its start (a segfault on the CPU: a review)."""
+    n, far = 64, 2**31
+    indices = torch.stack([torch.arange(n), torch.arange(n) + far], 1).flatten()
+    csr = as_csr((torch.arange(0, 2 * n + 1, 2), indices, torch.ones(2 * n), (n, far + n)))
+    pattern_row, follows = spmv._rows_following_pattern(csr)
+    assert int(follows.sum()) == n  # every row follows the pattern: a layout would pay
+    assert spmv._diagonal_major_layout(csr, pattern_row, follows) is None

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 import torch
 
 import seer.kernels.spmv as spmv
+from seer.errors import InputError
 from seer.sparse import as_csr
 from test_spmv_kernels import (VARIANT_NAMES, assert_graph_replays, assert_spmv_close, random_csr, random_vector,
                                skewed_lengths, sliced_matrix, to_seer)
@@ -324,3 +325,18 @@ def test_one_cusparse_plan_on_two_streams_at_once(name):
     for s in range(2):
         for k in range(8):
             assert_spmv_close(outs[s][k].cpu(), exact, xs[s][k], torch.float32)
+
+
+def test_a_matrix_past_2_31_nonzeros_is_validated_to_its_last_index():
+    """int64 indices past 2**31 nonzeros: the validation pass's block positions were 32-bit, wrapped
+    negative and passed its mask k < nnz, reading before the indices' start (a review, from the
+    kernel's IR). The valid matrix is accepted, a column out of range at the last position found.
+    About 22 GB of device memory."""
+    nnz, cols = 2**31 + 3 * 4096 + 5, 2**20
+    indices = torch.arange(nnz, dtype=torch.int64, device="cuda").remainder_(cols)
+    values = torch.ones(nnz, dtype=torch.float16, device="cuda")
+    indptr = torch.tensor([0, nnz // 2, nnz], dtype=torch.int64, device="cuda")
+    assert as_csr((indptr, indices, values, (2, cols))).nnz == nnz
+    indices[-1] = cols
+    with pytest.raises(InputError, match=rf"must lie in \[0, {cols}\); 1 lie outside"):
+        as_csr((indptr, indices, values, (2, cols)))
