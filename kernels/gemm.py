@@ -32,7 +32,8 @@ from torch.autograd.graph import increment_version
 import triton
 import triton.language as tl
 
-from seer.errors import InputError, check_no_grad, check_not_negated, check_writable, overlap_error, warn_once
+from seer.errors import (InputError, check_no_grad, check_not_negated, check_writable, dual_level_open, overlap_error,
+                         warn_once)
 from seer.launch import (INTERPRETER_SMS, InputLaunches, LaunchCache, capturing, check_runnable, on_device,  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
                          sm_count, specialisation, through_triton)
 from seer.registry import Variant, example_values
@@ -40,7 +41,8 @@ from seer.registry import Variant, example_values
 
 # ---------------------------------------------------------------- shared device helpers
 # Triton's CPU interpreter (3.6 to 3.9) multiplies bf16 ``tl.dot`` operands as raw integers. Widening
-# them to fp32 first is exact (a bf16 product fits fp32), so CPU tests still check the GPU numbers.
+# them to fp32 first is exact (a bf16 product fits fp32), so CPU tests still check the GPU numbers, to
+# the last place: the interpreter truncates the fp32 result to bf16 where a GPU rounds it (tests allow 1 ulp).
 _WIDEN_BF16_DOT = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") == "1")
 
 
@@ -303,8 +305,8 @@ def _output(problem: GemmProblem, out: torch.Tensor | None, a: torch.Tensor, b: 
     if not out.is_contiguous():
         raise InputError("out must be contiguous")
     check_not_negated("gemm", out=out)
-    if out.requires_grad:  # as for a and b: no variant (torch.matmul's out= neither) writes it for autograd
-        check_no_grad("gemm", out=out)
+    if out.requires_grad or dual_level_open():  # as for a and b: no variant (torch.matmul's out= neither)
+        check_no_grad("gemm", out=out)           # writes it for autograd
     check_writable("gemm", out)
     _check_apart(problem, out, a, b)
     increment_version(out)  # written in place by a kernel: autograd must see it, as torch's out= shows it
@@ -645,8 +647,9 @@ def oracle_fraction(times: np.ndarray, chosen: list[int]) -> float:
 def greedy_cover(times: np.ndarray, k: int) -> list[int]:
     """Up to ``k`` config columns picked one at a time, each raising :func:`oracle_fraction` the most."""
     times = _unmeasured_as_inf(times)
-    if times.ndim != 2 or not np.isfinite(times.min(axis=1)).all():
-        raise InputError("greedy_cover needs a [shapes, configs] table with a finite time on every shape")
+    if times.ndim != 2 or 0 in times.shape or not np.isfinite(times.min(axis=1)).all():
+        raise InputError("greedy_cover needs a [shapes, configs] table, with at least one of each, and a finite "
+                         f"time on every shape; got shape {times.shape}")
     chosen: list[int] = []
     for _ in range(min(k, times.shape[1])):
         rest = [j for j in range(times.shape[1]) if j not in chosen]
@@ -722,7 +725,7 @@ def check_operands(problem: GemmProblem, operands) -> None:
         raise InputError("gemm: operand dtype or device changed since the problem was examined")
     if a.is_neg() or b.is_neg():
         check_not_negated("gemm", a=a, b=b)
-    if a.requires_grad or b.requires_grad:
+    if a.requires_grad or b.requires_grad or dual_level_open():
         check_no_grad("gemm", a=a, b=b)
 
 

@@ -36,7 +36,8 @@ import triton
 import triton.language as tl
 
 from seer import cusparse, sparse
-from seer.errors import InputError, check_no_grad, check_not_negated, check_writable, overlap_error, warn, warn_once
+from seer.errors import (InputError, check_no_grad, check_not_negated, check_writable, dual_level_open, overlap_error,
+                         warn, warn_once)
 from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, current_stream, sm_count,
                          specialisation, through_triton, vector_operands)
 from seer.registry import Variant, example_values
@@ -480,7 +481,8 @@ def _out_check(csr: CsrMatrix) -> Callable[[torch.Tensor, torch.Tensor], torch.T
 
     def check(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         if (isinstance(out, torch.Tensor) and out.shape == shape and out.dtype == dtype and out.device == device
-                and out.layout is STRIDED and not (out.requires_grad or out.is_neg() or out.is_inference())):
+                and out.layout is STRIDED and not (out.requires_grad or out.is_neg() or out.is_inference()
+                                                   or dual_level_open())):
             _check_apart(out, x, rows, cols, size, arrays)
             increment_version(out)  # written in place: autograd must see it (a saved out would be stale)
             return out

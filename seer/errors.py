@@ -4,6 +4,7 @@ import sys
 import warnings
 
 import torch
+from torch.autograd import forward_ad
 
 
 class SeerError(Exception):
@@ -100,10 +101,23 @@ def check_writable(op: str, out) -> None:
                          "out.clone()")
 
 
+def dual_level_open() -> bool:
+    """Whether a forward-mode AD level is open (``torch.autograd.forward_ad.dual_level``): tensors may
+    carry tangents there with ``requires_grad`` False, which the hot paths' checks read first."""
+    return forward_ad._current_level >= 0
+
+
 def check_no_grad(op: str, **operands) -> None:
-    """Raise an :class:`InputError` if autograd is on and an operand requires grad: seer's kernels
-    have no backward, so the result would come back cut off from the graph, its gradients silently
-    missing."""
+    """Raise an :class:`InputError` if autograd is on and an operand requires grad, or if an operand
+    carries a forward-mode tangent: seer's kernels have no derivative, so the result would come
+    back cut off from the graph (or without its tangent), its derivatives silently missing."""
+    if dual_level_open():
+        for name, operand in operands.items():
+            if forward_ad.unpack_dual(operand).tangent is not None:
+                raise InputError(f"{op}: {name} carries a forward-mode tangent (torch.autograd.forward_ad), but "
+                                 f"seer's kernels have no derivative, so the result would have none; pass "
+                                 f"forward_ad.unpack_dual({name}).primal, or use torch's own op where tangents "
+                                 "are needed")
     if not torch.is_grad_enabled():
         return
     for name, operand in operands.items():

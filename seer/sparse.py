@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from seer.errors import InputError, check_no_grad, check_not_negated
+from seer.errors import InputError, check_no_grad, check_not_negated, dual_level_open
 from seer.launch import LaunchCache, cdiv, on_device, sm_count, specialisation
 
 VALUE_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -765,7 +765,7 @@ def _check_vector(shape: tuple, dtype: torch.dtype, device: torch.device, name: 
     """Raise the error that says what is wrong with ``x`` as a vector of ``shape``, if anything."""
     # Every call of a cached decision passes here: the common case is decided in one expression.
     if (isinstance(x, torch.Tensor) and x.shape == shape and x.dtype == dtype and x.device == device
-            and x.layout is STRIDED and not x.requires_grad and not x.is_neg()):
+            and x.layout is STRIDED and not x.requires_grad and not x.is_neg() and not dual_level_open()):
         return
     if not isinstance(x, torch.Tensor):
         raise InputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")

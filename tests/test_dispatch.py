@@ -403,6 +403,37 @@ def test_operands_that_require_grad_are_refused_while_autograd_is_on():
         overlap.check_operands(spec, (a, b.clone().requires_grad_()))
 
 @pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
+def test_operands_carrying_a_forward_mode_tangent_are_refused():
+    """torch.autograd.forward_ad: a dual tensor has requires_grad False, so it passed the checks and
+    the Triton variants returned a result without its tangent (a review). Refused on first and cached
+    calls, out= too; plain operands inside a dual level are served."""
+    from torch.autograd import forward_ad
+
+    m = _matrix()
+    parts, x = _parts(m), torch.randn(m.shape[1])
+    a, b = torch.randn(8, 16, dtype=torch.float16), torch.randn(16, 4, dtype=torch.float16)
+    seer.dispatch("spmv", (parts, x))  # decided and cached
+    with forward_ad.dual_level():
+        dual_x = forward_ad.make_dual(x, torch.ones_like(x))
+        for attempt in range(2):  # the first call on a fresh matrix, then a cached one
+            with pytest.raises(InputError, match="spmv: x carries a forward-mode tangent"):
+                seer.dispatch("spmv", (_parts(m) if attempt == 0 else parts, dual_x))
+        out = forward_ad.make_dual(torch.empty(m.shape[0]), torch.ones(m.shape[0]))
+        with pytest.raises(InputError, match="spmv: out carries a forward-mode tangent"):
+            seer.dispatch("spmv", (parts, x), out=out)
+        dual_values = forward_ad.make_dual(parts[2], torch.ones_like(parts[2]))
+        with pytest.raises(InputError, match="spmv: values carries a forward-mode tangent"):
+            seer.dispatch("spmv", ((*parts[:2], dual_values, parts[3]), x))
+        _check(seer.dispatch("spmv", (parts, x)), m, x)
+        for variant in ("tile_16x64x128_w4s4g1", "torch_matmul"):
+            with pytest.raises(InputError, match="gemm: a carries a forward-mode tangent"):
+                seer.dispatch("gemm", (forward_ad.make_dual(a, torch.ones_like(a)), b), variant=variant)
+            with pytest.raises(InputError, match="gemm: out carries a forward-mode tangent"):
+                seer.dispatch("gemm", (a, b), variant=variant,
+                              out=forward_ad.make_dual(torch.empty(8, 4, dtype=a.dtype), torch.ones(8, 4, dtype=a.dtype)))
+
+
+@pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
 def test_explain_answers_for_operands_that_require_grad():
     """explain runs nothing gradients would flow through: what seer picks for a weight (an
     nn.Parameter) is asked as dispatch would be called with it, under torch.no_grad()."""

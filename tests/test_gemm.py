@@ -554,6 +554,9 @@ def test_greedy_cover_treats_nan_as_unmeasured():
     assert gemm.greedy_cover(times, 1) == [1]
     with pytest.raises(InputError, match="finite"):
         gemm.greedy_cover(np.array([[np.nan, np.nan]]), 1)
+    for empty in (np.empty((3, 0)), np.empty((0, 3))):  # numpy's reduction error; [0, 1] of NaN means (a review)
+        with pytest.raises(InputError, match=r"at least one of each.*got shape"):
+            gemm.greedy_cover(empty, 2)
 
 
 @pytest.mark.filterwarnings("ignore::seer.errors.SeerWarning")
