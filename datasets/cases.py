@@ -176,7 +176,9 @@ NNZ_BANDS = ((0, 1e5), (1e5, 1e6), (1e6, 1e7), (1e7, float("inf")))
 
 
 def nnz_band_label(lo: float, hi: float) -> str:
-    """A band's name: "nnz 1e5-1e6", "nnz 1e7+"."""
+    """A band's name: "nnz <1e5", "nnz 1e5-1e6", "nnz 1e7+"."""
+    if lo <= 0:
+        return f"nnz <{hi:.0e}".replace("e+0", "e")
     return f"nnz {lo:.0e}-{hi:.0e}".replace("e+0", "e").replace("-inf", "+")
 
 
@@ -267,12 +269,14 @@ def _cusparse(csr, x):
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m seer.datasets.cases regroup|recount-shifted-rows TABLE... --matrices DIR``: see
+    """``python -m seer.datasets.cases regroup|recount-shifted-rows TABLE... --matrices DIR...``: see
     :func:`regroup_spmv_table` and :func:`recount_shifted_rows`."""
     parser = argparse.ArgumentParser(prog="python -m seer.datasets.cases")
     parser.add_argument("action", choices=["regroup", "recount-shifted-rows"])
     parser.add_argument("tables", nargs="+", type=Path, help="SpMV profile tables (CSV) to rewrite in place")
-    parser.add_argument("--matrices", type=Path, required=True, help="the real matrices the tables were profiled from")
+    parser.add_argument("--matrices", type=Path, required=True, action="append",
+                        help="a folder of the real matrices the tables were profiled from (repeat it as `seer profile "
+                             "--matrices` was; the first one's matrices are the replicas')")
     args = parser.parse_args(argv)
     command = " ".join(["python -m seer.datasets.cases", *(sys.argv[1:] if argv is None else argv)])
     with exit_on_seer_error(parser):
@@ -283,14 +287,14 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def _recount_command(args: argparse.Namespace, command: str) -> None:
-    changed = recount_shifted_rows(args.tables, structure_features(args.tables, [args.matrices]), command)
+    changed = recount_shifted_rows(args.tables, structure_features(args.tables, args.matrices), command)
     for table, count in changed.items():
         print(f"{table}: {count} shifted_row_frac values changed")
 
 
 def _regroup_command(args: argparse.Namespace, command: str) -> None:
     for table in args.tables:
-        changes = regroup_spmv_table(table, [args.matrices], command)
+        changes = regroup_spmv_table(table, args.matrices, command)
         print(f"{table}: {len(changes)} groups renamed" + "".join(f"\n  {c}" for c in changes))
 
 

@@ -7,7 +7,9 @@ replicated matrix's values. The same arguments and seed give the same matrix.
 Large arrays are built in place where numpy allows: fresh memory costs as much as the arithmetic.
 
 :func:`synthetic_suite` lists named, reproducible :class:`SyntheticSpec` s; :func:`build` makes one.
-Their ``family`` (``synthetic/<generator>`` or ``derived/<Group>``) is the group for cross-validation.
+Their ``family`` (``synthetic/<generator>`` or ``derived/<Group>``) names where a spec comes from; the
+group for cross-validation is :mod:`seer.datasets.cases`' (a replica's is its original's problem
+family, so that cross-validation never splits the two; a generated matrix's, its structure family).
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ from seer.errors import InputError
 
 # R-MAT draws edges in chunks so that its dozens of passes over random words stay in cache.
 _RMAT_CHUNK = 1 << 18
-# Binary digits of each R-MAT bit probability: |rounding| <= 2**-13 (expected_nnz accounts for it).
+# Binary digits of each R-MAT bit probability: |rounding| <= 2**-13 (expected_nnz accounts for it),
+# but for a probability under 2**-12 or over 1 - 2**-12, held at the nearest (a level never certain).
 _PROBABILITY_DIGITS = 12
 _INT32_MAX = np.iinfo(np.int32).max
 _INT64_MAX = np.iinfo(np.int64).max
@@ -42,11 +45,14 @@ def _require(condition: bool, message: str) -> None:
         raise InputError(message)
 
 
-def _whole(**values) -> None:
-    """Each value a whole number (a numpy integer counts; a bool or a float, even 3.0, does not)."""
+def _whole(**values) -> list[int]:
+    """Each value a whole number (a numpy integer counts; a bool or a float, even 3.0, does not), as a
+    Python int: sizes computed in a small or unsigned numpy type (``np.uint8(10)``) overflowed into
+    empty matrices."""
     for name, value in values.items():
         _require(isinstance(value, numbers.Integral) and not isinstance(value, bool),
                  f"{name} must be a whole number, got {value!r}")
+    return [int(value) for value in values.values()]
 
 
 def _finite(**values) -> None:
@@ -167,7 +173,7 @@ def rmat(
     Each edge picks a quadrant per level with probabilities a, b, c, d = 1 - a - b - c. ``scramble``
     relabels vertices by a random permutation (as Graph500 does) so heavy rows are not all at the top.
     """
-    _whole(scale=scale)
+    (scale,) = _whole(scale=scale)
     _finite(edge_factor=edge_factor, a=a, b=b, c=c)
     _flags(scramble=scramble)
     _value_dtype(dtype)
@@ -265,7 +271,7 @@ _WIDE_BOXES_2D = {(2 * radius + 1) ** 2: radius for radius in (2, 3, 4, 5)}
 def stencil_2d(n: int, points: int = 5, seed=0, *, dtype=np.float32) -> sp.csr_matrix:
     """5- or 9-point stencil on an n x n grid (n**2 rows, row-major numbering), or the whole box of
     radius 2 to 5 around each point (25, 49, 81 or 121 points)."""
-    _whole(points=points)  # 5.0 passed the membership test
+    (points,) = _whole(points=points)  # 5.0 passed the membership test
     _require(points in (5, 9, *_WIDE_BOXES_2D), f"2-D stencils have 5, 9, 25, 49, 81 or 121 points, got {points}")
     return _grid_stencil(n, _stencil_offsets(2, points), seed, dtype)
 
@@ -273,7 +279,7 @@ def stencil_2d(n: int, points: int = 5, seed=0, *, dtype=np.float32) -> sp.csr_m
 def stencil_3d(n: int, points: int = 7, seed=0, *, dtype=np.float32) -> sp.csr_matrix:
     """7-, 19- or 27-point stencil on an n x n x n grid (n**3 rows): the faces' neighbours, then
     the edges' too, then the whole 3 x 3 x 3 box."""
-    _whole(points=points)
+    (points,) = _whole(points=points)
     _require(points in (7, 19, 27), f"3-D stencils have 7, 19 or 27 points, got {points}")
     return _grid_stencil(n, _stencil_offsets(3, points), seed, dtype)
 
@@ -292,7 +298,7 @@ def _stencil_offsets(dims: int, points: int) -> np.ndarray:
 
 
 def _grid_stencil(n: int, offsets: np.ndarray, seed, dtype) -> sp.csr_matrix:
-    _whole(n=n)
+    (n,) = _whole(n=n)
     _value_dtype(dtype)
     _require(n >= 1, f"grid size n must be >= 1, got {n}")
     dims = offsets.shape[1]
@@ -330,7 +336,7 @@ def _stencil_expected_nnz(n: int, points: int, dims: int) -> float:
 
 def banded(n: int, bandwidth: int, fill: float = 1.0, seed=0, *, dtype=np.float32) -> sp.csr_matrix:
     """n x n band |i - j| <= bandwidth; off-diagonal band entries kept with probability ``fill``."""
-    _whole(n=n, bandwidth=bandwidth)
+    n, bandwidth = _whole(n=n, bandwidth=bandwidth)
     _finite(fill=fill)
     _value_dtype(dtype)
     _require(n >= 1 and bandwidth >= 0, f"banded needs n >= 1 and bandwidth >= 0, got n={n}, bandwidth={bandwidth}")
@@ -365,7 +371,7 @@ def lognormal_rows(rows: int, cols: int, mean_row: float, sigma: float, seed=0, 
     Lengths are rounded and capped at ``cols`` (zero-length rows occur for large sigma); columns are
     drawn with repeats and deduplicated, so a row of length L holds slightly fewer than L entries.
     """
-    _whole(rows=rows, cols=cols)
+    rows, cols = _whole(rows=rows, cols=cols)
     _finite(mean_row=mean_row, sigma=sigma)
     _value_dtype(dtype)
     _require(rows >= 1 and cols >= 1, f"lognormal_rows needs rows, cols >= 1, got {rows} x {cols}")
@@ -410,7 +416,7 @@ def block_replicate(
     Values are ``A``'s (explicit zeros included); nnz is exactly ``(copies + coupling)`` times ``A``'s
     nnz once its duplicate entries are summed (as :func:`~seer.datasets.suitesparse.read_matrix` sums them).
     """
-    _whole(copies=copies, coupling=coupling)
+    copies, coupling = _whole(copies=copies, coupling=coupling)
     _flags(permute=permute)
     _value_dtype(dtype)
     _require(copies >= 1, f"block_replicate needs copies >= 1, got {copies}")

@@ -131,6 +131,23 @@ def test_regroup_command_line(tmp_path, suitesparse_dir, capsys):
         f"python -m seer.datasets.cases regroup {path}")
 
 
+def test_the_command_line_takes_every_matrices_folder(monkeypatch, capsys):
+    """A table profiled from two folders (`seer profile --matrices A --matrices B`) could not be
+    regrouped or recounted: a repeated --matrices kept the last folder alone (a review)."""
+    seen = []
+    monkeypatch.setattr(cases, "regroup_spmv_table", lambda table, folders, command: seen.append(folders) or [])
+    monkeypatch.setattr(cases, "structure_features", lambda tables, folders: seen.append(folders) or {})
+    monkeypatch.setattr(cases, "recount_shifted_rows", lambda tables, features, command: {})
+    for action in ("regroup", "recount-shifted-rows"):
+        cases.main([action, "t.csv", "--matrices", "A", "--matrices", "B"])
+    assert seen == [[cases.Path("A"), cases.Path("B")]] * 2
+
+
+def test_the_first_nnz_band_is_named_by_its_bound():
+    assert [cases.nnz_band_label(*band) for band in cases.NNZ_BANDS] == [
+        "nnz <1e5", "nnz 1e5-1e6", "nnz 1e6-1e7", "nnz 1e7+"]  # the first had read "nnz 0e0-1e5"
+
+
 @pytest.mark.parametrize("action", ["regroup", "recount-shifted-rows"])
 def test_command_line_mistakes_are_one_line_errors(tmp_path, suitesparse_dir, capsys, action):
     """A missing table, a missing or empty --matrices folder and a GEMM table had each printed a

@@ -438,3 +438,16 @@ def test_a_seed_that_names_no_one_matrix_is_refused(seed):
         banded(100, 2, seed=seed)
     with pytest.raises(InputError, match="seed must be a whole number >= 0"):
         synthetic_suite("small", seed=seed)
+
+
+def test_sizes_given_as_small_or_unsigned_numpy_integers_make_the_same_matrices():
+    """Sizes were computed in the argument's own type: np.uint8(10) made an empty R-MAT, np.uint16(3)
+    a band without its diagonals, np.int16(256) a broadcasting error (a review)."""
+    def same(x, y):
+        return x.shape == y.shape and (x != y).nnz == 0
+
+    assert same(rmat(np.uint8(10), 4, seed=1), rmat(10, 4, seed=1))
+    assert same(banded(1000, np.uint16(3), seed=1), banded(1000, 3, seed=1))
+    assert same(stencil_2d(np.int16(256), np.int8(5), seed=1), stencil_2d(256, 5, seed=1))
+    assert same(lognormal_rows(np.uint16(300), np.uint16(200), 5.0, 1.0, seed=1),
+                lognormal_rows(300, 200, 5.0, 1.0, seed=1))
