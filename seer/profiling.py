@@ -319,6 +319,8 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     rank, world = _rank_and_world()
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     earlier = _resumed_meta(out, environment(device), op_name, dtype)
+    earlier_skips = earlier.get("skipped", {}) if earlier else _skips_of_no_table(out, environment(device), op_name,
+                                                                                   dtype)
     chosen_by = _inputs_of_table(out, earlier.get("inputs"), inputs)
 
     def write_meta(earlier: dict, skipped: dict) -> None:
@@ -349,7 +351,7 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     log = _logger(progress)
     # An input skipped by an earlier run is not tried again: out of memory, it would cost every resume
     # its load, its build and its reference before failing again.
-    recorded = {} if retry_skipped else earlier.get("skipped", {})
+    recorded = {} if retry_skipped else earlier_skips
     for case in mine:
         if case.id in recorded:
             log(f"  SKIPPED {case.id}, as recorded in {meta_path(out).name} (seer profile --retry-skipped tries "
@@ -364,11 +366,13 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
             _merge_shards(out)
         measured = set(_ids(out))
         # The skips on record less the inputs a row now measures (retried, or merged from a shard).
-        kept = {i: why for i, why in {**earlier.get("skipped", {}), **skipped}.items() if i not in measured}
+        kept = {i: why for i, why in {**earlier_skips, **skipped}.items() if i not in measured}
         if len(measured) > rows_before:
             write_meta(earlier, kept)
-        elif kept != earlier.get("skipped", {}):
-            _write_meta_file(out, {**read_meta(meta_path(out)), "skipped": kept})
+            return
+        on_file = read_meta(meta_path(out))  # a new table's, written at the start, holds no skips yet
+        if kept != on_file.get("skipped", {}):
+            _write_meta_file(out, {**on_file, "skipped": kept})
 
     try:
         _profile_cases(op_name, todo, shard, skipped, call_overhead_below, deadline_s, log, progress and rank == 0)
@@ -516,6 +520,19 @@ def _shards(out: Path) -> list[Path]:
     file whose name only starts so (``<stem>.rank0.backup.csv``)."""
     name = re.compile(rf"{re.escape(out.stem)}\.rank\d+{re.escape(out.suffix)}")
     return sorted(p for p in out.parent.glob(f"{glob.escape(out.stem)}.rank*") if name.fullmatch(p.name))
+
+
+def _skips_of_no_table(out: Path, env: dict, op_name: str, dtype: str) -> dict:
+    """The skips recorded beside ``out`` by runs that profiled no input into it (every input skipped:
+    no table was written), where they were of this op and dtype on this GPU; else {} (metadata left
+    beside a deleted table, or unreadable, is written over)."""
+    try:
+        meta = read_meta(meta_path(out)) if meta_path(out).is_file() else {}
+        same = (meta.get("op") == op_name and meta.get("dtype", "float32") == dtype
+                and device_of(meta)["name"] == env["device"]["name"])
+    except ProfileTableError:
+        return {}
+    return dict(meta.get("skipped") or {}) if same else {}
 
 
 def _resumed_meta(out: Path, env: dict, op_name: str, dtype: str) -> dict:

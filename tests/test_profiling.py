@@ -536,6 +536,27 @@ def test_skipped_inputs_are_recorded_and_not_tried_again_unless_asked(tmp_path, 
     assert json.loads(meta_file.read_text())["skipped"] == {}
 
 
+def test_the_skips_of_a_run_that_wrote_no_table_are_kept(tmp_path, suitesparse_dir, host_timer, few_variants,
+                                                          monkeypatch, capsys):
+    """Every input skipped: no table is written, and its metadata had been taken for one left beside a
+    deleted table, so the next run loaded, built and refused them all again (a review). Kept where
+    they are of this op, dtype and GPU; --retry-skipped tries them."""
+    cases = _cases(suitesparse_dir, 2)
+    out, profiled = tmp_path / "spmv-x.csv", []
+    errors = {case.id: torch.OutOfMemoryError("CUDA out of memory (as if)") for case in cases}
+    _failing(monkeypatch, errors, profiled)
+    profiling.profile("spmv", cases, out, command="first", progress=False)
+    assert not out.exists() and set(json.loads(profiling.meta_path(out).read_text())["skipped"]) == set(errors)
+    profiled.clear()
+    profiling.profile("spmv", cases, out, command="again")
+    assert profiled == [] and "as recorded in spmv-x.meta.json" in capsys.readouterr().out
+    assert set(json.loads(profiling.meta_path(out).read_text())["skipped"]) == set(errors)
+    errors.pop(cases[0].id)
+    profiling.profile("spmv", cases, out, command="retried", progress=False, retry_skipped=True)
+    assert profiled == [c.id for c in cases] and pd.read_csv(out)["id"].tolist() == [cases[0].id]
+    assert json.loads(profiling.meta_path(out).read_text())["skipped"] == {cases[1].id: "CUDA out of memory (as if)"}
+
+
 def test_every_ranks_skips_are_recorded(tmp_path, suitesparse_dir, host_timer, few_variants, monkeypatch):
     """Under torchrun a rank's skips reach rank 0, which writes the metadata."""
     cases = _cases(suitesparse_dir, 4)
