@@ -545,8 +545,11 @@ def _run_tma(config: GemmConfig, fallback: GemmConfig, problem: GemmProblem, a, 
         return c
     if problem.device.type == "cuda":  # a worker thread of a server too: "no allocator was set" there
         _allocate_descriptors_in_this_thread()
-    through_triton(_gemm_tma_kernel, (config.grid_size(problem),),
-                   a, b, c, problem.M, problem.N, problem.K, a.stride(0), b.stride(0), c.stride(0), **config.meta())
+    # On the operands' GPU, as _planned_call launches: Triton launches on the current one, and the
+    # descriptors' scratch (_tma_scratch) is allocated there.
+    with on_device(problem.device):
+        through_triton(_gemm_tma_kernel, (config.grid_size(problem),),
+                       a, b, c, problem.M, problem.N, problem.K, a.stride(0), b.stride(0), c.stride(0), **config.meta())
     return c
 
 

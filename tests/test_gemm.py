@@ -641,6 +641,26 @@ def test_tma_descriptors_get_an_allocator_in_every_thread_that_runs_them(monkeyp
     assert len(calls) == 2 and calls[0] == threading.get_ident() and calls[1] != calls[0]
 
 
+def test_tma_launches_on_the_operands_device(monkeypatch):
+    """A TMA variant's run called on another GPU's operands launched, and allocated its descriptors'
+    scratch, on the current GPU (a review): it enters the operands' device as the planned tiles do."""
+    import contextlib
+
+    entered = []
+
+    @contextlib.contextmanager
+    def on_device(device):
+        entered.append(device)
+        yield
+
+    monkeypatch.setattr(gemm, "on_device", on_device)
+    a, b = operands(33, 72, 40, torch.bfloat16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SeerWarning)  # no fallback: the TMA launch itself
+        c = gemm.CANDIDATES["tma_64x128x64_w4s4g8"].run(gemm.problem((a, b)), a, b)
+    assert entered == [a.device] and relative_error(c, a, b) < TOLERANCE[a.dtype]
+
+
 def check_k_step_past_2_to_31(device: str) -> None:
     """A column-major A of 2**24 rows: BLOCK_K 128 times its column stride is 2**31, which the tile
     loop's pointer step computed in int32 and wrapped, reading outside A (found by a review). Its
