@@ -96,11 +96,13 @@ def wait(flag_ptr, expected, from_rank, to_rank, heap_bases, errors_ptr, flag_in
 
     After ``max_spins`` polls it gives up: the first timeout since the host's last check writes
     ``[count, from_rank, to_rank, flag_index]`` into ``errors_ptr`` (the heap's ``wait_errors``)
-    and it returns False.
+    and it returns False. Once a wait has given up (the count not 0), a wait gives up without
+    spinning: the ranks are out of step, and a dead peer would cost each of a call's many waits
+    its own ``max_spins`` (an hour on a large reduce-scatter).
     """
     ptr = translate(flag_ptr, from_rank, to_rank, heap_bases)
     seen = tl.atomic_cas(ptr, expected, expected, sem="acquire", scope=scope)
-    spins = 0
+    spins = tl.where(tl.load(errors_ptr, volatile=True) == 0, 0, max_spins)
     while (seen != expected) & (spins < max_spins):
         seen = tl.atomic_cas(ptr, expected, expected, sem="acquire", scope=scope)
         spins += 1

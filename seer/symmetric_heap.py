@@ -50,8 +50,9 @@ class Heap:
     """What ops need from a symmetric heap, real or simulated.
 
     ``heap_bases`` is an int64 tensor (on the heap's device) of every rank's base address, as seen
-    from this process. ``max_spins`` bounds every flag wait; a wait that gives up records itself in
-    ``wait_errors`` and :meth:`raise_wait_errors` turns the record into a :class:`SeerError`.
+    from this process. ``max_spins`` bounds every flag wait (a plan captured into a CUDA graph keeps
+    the bound in force at its capture); a wait that gives up records itself in ``wait_errors``,
+    later waits give up at once, and :meth:`raise_wait_errors` turns the record into a :class:`SeerError`.
 
     Ops call it after each run while ``check_waits`` is true (one device synchronisation); set it
     false to batch the check, e.g. around a timing loop or in a serving loop that must not stall
@@ -126,8 +127,10 @@ class Heap:
     def scratch(self, name: str, shape, dtype: torch.dtype, *, zero_new: bool = False) -> torch.Tensor:
         """A reusable heap buffer called ``name``, grown (re-allocated) when ``shape`` needs more room.
 
-        ``zero_new`` zeroes the whole region when it is newly allocated (flags: stale memory must not
-        look signalled), its room past ``shape`` too, which a later call of a larger shape takes as it is.
+        ``zero_new`` zeroes the region's new bytes (flags: stale memory must not look signalled): all of
+        it when it is newly allocated, its room past ``shape`` too, which a later call of a larger shape
+        takes as it is; only the added bytes when it is extended in place, whose old flags hold past
+        epochs (never a future one) and may still be polled by a peer finishing the previous call.
         """
         shape, dtype = _sizes(shape), _dtype(dtype)
         nbytes = math.prod(shape) * dtype.itemsize
@@ -135,10 +138,12 @@ class Heap:
         fresh = region is None or region.numel() < nbytes
         if fresh:
             what = f"scratch buffer {name!r} ({list(shape)} {dtype})"
+            old = region
             region = self._scratch[name] = self._grown(region, max(nbytes, 1), what)
             self.scratch_version += 1
             if zero_new:
-                region.zero_()
+                kept = old.numel() if old is not None and old.data_ptr() == region.data_ptr() else 0
+                region[kept:].zero_()
         return region[:nbytes].view(dtype).view(shape)
 
     def _grown(self, region: torch.Tensor | None, nbytes: int, what: str) -> torch.Tensor:

@@ -676,6 +676,19 @@ def test_flags_grown_into_room_made_for_an_earlier_call_start_at_zero():
     assert flags.tolist() == [0] * 22
 
 
+def test_flags_extended_in_place_keep_their_past_epochs():
+    """Flags extended in place (the heap's last allocation) had been zeroed whole at a call's start,
+    while a peer still finishing the previous call (no barrier at its end: pipelined_torch) polled
+    them for its epoch: it spun out and raised a wrong "never signalled" (a review). Only the added
+    flags are zeroed; the old ones hold past epochs, which no later wait awaits."""
+    heap = _one_rank_heap(1 << 16)
+    heap._local.fill_(7)
+    flags = heap.scratch("op.flags", (11,), torch.int32, zero_new=True)
+    flags.fill_(5)  # the epoch the previous call signalled
+    grown = heap.scratch("op.flags", (40,), torch.int32, zero_new=True)  # extended in place: the last allocation
+    assert grown.data_ptr() == flags.data_ptr() and grown.tolist() == [5] * 11 + [0] * 29
+
+
 def test_a_growth_that_fits_but_not_twice_over_takes_what_it_needs():
     """Growth doubles a buffer's room; where the double did not fit, a call that would was refused,
     its message counting the double."""

@@ -119,6 +119,22 @@ def _wait_for_silent_peer(heap, max_spins):
         heap.raise_wait_errors("test flags")
 
 
+def _wait_after_a_timeout(heap, max_spins):
+    """Rank 0 waits twice for a flag rank 1 never sets: the second wait, of ``max_spins`` polls,
+    comes after the first gave up."""
+    heap.free_all()
+    flags = heap.zeros((4,), torch.int32)
+    ok = torch.full((1,), -1, dtype=torch.int32, device=heap.device)
+    heap.barrier()
+    if heap.rank == 0:
+        _wait_kernel[(1,)](flags, ok, heap.wait_errors, 0, 1, heap.heap_bases, 300, FLAG=3)
+        _wait_kernel[(1,)](flags, ok, heap.wait_errors, 0, 1, heap.heap_bases, max_spins, FLAG=3)
+    heap.barrier()
+    if heap.rank == 0:
+        assert ok.item() == 0
+        heap.raise_wait_errors("test flags")
+
+
 def _heap_layout(heap):
     heap.free_all()
     first = heap.empty((3,), torch.float16)
@@ -211,6 +227,15 @@ def test_bounded_wait_names_rank_and_flag_and_returns():
         world.run(_wait_for_silent_peer, 300)
     assert time.monotonic() - start < 60
     assert world.run(_ring, 1)[0][0] == 3, "the world stays usable after a timed-out wait"
+
+
+def test_a_wait_after_one_gave_up_gives_up_at_once():
+    """Each wait had spun its own max_spins: with a dead peer a call of many waits stalled for their
+    sum (a reduce-scatter's reducers, an hour; a review). Here the second wait's 10**9 polls would
+    outlast the run's 60 s limit."""
+    world = shared_world(2)
+    with pytest.raises(SeerError, match=r"gave up waiting on flag 3 of rank 1 \(test flags\) .*\(2 wait\(s\) timed out\)"):
+        world.run(_wait_after_a_timeout, 10**9, timeout_s=60)
 
 
 def test_heap_allocates_aligned_symmetric_tensors():
