@@ -12,7 +12,6 @@ each run (``gemm_profile.Timer``). Writes ``gemm-layouts-<gpu>.json`` and ``.md`
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
@@ -108,7 +107,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         sys.exit("gemm_layouts.py times kernels on a CUDA GPU; none is visible")
-    from seer.profiling import environment
+    from seer.profiling import device_tag, environment, write_result
 
     started = time.monotonic()
     shapes = [s for s in results.held_out_shapes(0, seed=0) if s.source == "real"][: args.limit]
@@ -124,12 +123,8 @@ def main(argv=None) -> int:
             rows += [measure(shape, layout, timer) for layout in LAYOUTS]
             torch.cuda.empty_cache()
     summary = summarise(rows)
-    gpu = next((word.lower() for word in env["device"]["name"].split() if word[:1] == "H" and word[1:].isdigit()), "gpu")
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"gemm-layouts-{gpu}.json").write_text(json.dumps({"env": env, "summary": summary, "rows": rows},
-                                                                  indent=2) + "\n")
-    (args.out / f"gemm-layouts-{gpu}.md").write_text(markdown(summary, env, rows))
-    print(markdown(summary, env, rows))
+    write_result(args.out, f"gemm-layouts-{device_tag(env['device']['name'])}",
+                 {"env": env, "summary": summary, "rows": rows}, markdown(summary, env, rows))
     return 0
 
 

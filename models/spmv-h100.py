@@ -476,9 +476,10 @@ def _number(f: dict, name: str) -> float:
     """f[name] as a Python float (a numpy float32 would be compared in float32 against a float64
     bound); NaN, on neither side of any bound, and anything but a number refused as seer.dispatch
     refuses them (a string or a bool would read as a number it is not)."""
-    if isinstance(f[name], (str, bytes, bool)) or f[name] is None:
-        raise ValueError(f"feature {name!r} must be a number, got {f[name]!r}")
-    value = float(f[name])
+    given = f[name]
+    if isinstance(given, (str, bytes, bool)) or given is None:
+        raise ValueError(f"feature {name!r} must be a number, got {given!r}")
+    value = float(given)
     if value != value:
         raise ValueError(f"feature {name!r} is NaN")
     return value

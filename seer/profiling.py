@@ -318,9 +318,9 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     check_table_path(out)  # a folder, or a name read_table refuses: before any rank writes
     rank, world = _rank_and_world()
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
-    earlier = _resumed_meta(out, environment(device), op_name, dtype)
-    earlier_skips = earlier.get("skipped", {}) if earlier else _skips_of_no_table(out, environment(device), op_name,
-                                                                                   dtype)
+    here = environment(device)  # the GPU an earlier run's metadata must name
+    earlier = _resumed_meta(out, here, op_name, dtype)
+    earlier_skips = earlier.get("skipped", {}) if earlier else _skips_of_no_table(out, here, op_name, dtype)
     chosen_by = _inputs_of_table(out, earlier.get("inputs"), inputs)
 
     def write_meta(earlier: dict, skipped: dict) -> None:

@@ -776,10 +776,11 @@ def _held_out_frame(table: ProfileTable, data: _Data, calls: tuple[int, ...], ou
     columns.update({"fold": outcome.fold, "oracle": variants[data.times.argmin(axis=1)], "oracle_ms": data.times.min(axis=1)})
     for c in calls:
         cost = data.cost(c)
-        total = c * cost[rows, outcome.choice[c]] + outcome.gathered[c] * data.gather_ms
-        tied = cost[rows, outcome.choice[c]] == cost.min(axis=1)  # the oracle named as the choice it ties
-        columns[f"oracle@{c}"] = variants[np.where(tied, outcome.choice[c], cost.argmin(axis=1))]
+        chosen, best = cost[rows, outcome.choice[c]], cost.min(axis=1)
+        total = c * chosen + outcome.gathered[c] * data.gather_ms
+        # The oracle named as the choice where the choice ties it.
+        columns[f"oracle@{c}"] = variants[np.where(chosen == best, outcome.choice[c], cost.argmin(axis=1))]
         columns[f"choice@{c}"] = variants[outcome.choice[c]]
         columns[f"gathered@{c}"] = outcome.gathered[c]
-        columns[f"ratio@{c}"] = total / (c * cost.min(axis=1))
+        columns[f"ratio@{c}"] = total / (c * best)
     return pd.DataFrame(columns)
