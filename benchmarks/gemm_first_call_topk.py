@@ -31,7 +31,7 @@ from sklearn.model_selection import GroupKFold
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm import geomean  # noqa: E402
 from seer.features.gemm import DTYPE_NAMES  # noqa: E402
-from seer.profiling import write_result  # noqa: E402
+from seer.profiling import device_tag, write_result  # noqa: E402
 
 CUBLAS = "time_ms:torch_matmul"
 TOPS = (1, 2, 3, 4, 6)
@@ -118,12 +118,6 @@ def markdown(result: dict) -> str:
                      f"{s['oracle_by_family'][name]:.3f}x | "
                      + " | ".join(f"{r['by_family'][name]:.3f}x" for r in s["tops"]) + " |")
     return "\n".join(lines) + "\n"
-
-
-def device_tag(name: str) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'h100', as benchmarks/device_run.sh names a device's files."""
-    lowered = name.lower()
-    return next((tag for tag in ("h200", "h100") if tag in lowered), lowered.split()[-1])
 
 
 def main(argv=None) -> int:

@@ -110,6 +110,7 @@ def read_matrix(path) -> sp.csr_matrix:
     header = read_header(path)
     _check_symmetric_shape(path, header)
     _check_fits_in_memory(path, header)
+    _check_first_entry(path, header)
     matrix = _parse(path, lambda source: scipy.io.mmread(source, **_MMREAD_OPTIONS), whole=True)
     if np.iscomplexobj(matrix):
         raise InputError(f"{path} holds a complex matrix; seer reads real matrices only")
@@ -180,6 +181,38 @@ def _check_fits_in_memory(path: Path, header: MatrixHeader) -> None:
         raise InputError(f"cannot read Matrix Market file {path}: its size line ({size}) needs at least "
                          f"{needed / 2**30:,.1f} GiB to read and {available / 2**30:,.1f} GiB are available; "
                          "check the size line, or read it on a machine with more memory")
+
+
+# Tokens on one entry line, by format and field (symmetry does not change them).
+_ENTRY_TOKENS = {
+    "coordinate": {"pattern": 2, "real": 3, "integer": 3, "complex": 4},
+    "array": {"real": 1, "integer": 1, "complex": 2},
+}
+
+
+def _check_first_entry(path: Path, header: MatrixHeader) -> None:
+    """Refuse a file whose first entry line has more or fewer tokens than its banner's field gives.
+    scipy's reader drops a token too many without a word, so a file labelled pattern whose lines hold
+    values read as all ones, and one labelled real whose lines hold complex values lost their
+    imaginary parts. (Only the first entry is checked: a file written by one program is one format.)"""
+    expected = _ENTRY_TOKENS.get(header.format, {}).get(header.field)
+    if expected is None or (header.entries if header.format == "coordinate" else header.rows * header.cols) == 0:
+        return
+    with _matrix_source(path, whole=False) as source, ExitStack() as stack:
+        lines = stack.enter_context(open(source, "rb")) if isinstance(source, str) else source
+        past_size_line = False
+        for number, line in enumerate(lines, start=1):
+            tokens = line.split()
+            if not tokens or tokens[0].startswith(b"%"):
+                continue
+            if not past_size_line:
+                past_size_line = True
+                continue
+            if len(tokens) != expected:
+                raise InputError(f"cannot read Matrix Market file {path}: line {number} holds {len(tokens)} "
+                                 f"tokens where its banner's '{header.format} {header.field}' gives {expected}: the "
+                                 "banner does not describe the entries (fix its field, or the lines)")
+            return
 
 
 def _check_stored_triangle(path: Path, header: MatrixHeader, expanded) -> None:

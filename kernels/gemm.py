@@ -712,6 +712,10 @@ def problem(source) -> GemmProblem:
         raise InputError(f"gemm: a is {a.dtype} but b is {b.dtype}; convert one so they match")
     if a.device != b.device:
         raise InputError(f"gemm: a is on {a.device} but b is on {b.device}")
+    if a.dtype == torch.bfloat16 and a.device.type == "cuda" and _capability(a.device) < (8, 0):
+        # Triton has no bfloat16 dot before Ampere: the compiler's own error would not say so.
+        raise InputError(f"gemm: bfloat16 needs a GPU of compute capability 8.0 or newer; {a.device} is "
+                         f"{'.'.join(map(str, _capability(a.device)))}: pass torch.float16 operands")
     # CPU tensors without the interpreter are refused when a variant is to run (seer.launch's
     # check_runnable); a choice is explained on them alone.
     return GemmProblem(a.shape[0], b.shape[1], a.shape[1], a.dtype, a.device, tuple(a.stride()), tuple(b.stride()),

@@ -146,6 +146,7 @@ class SelectorModel:
         self.gathered_features = tuple(self.gathered_features)
         _check_consistent(self)
         self._info: dict[str, Feature] | None = None
+        self.read_as = SCHEMA  # the schema of the file or dict it was read from; a /1 file checksums its old layout
 
     # ------------------------------------------------------------------ choosing
 
@@ -260,6 +261,7 @@ class SelectorModel:
             versions=data["versions"],
             training=data["training"],
         )
+        model.read_as = data["schema"]
         _check_op_features(model)
         return model
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from seer.features_base import Feature
-from seer.model import GATHER, SelectorModel, checksum
+from seer.model import GATHER, SCHEMA, SelectorModel, checksum
 from seer.tree import Tree, condition_text
 
 REGENERATE = (
@@ -39,13 +39,21 @@ def header_lines(model: SelectorModel, source: str | Path | None = None) -> list
         f"{training.get('rows', '?')} rows in {training.get('groups', '?')} groups",
         f"trained: {training.get('date') or 'unknown date'}",
         f"command: {training.get('command') or 'not recorded'}",
-        f"model: sha256 {checksum(model.to_dict())} (the checksum its .json records)",
+        _checksum_line(model),
         *_scope_lines(training),
         *_version_lines(model.versions),
     ]
     lines.extend(_score_lines(training.get("scores"), gathers=model.stage2 is not None))
     lines.append(f"regenerate: {REGENERATE}")
     return lines
+
+
+def _checksum_line(model: SelectorModel) -> str:
+    digest = checksum(model.to_dict())
+    if model.read_as == SCHEMA:
+        return f"model: sha256 {digest} (the checksum its .json records)"
+    return (f"model: sha256 {digest} (its content as {SCHEMA}, which saving it writes; "
+            f"the {model.read_as} file it was read from records the checksum of that layout)")
 
 
 def to_text(model: SelectorModel, source: str | Path | None = None) -> str:

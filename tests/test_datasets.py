@@ -271,6 +271,12 @@ MALFORMED = {
     # Past numpy's largest array: a raw ValueError before, which no campaign skips.
     "sizes_past_numpy": (GOOD_HEADER + "2305843009213693952 3 0\n", "memory"),
     # A dense file's array, allocated by scipy before it reads an entry: a raw MemoryError before.
+    # scipy drops a token too many without a word: values lost (read as ones, or their imaginary parts).
+    "values_marked_pattern": ("%%MatrixMarket matrix coordinate pattern general\n% c\n3 3 2\n1 1 5.5\n2 2 -2\n",
+                              "line 4 holds 3 tokens where its banner's 'coordinate pattern' gives 2"),
+    "complex_marked_real": (GOOD_HEADER + "3 3 1\n1 1 1.5 2.5\n", "line 3 holds 4 tokens where its banner's 'coordinate real' gives 3"),
+    "two_values_a_line_in_array": ("%%MatrixMarket matrix array real general\n2 2\n1 2\n3 4\n",
+                                   "line 3 holds 2 tokens where its banner's 'array real' gives 1"),
     "impossible_dense_sizes": ("%%MatrixMarket matrix array real general\n100000000 100000000\n1.0\n", "memory"),
 }
 
@@ -332,7 +338,7 @@ def test_damaged_compression_names_file(tmp_path, suitesparse_dir, damage):
 def test_a_last_line_with_a_token_too_many_and_no_newline_does_not_crash(tmp_path, compress):
     """scipy 1.17's reader ends the process (SIGSEGV) on it: read in a child process, so that a
     regression fails this test instead of the run."""
-    text = GOOD_HEADER + "3 3 2\n1 1 1\n2 2 4 5"  # extra tokens are ignored, as scipy does on any line
+    text = GOOD_HEADER + "3 3 2\n1 1 1\n2 2 4 5"  # past the first entry (the one checked), scipy ignores extra tokens
     path = tmp_path / f"m.mtx{'.gz' if compress else ''}"
     path.write_bytes(gzip.compress(text.encode()) if compress else text.encode())
     child = subprocess.run([sys.executable, "-c", "import sys; from seer.datasets.suitesparse import read_matrix; "

@@ -361,6 +361,26 @@ def test_bad_inputs_raise(inputs, message):
         seer.dispatch("gemm", inputs())
 
 
+@pytest.mark.parametrize("capability, refused", [((7, 5), True), ((8, 0), False), ((9, 0), False)])
+def test_bfloat16_before_ampere_is_refused_by_name(monkeypatch, capability, refused):
+    """Triton has no bfloat16 dot before compute capability 8.0: a compiler error that names neither.
+    Fake CUDA tensors stand for a GPU's, the capability is the one asked of that GPU."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    monkeypatch.setattr(gemm, "_capability", lambda device: capability)
+    monkeypatch.setattr(gemm, "sm_count", lambda device: 132)
+    with FakeTensorMode():
+        operands = {dtype: (torch.empty(4, 8, dtype=dtype, device="cuda"), torch.empty(8, 16, dtype=dtype, device="cuda"))
+                    for dtype in (torch.bfloat16, torch.float16)}
+    assert gemm.problem(operands[torch.float16]).dtype == torch.float16  # fp16 runs on every capability
+    if refused:
+        with pytest.raises(InputError, match=r"gemm: bfloat16 needs a GPU of compute capability 8\.0 or newer; "
+                                             r"cuda:0 is 7\.5: pass torch\.float16 operands"):
+            gemm.problem(operands[torch.bfloat16])
+    else:
+        assert gemm.problem(operands[torch.bfloat16]).dtype == torch.bfloat16
+
+
 def test_negated_views_are_refused_as_operands_and_as_out():
     """The kernels read and write memory, which holds the other sign of such a view (``z.conj().imag``;
     torch._neg_view makes one of any dtype)."""

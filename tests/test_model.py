@@ -152,6 +152,13 @@ def test_version1_files_load_with_one_stage2_tree_for_every_count(tmp_path):
     resaved = SelectorModel.load(loaded.save(tmp_path / "new.json"))
     assert json.loads((tmp_path / "new.json").read_text())["schema"] == SCHEMA == "seer.model/2"
     assert resaved == loaded
+    # The rules of the /1 file must not claim its checksum is the one the file records.
+    from seer.rules import header_lines
+
+    line = next(line for line in header_lines(loaded) if line.startswith("model: sha256"))
+    assert checksum(content) not in line and "the seer.model/1 file it was read from records" in line
+    assert "(the checksum its .json records)" in next(
+        line for line in header_lines(resaved) if line.startswith("model: sha256"))
     content["schema"] = "seer.model/0"
     path.write_text(json.dumps({**content, "checksum": {"sha256": checksum(content)}}))
     with pytest.raises(ModelError, match="unknown schema 'seer.model/0'"):
