@@ -223,6 +223,35 @@ class Timer:
 
         return float(triton.testing.do_bench(fn, warmup=1, rep=REP_MS, return_mode="median"))
 
+def loops_us(calls_by_name: dict, calls: int, loops: int = 5) -> dict:
+    """Each ``call(i)``'s share of a loop of ``calls`` back-to-back calls, in us: the median of
+    ``loops`` loops, CUDA events around each, the callables' loops alternating (a GPU's clock
+    drifts as it warms over a run). What a caller's loop pays, host work and device work
+    overlapping as they do there. No flush inside a loop: the callables rotate their operands."""
+    for call in calls_by_name.values():
+        for i in range(3):
+            call(i)
+    shares = {name: [] for name in calls_by_name}
+    for _ in range(loops):
+        for name, call in calls_by_name.items():
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for i in range(calls):
+                call(i)
+            end.record()
+            end.synchronize()
+            shares[name].append(start.elapsed_time(end) * 1e3 / calls)
+    return {name: float(np.median(values)) for name, values in shares.items()}
+
+
+def checked_error(fn, c: torch.Tensor, ref: torch.Tensor) -> float:
+    """``fn()``, which writes C into ``c``, run once on ``c`` filled with NaN first; the relative
+    difference of what it wrote from ``ref`` (inf where it left any entry unwritten)."""
+    c.fill_(float("nan"))
+    fn()
+    return relative_difference(c, ref)
+
 
 def relative_difference(c: torch.Tensor, ref: torch.Tensor) -> float:
     if not torch.isfinite(c).all():
@@ -254,9 +283,7 @@ def time_shape(shape: Shape, names: list[str], timer: Timer, log) -> dict:
         run = gemm.CANDIDATES[name].run
         fn = lambda: run(p, a, b, out=c)  # noqa: E731
         try:
-            c.fill_(float("nan"))
-            fn()  # loads the compiled kernel; checked before it is timed
-            error = relative_difference(c, ref)
+            error = checked_error(fn, c, ref)  # loads the compiled kernel; checked before it is timed
             if not error <= TOLERANCE:
                 log(f"  WRONG {name} on {shape.id}: relative difference {error:.2e}")
                 row[f"time_ms:{name}"] = math.nan

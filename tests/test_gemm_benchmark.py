@@ -14,8 +14,9 @@ def bench():
 
 def row(times: dict, choice: str, compared_choice: str | None = None) -> dict:
     """A measured shape: every shipped variant at 1 ms but those in ``times``."""
-    r = {"id": f"s{len(times)}{choice}", "choice": choice, "model": "mine.json", "seer_ms": 1.0,
-         "seer_first_call_ms": 1.0, **{f"time_ms:{n}": times.get(n, 1.0) for n in VARIANTS}}
+    r = {"id": f"s{len(times)}{choice}", "choice": choice, "model": "mine.json", "seer_ms": 1.0, "seer_error": 1e-3,
+         "seer_first_call_ms": 1.0, "loop_us:seer": 10.0, "loop_us:torch_matmul": 10.0,
+         **{f"time_ms:{n}": times.get(n, 1.0) for n in VARIANTS}}
     if compared_choice is not None:
         r |= {"compared_choice": compared_choice, "compared_model": "theirs.json"}
     return r
@@ -43,3 +44,61 @@ def test_a_compared_model_is_scored_on_the_same_timings(bench):
 def test_without_a_compared_model_the_summary_has_none(bench):
     summary = bench.summarise([row({}, choice="torch_matmul")])
     assert "compared_model" not in summary
+
+
+def test_dispatch_included_is_the_loops_ratio_and_wrong_shapes_are_left_out_by_name(bench):
+    """"Dispatch included" was do_bench of a dispatch call, whose flush let the host run ahead: device
+    time, under the kernel's own on 71-83 of 138 shapes. It is now the loops' ratio; and a shape with a
+    wrong variant or a wrong seer result is left out of every mean, named."""
+    tile = next(n for n in VARIANTS if n != "torch_matmul")
+    fast = row({tile: 0.5}, choice=tile) | {"loop_us:seer": 5.0, "loop_us:torch_matmul": 20.0}
+    slow = row({}, choice="torch_matmul") | {"id": "host-bound", "loop_us:seer": 25.0, "loop_us:torch_matmul": 20.0}
+    wrong_variant = row({tile: math.nan}, choice="torch_matmul") | {"id": "wrong-variant"}
+    wrong_seer = row({}, choice="torch_matmul") | {"id": "wrong-seer", "seer_error": 0.5}
+    summary = bench.summarise([fast, slow, wrong_variant, wrong_seer])
+    assert summary["shapes"] == 2 and summary["left_out"] == ["wrong-variant", "wrong-seer"]
+    assert math.isclose(summary["speedup_over_torch_matmul_dispatch_included"], math.sqrt(4.0 * 0.8))
+    assert math.isclose(summary["speedup_over_torch_matmul"], math.sqrt(2.0))
+    with pytest.raises(ValueError, match=r"no shape has every figure checked right \(2 left out"):
+        bench.summarise([wrong_variant, wrong_seer])
+    assert bench.without_nan(wrong_variant)[f"time_ms:{tile}"] is None
+
+
+@pytest.mark.parametrize("count, wanted, picked", [(138, 12, 12), (47, 12, 12), (5, 12, 5), (138, 0, 0), (0, 3, 0)])
+def test_autotune_runs_on_as_many_shapes_as_asked(bench, count, wanted, picked):
+    """--autotune-shapes 12 gave 13 of 138 shapes, 16 of 47, and 1 for 0."""
+    chosen = bench.autotuned_shapes(count, wanted)
+    assert len(chosen) == picked and all(0 <= i < count for i in chosen)
+    if picked > 1:
+        assert min(chosen) == 0 and max(chosen) == count - 1
+
+
+def test_every_variant_is_checked_on_a_poisoned_output_before_it_is_timed(bench, monkeypatch):
+    """gemm.py timed the shipped variants unchecked, on an output the previous variant had filled
+    right: a variant writing nothing passed. Each now runs on NaN first; a wrong one is not timed."""
+    import torch
+
+    from seer.kernels import gemm
+
+    a = torch.randn(8, 16, dtype=torch.float16)
+    b = torch.randn(16, 24, dtype=torch.float16)
+    p = gemm.problem((a, b))
+    broken = next(n for n in VARIANTS if n != "torch_matmul")
+    monkeypatch.setitem(gemm.VARIANTS, broken, type("Idle", (), {"run": staticmethod(lambda *args, **kwargs: None)}))
+    timed = []
+
+    class Timer:
+        def screened_ms(self, fn, hopeless_ms):
+            timed.append(fn)
+            return 1.0
+
+        def median_ms(self, fn):
+            timed.append(fn)
+            return 2.0
+
+    logged = []
+    c = torch.empty(8, 24, dtype=torch.float16)
+    times = bench.variant_times(p, a, b, c, gemm.reference(p, a, b), Timer(), logged.append, "toy")
+    assert math.isnan(times[f"time_ms:{broken}"]) and logged == [f"  WRONG {broken} on toy: relative difference inf"]
+    assert all(ms == 1.0 for name, ms in times.items() if name != f"time_ms:{broken}")
+    assert len(timed) == 2 * (len(VARIANTS) - 1)  # two rounds of every right variant, none of the wrong one
