@@ -11,7 +11,9 @@ rank 0 merges the shard tables.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import glob
+import inspect
 import json
 import os
 import platform
@@ -167,7 +169,9 @@ def profile_case(op_name: str, case: Case, *, call_overhead: bool, log=print, lo
     if op.features.GATHERED:
         row.update(op.features.gathered(problem))
         row["gather_ms"] = float("nan")  # its column's place; measured below, once the host is quiet
-    candidates = {f"time_ms:{name}": lambda v=variant: v.run(problem, *operands) for name, variant in op.variants.items()}
+    # Partials, not lambdas: the check passes them an ``out=`` (see _correct).
+    candidates = {f"time_ms:{name}": functools.partial(variant.run, problem, *operands)
+                  for name, variant in op.variants.items()}
     candidates.update({f"baseline_ms:{name}": lambda f=fn: f(problem, *operands) for name, fn in case.baselines.items()})
     checked, times = timed_if_correct(op, problem, operands, candidates, case.id, log)
     row.update(times)
@@ -258,11 +262,22 @@ def _least_of_rounds(fns: dict, rounds: int = TIMING_ROUNDS, rep_ms: float = 25)
 
 def _correct(name, fn, reference, tolerance, case_id, log, skips_input: bool) -> bool:
     """Whether ``fn`` matches the float64 reference; a failure is logged, not fatal to the campaign.
+    Where ``fn`` takes ``out=``, it is run a second time into an output filled with NaN, which it must
+    write and return: a result it allocates may be the memory of the previous candidate's right one,
+    freed and handed out again by the caching allocator, which a kernel writing nothing would pass.
     Out of device memory in a variant (``skips_input``) is raised: :func:`profile` skips the input and
     records it for ``--retry-skipped``, where a row without the variant's time would be dropped when
     the table is read and never retried. A baseline's leaves its cell empty (not measured)."""
     try:
-        error = relative_error(fn(), reference)
+        result = fn()
+        error = relative_error(result, reference)
+        if error <= tolerance and _takes_out(fn):
+            poisoned = torch.full_like(result, float("nan"))
+            written = fn(out=poisoned)
+            if written is not poisoned and written.data_ptr() != poisoned.data_ptr():
+                log(f"  WRONG {name} on {case_id}: it returned another tensor than the out= it was given")
+                return False
+            error = relative_error(written, reference)
     except Exception as exc:
         if skips_input and _out_of_memory(exc):
             raise
@@ -272,6 +287,13 @@ def _correct(name, fn, reference, tolerance, case_id, log, skips_input: bool) ->
         log(f"  WRONG {name} on {case_id}: relative error {error:.2e} > {tolerance:.0e}")
         return False
     return True
+
+
+def _takes_out(fn: Callable) -> bool:
+    try:
+        return "out" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
 
 
 def alternated_host_us(fns: dict, calls: int, rounds: int) -> dict[str, list[float]]:

@@ -26,10 +26,12 @@ SHAPES = (
 )
 
 
-def operands(m, n, k, dtype, seed=0, b_column_major=False):
+def operands(m, n, k, dtype, seed=0, b_column_major=False, a_column_major=False):
     gen = torch.Generator().manual_seed(seed)
     a = torch.randn(m, k, generator=gen).to(dtype)
     b = torch.randn(k, n, generator=gen).to(dtype)
+    if a_column_major:
+        a = a.T.contiguous().T
     if b_column_major:
         b = b.T.contiguous().T
     return a, b
@@ -128,15 +130,19 @@ def test_every_candidate_against_float64():
 
 
 def sums_16_bits_would_lose(m, n, k, dtype, device="cpu"):
-    """(a, b) whose products add up to a large first term plus many small ones, every BLOCK_K
-    slice's share under half a 16-bit step at that size: a kernel that keeps its running sums in
-    16 bits loses them all (0.4% of the result in float16, 3% in bfloat16, past TOLERANCE), one
-    that keeps float32 sums and rounds once at the end does not. a is in [0.5, 1.5), never zero."""
+    """(a, b) whose products add up to a large term at the start of K, its negative half-way, and
+    many small ones, every BLOCK_K slice's share under half a 16-bit step at that size: a kernel
+    that keeps its running sums in 16 bits loses the small ones added while the large term stands,
+    and a split-K kernel whose partial sums are stored in 16 bits loses those of each half's slice
+    (the slices of every split count here meet at K / 2), either way several percent of a result
+    the two large terms cancel out of exactly: past TOLERANCE. One that keeps float32 sums and rounds once
+    at the end does not. a is in [0.5, 1.5), never zero."""
     gen = torch.Generator().manual_seed(k)
     big = 2048.0 if dtype == torch.float16 else 256.0  # where the 16-bit step becomes 2
     a = (0.5 + torch.rand(m, k, generator=gen)).to(dtype)
     b = torch.rand(k, n, generator=gen) / 512  # a slice of 256 adds under 0.75: rounded away at `big`
-    b[0] = big
+    b[0], b[k // 2] = big, -big
+    a[:, k // 2] = a[:, 0]  # so that the large terms cancel exactly
     return a.to(device), b.to(dtype).to(device)
 
 
@@ -165,6 +171,18 @@ def test_column_major_b(name):
     a, b = operands(9, 40, 130, torch.float16, b_column_major=True)
     assert b.stride() == (1, 130)
     assert relative_error(run_poisoned(gemm.CANDIDATES[name], a, b), a, b) < TOLERANCE[a.dtype]
+
+
+@pytest.mark.parametrize("name", [*sorted(gemm.VARIANTS), "splitk4_16x64x128_w4s4g1"])
+@pytest.mark.parametrize("b_column_major", [False, True], ids=["b_rows", "b_columns"])
+def test_column_major_a(name, b_column_major):
+    """Every launch passes A's strides: a kernel reading A's row stride as K was right on the row-major
+    A of every other test (a review's mutation passed them all)."""
+    a, b = operands(37, 50, 70, torch.float16, a_column_major=True, b_column_major=b_column_major)
+    assert a.stride() == (1, 37)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeerWarning)  # TMA falls back on a column-major A
+        assert relative_error(run_poisoned(gemm.CANDIDATES[name], a, b), a, b) < TOLERANCE[a.dtype]
 
 
 def test_splitk_uses_fewer_slices_when_k_is_short():

@@ -194,6 +194,29 @@ def test_wrong_and_failing_variants_are_recorded_not_timed(tmp_path, suitesparse
     assert any("WRONG vector_g8" in m for m in logged) and any("FAILED merge_c512" in m for m in logged)
 
 
+def test_a_variant_is_checked_on_an_out_filled_with_nan(suitesparse_dir, host_timer, few_variants, monkeypatch):
+    """A variant allocating its result may be handed the memory of the previous candidate's right one
+    (the caching allocator reuses a freed block of the same size): one that writes nothing passed.
+    The check runs each variant again into an out filled with NaN, which it must write and return."""
+    kept = {}
+
+    def stale(csr, x, out=None):  # the right values, from memory it did not write this call
+        kept.setdefault("y", few_variants["scalar_r128"].run(csr, x))
+        return kept["y"]
+
+    def idle(csr, x, out=None):  # writes nothing: what out held is what it returns
+        return out if out is not None else stale(csr, x)
+
+    monkeypatch.setitem(few_variants, "vector_g8", Variant("vector_g8", stale))
+    monkeypatch.setitem(few_variants, "merge_c512", Variant("merge_c512", idle))
+    logged = []
+    row = profiling.profile_case("spmv", _cases(suitesparse_dir, 1)[0], call_overhead=False, log=logged.append)
+    assert row["time_ms:scalar_r128"] > 0
+    assert pd.isna(row["time_ms:vector_g8"]) and pd.isna(row["time_ms:merge_c512"])
+    assert any(m.startswith("  WRONG vector_g8") and "another tensor than the out=" in m for m in logged)
+    assert any(m.startswith("  WRONG merge_c512") and "relative error inf" in m for m in logged)
+
+
 def test_relative_error_flags_nan():
     ref = torch.ones(3, dtype=torch.float64)
     assert profiling.relative_error(torch.tensor([1.0, float("nan"), 1.0]), ref) == float("inf")
