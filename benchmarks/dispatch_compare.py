@@ -22,6 +22,10 @@ from seer.profiling import write_result
 
 
 def compare(before: dict, after: dict, families: list[str]) -> dict:
+    """The large matrices' figures ({} where either run timed none: ``dispatch.py`` without
+    ``--large-budget-s``)."""
+    if "large_matrices" not in before or "large_matrices" not in after:
+        return {}
     old, new, common = _both(before, after, "large_matrices")
     groups = {"all": common, **{f: [i for i in common if i.startswith(f)] for f in families}}
     return {group: _speedups(old, new, ids) for group, ids in groups.items() if ids}
@@ -59,7 +63,7 @@ def _speedups(old: dict, new: dict, ids: list[str]) -> dict:
 
 def markdown(result: dict) -> str:
     lines = ["# Cached calls on the large matrices both dispatch runs measured", "",
-             f"Before: `{result['before']}` ({result['before_date']}); after: `{result['after']}` "
+             f"{result['device']}. Before: `{result['before']}` ({result['before_date']}); after: `{result['after']}` "
              f"({result['after_date']}); `{result['command']}`. Geometric means over the same matrices.", "",
              "| matrices | count | speed-up over torch CSR, before | after | seer's call, before / after | "
              "torch's call, before / after |", "|---|---|---|---|---|---|"]
@@ -88,7 +92,12 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args()
     before, after = (json.loads(p.read_text()) for p in (args.before, args.after))
+    devices = [(run.get("device") or {}).get("name") for run in (before, after)]
+    if devices[0] != devices[1]:  # what moved between them would be the GPU, not the host or the model
+        parser.error(f"{args.before} was measured on {devices[0]!r}, {args.after} on {devices[1]!r}: "
+                     "compare two runs of one GPU")
     result = {"command": " ".join(["python", *sys.argv]), "before": str(args.before), "after": str(args.after),
+              "device": devices[0], "before_versions": before.get("versions"), "after_versions": after.get("versions"),
               "before_date": before.get("date"), "after_date": after.get("date"),
               "groups": compare(before, after, args.family), "choices": same_choices(before, after)}
     write_result(args.out, f"{args.after.stem}-against-{args.before.stem}", result, markdown(result))

@@ -345,18 +345,24 @@ def recut(folder: Path) -> dict:
     return write_tables(folder, frame, names, list(VARIANTS), meta)
 
 
-def earlier_rows(folder: Path, names: list[str]) -> tuple[list[dict], list[str]]:
-    """Rows and commands of an earlier sweep into ``folder`` with the same candidates (resuming it)."""
+def earlier_rows(folder: Path, names: list[str], device_name: str) -> tuple[list[dict], dict]:
+    """Rows and metadata of an earlier sweep into ``folder`` with the same candidates, measured on this
+    GPU (resuming it); a sweep of other candidates or on another GPU is refused (its rows and the new
+    ones would not be comparable, and the metadata would name only this run's GPU)."""
     table, meta_file = folder / "gemm-candidates.csv", folder / "gemm-candidates.meta.json"
     if not table.exists():
-        return [], []
+        return [], {}
     frame = pd.read_csv(table)
     timed = [c.removeprefix("time_ms:") for c in frame.columns if c.startswith("time_ms:")]
     if timed != names:
         sys.exit(f"{table} was swept over other candidates than seer.kernels.gemm.CANDIDATES: "
                  f"move it away to start a fresh sweep")
     meta = json.loads(meta_file.read_text()) if meta_file.exists() else {}
-    return frame.to_dict("records"), meta.get("commands", [meta["command"]] if "command" in meta else [])
+    measured_on = (meta.get("device") or {}).get("name")
+    if measured_on != device_name:
+        sys.exit(f"{table} was swept on {measured_on or 'an unrecorded GPU'!r}, this run is on {device_name!r}: "
+                 "sweep into another folder")
+    return frame.to_dict("records"), meta
 
 
 def main(argv=None) -> int:
@@ -384,7 +390,7 @@ def main(argv=None) -> int:
 
     from seer.errors import SeerWarning
     from seer.kernels import gemm
-    from seer.profiling import environment
+    from seer.profiling import environment, runs_with
 
     log = tqdm.write
     device = torch.device("cuda", torch.cuda.current_device())
@@ -394,13 +400,16 @@ def main(argv=None) -> int:
     shapes = [shapes[i] for i in np.random.default_rng(args.seed).permutation(len(shapes))][: args.limit]
     names = list(gemm.CANDIDATES)  # torch_matmul comes first
     shipped = list(gemm.VARIANTS)
-    rows, earlier_commands = earlier_rows(args.out, names)
+    env = environment(device)
+    rows, earlier = earlier_rows(args.out, names, env["device"]["name"])
     shapes = [s for s in shapes if s.id not in {row["id"] for row in rows}]
     log(f"{len(rows)} shapes already timed in {args.out}; {len(shapes)} to go")
     compile_s = precompile(shapes, names, args.workers, started + 0.45 * args.budget_s, log)
     command = " ".join([sys.executable, *sys.argv])
-    meta = {"op": "gemm", **environment(device), "command": command, "commands": [*earlier_commands, command],
-            "compile_s": round(compile_s, 1), "shapes_planned": len(rows) + len(shapes)}
+    earlier_commands = earlier.get("commands", [earlier["command"]] if "command" in earlier else [])
+    meta = {"op": "gemm", **env, "command": command, "commands": [*earlier_commands, command],
+            "runs": runs_with(earlier, command, env), "compile_s": round(compile_s, 1),
+            "shapes_planned": len(rows) + len(shapes)}
     args.out.mkdir(parents=True, exist_ok=True)
     timer = Timer()
     cover: dict = {}

@@ -37,11 +37,11 @@ import pandas as pd
 import torch
 
 from seer.datasets.cases import spmv_cases
-from seer.profiling import (SPMV_CALL_OVERHEAD_BELOW, _Prefetched, _rank_and_world, gather_ms, host_call_us,
-                            preparation_columns, timed_if_correct)
+from seer.profiling import (SPMV_CALL_OVERHEAD_BELOW, _Prefetched, _rank_and_world, environment, gather_ms,
+                            host_call_us, preparation_columns, runs_with, timed_if_correct)
 from seer.registry import get_op
 from seer.files import replace_atomically
-from seer.table import meta_path, read_frame
+from seer.table import device_of, meta_path, read_frame, read_meta
 
 
 def preparation(names: list[str]):
@@ -175,6 +175,13 @@ def main() -> int:
         measure, marker = gathering, "remeasured_gather"
     else:
         measure, marker = preparation(only or list(registered)), "remeasured_preparation" + "".join(f"_{n}" for n in only)
+    # The table's cells and the ones measured here must come from one GPU.
+    here = environment(torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available()
+                       else torch.device("cpu"))
+    measured_on = device_of(read_meta(meta_path(args.table)))["name"]
+    if measured_on != here["device"]["name"]:
+        parser.error(f"{args.table} was measured on {measured_on!r}, this run is on {here['device']['name']!r}: "
+                     "its cells would mix two GPUs' timings; run it on that GPU")
     # read_frame: every cell it does not re-measure is written back to the last bit
     frame = read_frame(args.table, dtype={"id": str, "group": str, "source": str})
     present = [n for n in added if f"time_ms:{n}" in frame]
@@ -217,6 +224,7 @@ def main() -> int:
     # Each replaced whole or not at all: a kill mid-write would leave a campaign's table cut short.
     replace_atomically(Path(args.table), frame.to_csv(index=False).encode())
     meta["commands"] = [*meta.get("commands", []), command(world)]
+    meta["runs"] = runs_with(meta, command(world), here)  # this run's date and versions, beside the profiling runs
     replace_atomically(meta_path(args.table), (json.dumps(meta, indent=2) + "\n").encode())
     print(f"{len(frame) - len(todo)} of {len(frame)} inputs re-measured; wrote {args.table}")
     return 0

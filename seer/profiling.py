@@ -348,14 +348,9 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     def write_meta(earlier: dict, skipped: dict) -> None:
         # What else the table's metadata says (notes, how its groups were defined) stays with it.
         env = environment(device)
-        # Each run's versions and date kept too: the table's own are the last run's, and a resumed
-        # run may have had others (it warns), which its rows were measured with.
-        run = {"command": command, "date": env["date"], "versions": env["versions"]}
-        # A table from before the field: its last run's, as its top level says, stands for its runs.
-        before = earlier.get("runs") or ([{key: earlier.get(key) for key in run}] if earlier else [])
         meta = {**earlier, "op": op_name, **env, "dtype": dtype, "command": command,
-                "commands": [*earlier.get("commands", []), command], "runs": [*before, run], "world_size": world,
-                "skipped": skipped, **({"inputs": chosen_by} if chosen_by is not None else {})}
+                "commands": [*earlier.get("commands", []), command], "runs": runs_with(earlier, command, env),
+                "world_size": world, "skipped": skipped, **({"inputs": chosen_by} if chosen_by is not None else {})}
         _write_meta_file(out, meta)
 
     if rank == 0 and not earlier:  # a new table: said before its first row, so that a run killed
@@ -555,6 +550,14 @@ def _skips_of_no_table(out: Path, env: dict, op_name: str, dtype: str) -> dict:
     except ProfileTableError:
         return {}
     return dict(meta.get("skipped") or {}) if same else {}
+
+
+def runs_with(earlier: dict, command: str, env: dict) -> list[dict]:
+    """A table's ``runs`` with one more: each run's versions and date are kept, since the table's own
+    are the last run's and a resumed run may have had others (it warns), which its rows were measured
+    with. A table from before the field: its last run's, as its top level says, stands for its runs."""
+    run = {"command": command, "date": env["date"], "versions": env["versions"]}
+    return [*(earlier.get("runs") or ([{key: earlier.get(key) for key in run}] if earlier else [])), run]
 
 
 def _resumed_meta(out: Path, env: dict, op_name: str, dtype: str) -> dict:

@@ -47,3 +47,24 @@ def test_the_skinny_table_keeps_the_first_generators_rows_apart_from_the_sweep_r
              + bench.skinny_shapes(200, 0, bench.LLM_MAX_FLOPS, odd_k=True)}
     ids = set(table["id"])
     assert table["id"].is_unique and today <= ids and len(ids - today) == 211
+
+
+def test_a_sweep_is_resumed_on_its_own_gpu_only(bench, tmp_path):
+    """Resumed on an H200 into the H100's folder, the sweep appended H200 rows and its metadata named
+    the H200 alone."""
+    import json
+
+    import pandas as pd
+
+    names = ["torch_matmul", "tile_64x64x64_w4s4g8"]
+    pd.DataFrame([{"id": "s0", **{f"time_ms:{n}": 1.0 for n in names}}]).to_csv(tmp_path / "gemm-candidates.csv",
+                                                                               index=False)
+    meta = {"device": {"name": "NVIDIA H100 80GB HBM3"}, "commands": ["first"]}
+    (tmp_path / "gemm-candidates.meta.json").write_text(json.dumps(meta))
+    rows, earlier = bench.earlier_rows(tmp_path, names, "NVIDIA H100 80GB HBM3")
+    assert [r["id"] for r in rows] == ["s0"] and earlier["commands"] == ["first"]
+    with pytest.raises(SystemExit, match="was swept on 'NVIDIA H100 80GB HBM3', this run is on 'NVIDIA H200'"):
+        bench.earlier_rows(tmp_path, names, "NVIDIA H200")
+    (tmp_path / "gemm-candidates.meta.json").unlink()
+    with pytest.raises(SystemExit, match="was swept on 'an unrecorded GPU'"):
+        bench.earlier_rows(tmp_path, names, "NVIDIA H200")

@@ -5,6 +5,7 @@ import shutil
 import sys
 
 import pandas as pd
+import torch
 import pytest
 from conftest import load_benchmark
 
@@ -117,6 +118,29 @@ def test_only_the_named_variants_preparation_is_remeasured(table, suitesparse_di
     kept = before.drop(columns="prepare_ms:merge_c512")
     pd.testing.assert_frame_equal(read_frame(table).drop(columns="prepare_ms:merge_c512"), kept, check_exact=True)
     assert json.loads(meta_path(table).read_text())["commands"][-1].endswith("--only merge_c512")
+
+
+def test_a_table_measured_on_another_gpu_is_refused(table, suitesparse_dir, monkeypatch, capsys):
+    """Run on an H200 against the H100's table, the script wrote the H200's times into it."""
+    script = load_benchmark("spmv_preparation")
+    meta = json.loads(meta_path(table).read_text())
+    meta["device"] = {**meta["device"], "name": "NVIDIA H100 80GB HBM3"}
+    meta_path(table).write_text(json.dumps(meta))
+    before = table.read_bytes()
+    monkeypatch.setattr(sys, "argv", ["spmv_preparation.py", str(table), "--matrices", str(suitesparse_dir), "--gather"])
+    with pytest.raises(SystemExit):
+        script.main()
+    assert "was measured on 'NVIDIA H100 80GB HBM3', this run is on 'cpu'" in capsys.readouterr().err
+    assert table.read_bytes() == before
+
+
+def test_each_run_is_recorded_with_its_date_and_versions(table, suitesparse_dir, monkeypatch):
+    script = load_benchmark("spmv_preparation")
+    runs = json.loads(meta_path(table).read_text())["runs"]
+    _run(script, table, suitesparse_dir, monkeypatch, "--gather")
+    after = json.loads(meta_path(table).read_text())["runs"]
+    assert after[:-1] == runs and after[-1]["command"].endswith("--gather")
+    assert after[-1]["versions"]["torch"] == torch.__version__ and after[-1]["date"]
 
 
 @pytest.mark.parametrize("extra,message", [(["--only", "no_such"], "no spmv variant no_such"),
