@@ -20,7 +20,7 @@ from seer.errors import InputError, SeerError
 from seer.kernels import overlap
 from seer.registry import get_op
 from seer.simworld import run_world, shared_world
-from seer.symmetric_heap import Heap
+from seer.symmetric_heap import ALIGNMENT, Heap
 
 OPS = ("all_gather_gemm", "gemm_all_scatter", "gemm_reduce_scatter")
 TOLERANCE = {"float32": 1e-5, "bfloat16": 1e-2, "float16": 2e-3}
@@ -229,6 +229,39 @@ def _reduce_scatter_with_silent_peer(heap):
     heap.raise_wait_errors()
 
 
+def _consumers_without_producers(heap, op):
+    """Only the consuming side of a flagged pattern (the all-gather's GEMM on A_FLAGGED, the all-scatter's
+    senders with WAIT), its producer never launched, waits of 200 polls. The host signals some flags itself
+    (those of this rank's own A shard; the even C tiles): every wait on one of the others must give up.
+    Under the interpreter a producer runs before its consumer, so a full call passes without its waits.
+    Returns the message raise_wait_errors raised (None if it raised none), the waits that should have
+    timed out and the flags they wait on."""
+    a, b, _ = _inputs(op, heap.rank, heap.world_size, torch.float32, heap.device)
+    problem, (a, b) = _problem(heap, op, a, b)
+    epoch = heap.next_epoch()
+    spins, heap.max_spins = heap.max_spins, 200
+    try:
+        if op == "all_gather_gemm":
+            shard, gathered, c, flags, chunks, tiles = overlap._ag_setup(problem, a)  # a flag per shard chunk
+            own = range(heap.rank * chunks // heap.world_size, (heap.rank + 1) * chunks // heap.world_size)
+            flags.zero_()[own.start:own.stop] = epoch
+            overlap._ag_launch(problem, min(tiles, problem.programs), 0, shard, gathered, b, c, flags, epoch,
+                               a_from=overlap.A_FLAGGED)
+            timed_out, silent = tiles - tiles // heap.world_size, [f for f in range(chunks) if f not in own]
+        else:
+            _, mine, flags, tiles = overlap._as_setup(problem, b)  # a flag per C tile
+            flags.zero_()[::2] = epoch
+            overlap._as_launch(problem, min(tiles, problem.programs), 0, a, b, mine, flags, epoch, wait=True)
+            timed_out, silent = tiles // 2, list(range(1, tiles, 2))
+        heap.raise_wait_errors(f"{op} consumer alone")
+        message = None
+    except SeerError as error:
+        message = str(error)
+    finally:
+        heap.max_spins = spins
+    return message, timed_out, silent
+
+
 def _refusals_of_mismatched_ranks(heap, op):
     """Every pattern with rank 1's inputs 6/5 of rank 0's sizes (for the reduce-scatter, K split
     unevenly), sizes no other test runs (a shape the ranks agreed on before is not checked again):
@@ -388,6 +421,20 @@ def test_silent_peer_raises_instead_of_hanging():
         run_world(2, _reduce_scatter_with_silent_peer, timeout_s=120)
 
 
+@pytest.mark.parametrize("op", ["all_gather_gemm", "gemm_all_scatter"])
+def test_a_consumer_without_its_producer_waits_on_every_flag_and_gives_up(op):
+    """The flag waits within one rank (the all-gather GEMM's on its copies, the all-scatter senders' on
+    the GEMM's tiles) could be deleted, or wait on the wrong flags, with no CPU test failing: the
+    interpreter runs producers first, so every flag is set before any consumer looks."""
+    for rank, (message, timed_out, silent) in enumerate(shared_world(2).run(_consumers_without_producers, op)):
+        assert message is not None, f"rank {rank} read its flags' data without waiting for them"
+        found = re.fullmatch(rf"rank {rank} gave up waiting on flag (\d+) of rank {rank} \({op} consumer alone\) "
+                             rf"after 200 polls \((\d+) wait\(s\) timed out\): rank {rank} never signalled it; .*",
+                             message)
+        assert found, message
+        assert int(found[1]) in silent and int(found[2]) == timed_out, (rank, message, timed_out, silent)
+
+
 @pytest.mark.parametrize("op, pattern", [("gemm_all_scatter", "pipelined_torch"),
                                          ("gemm_reduce_scatter", "pipelined_torch"),
                                          ("gemm_reduce_scatter", "fused_torch"),
@@ -447,8 +494,9 @@ def test_a_group_must_be_a_process_group_and_not_given_with_a_heap():
 
 @pytest.mark.parametrize("pattern", GRAPHED)
 def test_graphed_patterns_run_eagerly_off_the_gpu(pattern):
-    counts, error = run_world(2, _graphs_of_a_graphed_pattern, pattern)[0]
-    assert counts == [0, 0, 0] and error <= 1e-2
+    """Every rank's result: rank 1's had been dropped, so a wrong sum or a graph made on it alone went unseen."""
+    for rank, (counts, error) in enumerate(run_world(2, _graphs_of_a_graphed_pattern, pattern)):
+        assert counts == [0, 0, 0] and error <= 1e-2, (rank, counts, error)
 
 
 def test_bad_inputs_are_named():
@@ -658,6 +706,75 @@ def test_heap_arguments_are_checked():
     for rank, world_size in ((2, 2), (-1, 2), (0, 3)):
         with pytest.raises(SeerError, match="needs a base per rank and a rank in"):
             Heap(torch.zeros(4096, dtype=torch.uint8), bases, rank=rank, world_size=world_size)
+
+
+def _heap_amid_other_memory(size_bytes: int = 4096) -> tuple[Heap, torch.Tensor, int]:
+    """A two-rank heap whose bytes sit in the middle of a larger buffer (a bare Heap's own bytes stand in for
+    its peer's), that buffer and the heap's start in it: tensors just outside the heap, or straddling its ends."""
+    memory = torch.zeros(3 * size_bytes + ALIGNMENT, dtype=torch.uint8)
+    start = size_bytes + (-memory.data_ptr()) % ALIGNMENT
+    local = memory[start:start + size_bytes]
+    heap = Heap(local, torch.tensor([local.data_ptr(), local.data_ptr() + 2 * size_bytes]), rank=0, world_size=2)
+    heap._peer_bytes = lambda rank: heap._local
+    return heap, memory, start
+
+
+def test_peer_view_refuses_tensors_not_wholly_in_the_heap_or_not_contiguous():
+    """A tensor from elsewhere has no twin: its "offset" would slice a peer's heap at garbage (or past its
+    end), and a strided view's twin would be its bytes viewed as contiguous, other elements than its own."""
+    heap, memory, start = _heap_amid_other_memory()
+    size = heap.size_bytes
+    tensor = heap.empty((8, 8), torch.float32)
+    assert heap.peer_view(tensor, 1).data_ptr() == tensor.data_ptr()  # a heap tensor has its twin
+    elsewhere = {
+        "before the heap": memory[start - 256:start],
+        "straddling its start": memory[start - 128:start + 128],  # a negative offset, its end inside
+        "straddling its end": memory[start + size - 128:start + size + 128],  # inside, running past the end
+        "past its end": memory[start + size:start + size + 256],
+        "an ordinary tensor": torch.zeros(64, dtype=torch.uint8),
+        "transposed": tensor.t(),
+        "every other column": tensor[:, ::2],
+    }
+    for what, outside in elsewhere.items():
+        outside = outside.view(torch.float32) if outside.dtype == torch.uint8 else outside
+        with pytest.raises(InputError, match=r"^peer_view takes a contiguous tensor allocated from this heap$"):
+            heap.peer_view(outside, 1)
+            pytest.fail(f"peer_view took a tensor {what}")
+
+
+@pytest.mark.parametrize("bases, misaligned", [([0, 4096 + 64], [1]), ([8, 4096 + 1], [0, 1]),
+                                                ([ALIGNMENT // 2, 2 * ALIGNMENT], [0])])
+def test_a_heap_whose_bases_are_not_aligned_is_refused(bases, misaligned):
+    """Heap tensors start on ALIGNMENT boundaries of their own heap, which are the device's (wide vector
+    loads, TMA) only where every rank's base is aligned."""
+    message = f"heap bases of ranks {misaligned} are not {ALIGNMENT}-byte aligned: {bases}"
+    with pytest.raises(SeerError, match=f"^{re.escape(message)}$"):
+        Heap(torch.zeros(4096, dtype=torch.uint8), torch.tensor(bases), rank=0, world_size=2)
+    Heap(torch.zeros(4096, dtype=torch.uint8), torch.tensor([0, 16 * ALIGNMENT]), rank=0, world_size=2)  # aligned
+
+
+def test_the_group_heap_is_made_once_and_refuses_another_size(tmp_path, monkeypatch):
+    """A second size for a group's heap would otherwise be ignored without a word: the caller would get the
+    first heap, too small for what it asked, and fill it."""
+    import torch.distributed as dist
+
+    from seer import symmetric_heap
+
+    monkeypatch.setattr(symmetric_heap, "SymmetricHeap", lambda size, group: _one_rank_heap(size))
+    monkeypatch.setattr(symmetric_heap, "_heaps", {})
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        heap = symmetric_heap.heap_for_group(size_bytes=4096)
+        assert heap.size_bytes == 4096
+        for size in (None, 4096, 4096.0):  # not given, or the size it has
+            assert symmetric_heap.heap_for_group(size_bytes=size) is heap
+        with pytest.raises(InputError, match=re.escape(
+                "the symmetric heap of this group exists already, of 4,096 bytes a rank; asked for 8,192: pass "
+                "size_bytes on the first use only (or make a SymmetricHeap yourself and pass heap=)")):
+            symmetric_heap.heap_for_group(size_bytes=8192)
+        assert symmetric_heap.heap_for_group() is heap
+    finally:
+        dist.destroy_process_group()
 
 
 def _one_rank_heap(size_bytes: int) -> Heap:

@@ -154,6 +154,23 @@ def _heap_layout(heap):
     return offsets, again.data_ptr() == scratch.data_ptr(), int(grown.abs().sum()), peer_second, full_error
 
 
+def _peer_views_of_tensors_without_twins(heap):
+    """peer_view of what has no twin in the peer's heap: a twin got from peer_view (the peer's own memory,
+    mapped here), a transposed heap tensor and an ordinary tensor. The message each call raised, or None."""
+    heap.free_all()
+    tensor = heap.empty((4, 8), torch.float32)
+    peer = (heap.rank + 1) % heap.world_size
+    messages = []
+    for other in (heap.peer_view(tensor, peer), tensor.t(), torch.zeros(4, 8, device=heap.device)):
+        try:
+            heap.peer_view(other, peer)
+            messages.append(None)
+        except InputError as error:
+            messages.append(str(error))
+    heap.barrier()
+    return messages
+
+
 def _fail_on_rank(heap, rank):
     if heap.rank == rank:
         raise InputError("bad input on purpose")
@@ -246,6 +263,14 @@ def test_heap_allocates_aligned_symmetric_tensors():
     assert reused and grown_sum == 0
     torch.testing.assert_close(peer_second, torch.ones(5, 7))
     assert "symmetric heap full" in full_error
+
+
+def test_peer_view_refuses_a_tensor_without_a_twin():
+    """A twin passed back to peer_view (an easy slip: it is a tensor of this device) has no offset in this
+    rank's heap; nor has an ordinary tensor. Taken, they would slice the peer's heap at an address
+    difference, out of bounds or over another tensor; a transposed view's twin would hold other elements."""
+    for messages in shared_world(2).run(_peer_views_of_tensors_without_twins):
+        assert messages == ["peer_view takes a contiguous tensor allocated from this heap"] * 3
 
 
 def test_rank_exception_is_raised_with_the_rank_named():

@@ -2,6 +2,7 @@
 from dataclasses import replace
 
 import matplotlib.image
+import numpy as np
 import pytest
 from synthetic_profiles import deep_model, planted_frame, planted_meta, toy_op  # noqa: F401 (toy_op is a fixture)
 
@@ -104,6 +105,57 @@ def test_wins_per_call_count_charge_each_variants_preparation(tmp_path):
     markdown = write_report(model, report, tmp_path)[0].read_text()
     assert "| variant | fastest, steady state | fastest, 1 call | seer picks, 1 call | fastest, 100 calls |" in markdown
     assert f"| a | {len(frame)} | 0 |" in markdown
+
+
+# Planted held-out ratios (chosen / oracle time) of 27 inputs; at 1 call two sit exactly on "within 5%", and at
+# each call count one exactly on 2x (not "> 2x").
+PLANTED_RATIOS = {
+    1: [1.0] * 12 + [1.02, 1.05, 1.05, 1.1, 1.2, 1.3, 1.5, 1.7, 1.9, 2.0, 2.5, 3.0, 4.0, 6.0, 10.0],
+    100: [1.0] * 20 + [1.01, 1.04, 1.06, 1.2, 1.8, 2.0, 2.2],
+}
+
+
+def _quantile(values, q):
+    """The q-quantile, interpolated linearly between the two nearest ranks of the sorted values."""
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    below = int(position)
+    above = min(below + 1, len(ordered) - 1)
+    return ordered[below] + (position - below) * (ordered[above] - ordered[below])
+
+
+def test_regret_and_wins_tables_count_the_held_out_rows(tmp_path):
+    """Only the tables' headings were checked: quantiles in reverse order, the least ratio as the max, the
+    inputs far from the oracle counted as near it, or seer's picks counted as the oracle's would all have
+    passed. A trained report's held-out ratios and picks are planted (seer's pick differing from the
+    oracle's on one input) and every cell of the two tables recomputed here."""
+    model, report = train(planted_frame(groups=9, per_group=3))
+    held_out = report.held_out.copy()
+    assert len(held_out) == 27
+    order = np.random.default_rng(1).permutation(len(held_out))  # rows in no particular order
+    for calls, ratios in PLANTED_RATIOS.items():
+        held_out[f"ratio@{calls}"] = np.asarray(ratios)[order]
+        held_out[f"choice@{calls}"] = held_out[f"oracle@{calls}"]
+    missed = held_out["oracle@1"].iloc[5]
+    picked = next(v for v in report.variants if v != missed)
+    held_out.loc[held_out.index[5], "choice@1"] = picked
+    lines = write_report(model, replace(report, held_out=held_out), tmp_path)[0].read_text().splitlines()
+
+    assert "| calls | p50 | p90 | p99 | max | within 5% | > 2x |" in lines
+    for calls, ratios in PLANTED_RATIOS.items():
+        label = "1 call" if calls == 1 else f"{calls} calls"
+        quantiles = " | ".join(f"{_quantile(ratios, q):.3f}" for q in (0.5, 0.9, 0.99))
+        near = sum(r <= 1.05 for r in ratios) / len(ratios)
+        far = sum(r > 2 for r in ratios) / len(ratios)
+        assert f"| {label} | {quantiles} | {max(ratios):.3f} | {100 * near:.1f}% | {100 * far:.1f}% |" in lines
+    assert "| 1 call | 1.050 | 3.400 | 8.960 | 10.000 | 55.6% | 18.5% |" in lines  # the same, worked by hand
+    assert "| 100 calls | 1.000 | 1.440 | 2.148 | 2.200 | 81.5% | 3.7% |" in lines
+
+    columns = ["oracle", "oracle@1", "choice@1", "oracle@100", "choice@100"]
+    counts = {v: [list(held_out[column]).count(v) for column in columns] for v in report.variants}
+    for variant, row in counts.items():
+        assert f"| {variant} | {' | '.join(map(str, row))} |" in lines
+    assert counts[missed][2] == counts[missed][1] - 1 and counts[picked][2] == counts[picked][1] + 1
 
 
 def test_a_report_names_the_table_it_scored_and_its_gpu(tmp_path):
