@@ -27,7 +27,9 @@ import itertools
 import statistics
 import sys
 from pathlib import Path
+from typing import Callable
 
+import numpy as np
 import torch
 from scipy.stats import gmean
 from spmv_bandwidth import minimum_bytes, share_of_copy
@@ -69,10 +71,12 @@ def timed_calls(csr, x, table_best: str) -> tuple[dict, dict]:
 
 
 @functools.cache
-def table_winners(device_name: str) -> dict[str, str]:
-    """Each input id's fastest variant in this device's shipped profile table."""
+def table_winners(device_name: str, leave_out: Callable[[str], bool] = lambda name: False) -> dict[str, str]:
+    """Each input id's fastest variant in this device's shipped profile table, among the variants
+    ``leave_out`` does not name."""
     table = read_table(Path("datasets/profiles") / f"spmv-{device_tag(device_name)}.csv")
-    winners = [table.variants[i] for i in table.times.argmin(axis=1)]
+    kept = [i for i, name in enumerate(table.variants) if not leave_out(name)]
+    winners = [table.variants[kept[i]] for i in np.nanargmin(table.times[:, kept], axis=1)]
     return dict(zip(table.frame["id"], winners))
 
 

@@ -213,9 +213,13 @@ def matrix_loops(case, loaded, n: int, rounds: int) -> dict:
              "hinted": lambda B: seer.dispatch("spmv", (B, x), calls=n),
              "torch": lambda B: B @ x}
     seconds = loop_seconds(paths, new_matrix, n, rounds)
-    return {"id": case.id, "nnz": int(A.values().numel()), "first_choice": seer.explain("spmv", (A, x)).variant,
-            "choice_for_n": seer.explain("spmv", (A, x), calls=n).variant,
-            **{f"{name}_s": s for name, s in seconds.items()}}
+    row = {"id": case.id, "nnz": int(A.values().numel()), "first_choice": seer.explain("spmv", (A, x)).variant,
+           "choice_for_n": seer.explain("spmv", (A, x), calls=n).variant,
+           **{f"{name}_s": s for name, s in seconds.items()}}
+    # Each round's matrices stay cached with their plans (index copies, cuSPARSE buffers): a dozen
+    # entries a large matrix, which the next matrices' loops would allocate around.
+    seer.clear_cache()
+    return row
 
 
 def loops_markdown(result: dict) -> str:

@@ -33,3 +33,17 @@ def test_every_plan_is_a_cusparse_algorithm(name):
 
     algorithm, _ = bench.PLANS[name]
     assert algorithm in ALGORITHMS
+
+
+def test_the_shipped_best_is_among_seers_kernels(monkeypatch):
+    """Since `cusparse_prepared` became a variant it wins inputs of the H200's table: "the shipped best"
+    would be the prepared plan itself, and the plans' gain over it a tautology."""
+    from conftest import ROOT
+
+    bench = load_benchmark("spmv_cusparse")
+    monkeypatch.chdir(ROOT)
+    every = bench.table_winners("NVIDIA H200")
+    seers = bench.table_winners("NVIDIA H200", bench.calls_cusparse)
+    assert set(every) == set(seers) and any(bench.calls_cusparse(v) for v in every.values())
+    assert not any(bench.calls_cusparse(v) for v in seers.values())
+    assert all(seers[i] == v for i, v in every.items() if not bench.calls_cusparse(v))

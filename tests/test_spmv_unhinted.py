@@ -118,9 +118,13 @@ def test_loops_on_a_real_matrix_time_every_path(unhinted, suitesparse_dir):
     from seer.datasets.cases import spmv_cases
 
     case = spmv_cases([suitesparse_dir], max_nnz=2_000, device="cpu")[0]
+    import seer
+
     row = unhinted.matrix_loops(case, case.load(), 3, 1)
     assert row["id"] == case.id and row["nnz"] > 0
     assert all(row[f"{path}_s"] > 0 for path in ("unhinted", "switched", "kept", "hinted", "torch"))
+    # Its matrices' decisions and plans are not kept for the next matrix's loops to allocate around.
+    assert seer.cache_info()["size"] == 0
 
 
 def test_the_first_rule_path_restores_the_shipped_rule_after_each_call(unhinted):
