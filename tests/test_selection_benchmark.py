@@ -114,3 +114,18 @@ def test_a_variant_alone_is_scored_against_the_oracle_of_each_call_count(selecti
 def test_column_titles_for_any_call_count(selection):
     assert [selection.column_title(c) for c in ("1", "100", "1 validated", "1000 validated")] == [
         "1 call", "100 calls", "1 call, validated matrix", "1000 calls, validated matrix"]
+
+
+def test_a_table_whose_device_is_a_name_alone_is_scored(selection, tmp_path, monkeypatch):
+    """Table metadata may give the device by its name (read_meta accepts it): the script failed on it
+    with a TypeError, after the whole cross-validation."""
+    import sys
+
+    from synthetic_profiles import write_table
+
+    table = write_table(planted_frame(groups=8, per_group=3), tmp_path / "toy-some.csv",
+                        {**planted_meta(), "device": "Synthetic GPU"})
+    monkeypatch.setattr(sys, "argv", ["selection.py", str(table), "--out", str(tmp_path), "--fold-seeds", "0"])
+    assert selection.main() == 0
+    result = json.loads((tmp_path / "toy-synthetic_gpu.json").read_text())
+    assert result["device"]["name"] == "Synthetic GPU"
