@@ -6,8 +6,9 @@
 #   NPROC=2 STAGE_SECONDS=250 VARIANT="a b" bash benchmarks/device_run.sh spmv-add-variant (inputs over two GPUs)
 # Real matrices are read from .carry/suitesparse (a git-ignored copy of ../shared/suitesparse).
 set -uo pipefail
-# SEER_REQUIRE_GPU: a GPU test that skips here fails (tests/conftest.py).
-export SEER_REQUIRE_GPU=1 PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# SEER_REQUIRE_GPU: a GPU test that skips here fails; SEER_REQUIRE_SUITESPARSE: so does one missing the real
+# matrices (tests/conftest.py).
+export SEER_REQUIRE_GPU=1 SEER_REQUIRE_SUITESPARSE=1 PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
 device=$(python3 -c "import torch; n=torch.cuda.get_device_name().lower(); print('h200' if 'h200' in n else 'h100' if 'h100' in n else n.split()[-1])")

@@ -247,3 +247,27 @@ def test_a_matrix_listed_twice_is_refused_before_it_is_profiled_twice(tmp_path, 
     with pytest.raises(InputError, match="listed more than once"):
         cases.spmv_cases([folder, folder], device="cpu")
     assert len(cases.spmv_cases([folder], device="cpu")) == 1
+
+
+@pytest.mark.parametrize("name", ["JGD_Relat/relat4", "HB/zenios"])  # small integer values; explicit zeros
+def test_a_case_loads_fresh_signed_values_and_x_whatever_the_file_holds(suitesparse_dir, name):
+    """Profiling checks every variant against float64 on these: pattern or constant values (or x) would
+    hide a kernel reading the wrong columns or rows, and a zero would hide its product."""
+    import numpy as np
+    import torch
+
+    from seer.datasets.suitesparse import read_matrix
+
+    stem = name.replace("/", "__")
+    case = next(c for c in cases.spmv_cases([suitesparse_dir], device="cpu") if c.id.endswith(name) or stem in c.id)
+    matrix, values, x = case.load()
+    on_file = read_matrix(next(suitesparse_dir.glob(f"{stem}.mtx*")))
+    assert matrix.nnz == on_file.nnz and (matrix.indices == on_file.indices).all()
+    assert np.all(np.abs(values) >= 0.5) and (values > 0).any() and (values < 0).any()
+    assert len(np.unique(values)) > matrix.nnz // 2 and not np.array_equal(values, on_file.data)
+    assert len(np.unique(x)) == len(x) > 1 and np.all(np.abs(x) <= 1)
+    again = case.load()  # the same seed: the same values, so a table's row can be timed again alike
+    assert np.array_equal(again[1], values) and np.array_equal(again[2], x)
+    parts, (vector,) = case.build((matrix, values, x))
+    assert parts[0].dtype == parts[1].dtype == torch.int32 and parts[2].dtype == vector.dtype == torch.float32
+    assert torch.equal(parts[2], torch.from_numpy(values).float())

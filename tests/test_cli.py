@@ -170,7 +170,7 @@ def test_train_refuses_a_model_path_it_would_write_over(tmp_path, capsys, monkey
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     assert main(["train", str(table), "--out", str(tmp_path / out)]) == 2
     error = capsys.readouterr().err
-    assert "error: the model path" in error and "must end in .json" in error or "over the profile table" in error
+    assert ("error: the model path" in error and "must end in .json" in error) or "over the profile table" in error
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
