@@ -178,6 +178,8 @@ def first_calls(paths: dict, new_matrix, rounds: int) -> dict[str, float]:
 
 
 def real_summary(rows: list[dict]) -> dict:
+    if not rows:  # its geometric means would be NaN, which JSON cannot hold and the results would quote
+        raise ValueError("no matrix was measured")
     seer_us, torch_us = (np.array([r[f"{k}_us"] for r in rows]) for k in ("seer", "torch"))
     summary = {"matrices": len(rows), "speedup_vs_torch_call": float(np.exp(np.log(torch_us / seer_us).mean())),
                "median_seer_us": float(np.median(seer_us)), "median_torch_us": float(np.median(torch_us)),
@@ -272,6 +274,8 @@ def main() -> int:
                         help="with --matrices, also time the large suite's matrices for this many seconds")
     parser.add_argument("--large-calls", type=int, default=50, help="calls per loop on each large matrix")
     args = parser.parse_args()
+    if args.matrices is None and (args.large_budget_s > 0 or "--real-calls" in sys.argv or "--large-calls" in sys.argv):
+        parser.error("--real-calls, --large-calls and --large-budget-s time the matrices of --matrices: give it too")
     if args.render:
         args.render.with_suffix(".md").write_text(render(json.loads(args.render.read_text())))
         return 0
@@ -283,13 +287,18 @@ def main() -> int:
               "repeats": args.repeats, "rows": rows}
     if args.matrices:
         real = real_matrix_calls(args.matrices, args.real_calls)
+        if not real:
+            sys.exit(f"no real matrix of {args.matrices} could be measured")
         result["real_matrices"] = {"folder": str(args.matrices), "calls_per_loop": args.real_calls,
                                    "rounds": REAL_ROUNDS, "summary": real_summary(real), "rows": real}
-        if args.large_budget_s > 0:
-            large = large_matrix_calls(args.matrices, args.large_calls, REAL_ROUNDS, args.large_budget_s)
+        large = (large_matrix_calls(args.matrices, args.large_calls, REAL_ROUNDS, args.large_budget_s)
+                 if args.large_budget_s > 0 else [])
+        if large:
             result["large_matrices"] = {"folder": f"{args.matrices} (generated large suite)",
                                         "calls_per_loop": args.large_calls, "rounds": REAL_ROUNDS,
                                         "summary": real_summary(large), "rows": large}
+        elif args.large_budget_s > 0:
+            print(f"no large matrix measured within --large-budget-s {args.large_budget_s:g}: none reported")
     write_result(args.out, f"dispatch-{device_tag(env['device']['name'])}", result, render(result))
     return 0
 

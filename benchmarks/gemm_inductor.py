@@ -14,8 +14,8 @@ each in turn:
 
   torch     ``torch.matmul``
   seer      ``seer.dispatch`` with the shipped model; its first call after ``seer.clear_cache()``
-            (features, tree, launch: its kernels were compiled by an untimed call before, as
-            ``gemm.py`` times them)
+            (the model file read again, since ``clear_cache`` drops it too, then features, tree,
+            launch: its kernels were compiled by an untimed call before, as ``gemm.py`` times them)
   inductor  a fresh ``torch.compile`` (dynamo reset, Inductor's caches off and a new cache folder,
             so its first call compiles and tunes from nothing, as on a new machine)
   ah        the same with AutoHeuristic's ranking
@@ -55,7 +55,8 @@ PEERS = ("inductor", "ah")
 METHOD = ("Peers: `torch.compile(mm, mode=\"max-autotune-no-cudagraphs\")` fresh for each shape (dynamo reset, "
           "Inductor's caches off, a new cache folder), alone and with `TORCHINDUCTOR_AUTOHEURISTIC_USE=mixed_mm,mm` "
           "(Inductor's learned ranking benchmarks its top 10 templates and cuBLAS); seer: `seer.dispatch` with the "
-          "shipped model, its first call after `seer.clear_cache()` with its kernel compiled before. Steady state: "
+          "shipped model, its first call after `seer.clear_cache()` (the model file read again) with its kernel "
+          "compiled before. Steady state: "
           "device time per call, no host cost: outside any graph, the median over 20 flushed calls of each call's "
           "span on the GPU (its first kernel's start to its last kernel's end) from the profiler's device trace, "
           "the headline, and the repayment counts' basis; and from CUDA graphs of 10 flush-and-call pairs less "

@@ -62,3 +62,20 @@ def test_real_matrix_calls_refuse_disagreeing_results(bench, small_folder, monke
     monkeypatch.setattr(bench.seer, "dispatch", lambda op, inputs, **kw: real_dispatch(op, inputs, **kw) * 1.01)
     with pytest.raises(AssertionError, match="disagree"):
         bench.real_matrix_calls(small_folder, calls=2, device="cpu")
+
+
+def test_a_summary_of_no_matrix_is_refused(bench):
+    """Its means were NaN, written as a bare NaN (not JSON) that the selection results would quote."""
+    with pytest.raises(ValueError, match="no matrix was measured"):
+        bench.real_summary([])
+
+
+@pytest.mark.parametrize("given", [["--large-budget-s", "60"], ["--real-calls", "100"], ["--large-calls", "20"]])
+def test_the_matrices_options_without_matrices_are_refused(bench, monkeypatch, capsys, given):
+    """They were ignored without a word: a run asked to time the large suite timed nothing of it."""
+    import sys
+
+    monkeypatch.setattr(sys, "argv", ["dispatch.py", *given])
+    with pytest.raises(SystemExit):
+        bench.main()
+    assert "time the matrices of --matrices: give it too" in capsys.readouterr().err
