@@ -320,6 +320,8 @@ def chunk_sweep(heap, todo: list[dict], ids: list[str] | None = None) -> list[di
     for op_name in LAYERS_OF:
         op = get_op(op_name)
         ranked = sorted((c for c in todo if c["op"] == op_name), key=lambda c: -sent_elements(c, heap.world_size))
+        if not ranked:  # an op left out by --ops
+            continue
         chosen = ([c for c in ranked if c["id"] in ids] if ids else
                   [ranked[i] for i in sorted({int(f * (len(ranked) - 1)) for f in SWEEP_RANKS})])
         for case in chosen:
@@ -375,23 +377,39 @@ def write_tables(tables: Path, tag: str, rows: list[dict], meta: dict) -> None:
 COMM_SHARE = 0.2  # the issue's bar: shapes whose communication is at least a fifth of the bulk time
 
 
-def select(tables: Path, out: Path, tag: str, machine: dict, command: str) -> dict:
-    """Held-out selection on every op table of ``tag``; writes ``overlap-<tag>.json`` and ``.md``."""
+def select(tables: Path, out: Path, tag: str, machine: dict, command: str, ops: list[str] | None = None) -> dict:
+    """Held-out selection on every op table of ``tag`` (``ops``: on theirs alone, as a run of ``--ops``
+    timed them); writes ``overlap-<tag>.json`` and ``.md``, crediting every run behind the tables.
+    Tables of another GPU or world size than the first one's are refused: one result names one machine."""
     from seer.table import read_table
     from seer.train import TwoStageSelector
 
-    ops, shapes, environment_meta = {}, [], {}
+    scored, shapes, environment_meta, runs = {}, [], None, []
     for path in sorted(tables.glob(f"*-{tag}.csv")):
         table = read_table(path)
-        environment_meta = {k: table.meta.get(k) for k in ("device", "versions", "date", "world_size", "command")}
+        if ops is not None and table.op not in ops:
+            continue
+        here = {k: table.meta.get(k) for k in ("device", "versions", "date", "world_size", "command")}
+        environment_meta = environment_meta or here
+        if (here["device"], here["world_size"]) != (environment_meta["device"], environment_meta["world_size"]):
+            raise ValueError(f"{path} was timed on {here['world_size']} x {here['device']}, the other tables of "
+                             f"{tag} on {environment_meta['world_size']} x {environment_meta['device']}")
         if table.meta.get("campaigns"):  # a table of several runs averaged by `seer merge`: name the runs
-            environment_meta["runs"] = [{"commands": c["commands"], "date": c["date"]} for c in table.meta["campaigns"]]
+            environment_meta["merged"] = True
+            runs += [{"commands": c["commands"], "date": c["date"]} for c in table.meta["campaigns"]]
+        else:
+            runs.append({"commands": [here["command"]], "date": here["date"]})
         report = TwoStageSelector().evaluate(table, calls=(1,))
         rows = _shape_rows(table, report.held_out, machine["bandwidth_gbps"]["nccl_all_gather"])
         shapes += rows
-        ops[table.op] = _op_summary(table, report, rows)
+        scored[table.op] = _op_summary(table, report, rows)
+    if environment_meta is None:
+        raise ValueError(f"no table of {tag} in {tables}" + (f" for {', '.join(ops)}" if ops else ""))
+    distinct = [run for i, run in enumerate(runs) if run not in runs[:i]]
+    if len(distinct) > 1 or environment_meta.get("merged"):
+        environment_meta["runs"] = distinct
     result = {"benchmark": "GEMM + communication overlap, held-out selection", **machine,
-              "environment": environment_meta, "command": command, "ops": ops, "shapes": shapes}
+              "environment": environment_meta, "command": command, "ops": scored, "shapes": shapes}
     write_result(out, f"overlap-{tag}", result, _markdown(result))
     return result
 
@@ -453,7 +471,8 @@ def _provenance(env: dict, selection: str) -> str:
     """Which commands timed the tables and which made the selection."""
     if env.get("runs"):
         runs = "; ".join(f"`{' && '.join(run['commands'])}` ({run['date']})" for run in env["runs"])
-        return f"Timing runs: {runs}; each op's tables averaged by `seer merge`. Selection: `{selection}`."
+        merged = "; each op's tables averaged by `seer merge`" if env.get("merged") else ""
+        return f"Timing runs: {runs}{merged}. Selection: `{selection}`."
     if env["command"] == selection:
         return f"Timing run and selection (in the same command): `{selection}`."
     return f"Timing run: `{env['command']}`; selection: `{selection}`."
@@ -524,7 +543,8 @@ def main(argv=None) -> None:
     if args.select:
         machine = json.loads((args.out / f"overlap-{args.select}.json").read_text())
         machine = {k: machine[k] for k in ("bandwidth_gbps", "gemm_tflops", "machine_constants")}
-        select(args.tables, args.out, args.select, machine, " ".join(["python", *sys.argv]))
+        select(args.tables, args.out, args.select, machine, " ".join(["python", *sys.argv]),
+               args.ops if "--ops" in sys.argv else None)
         return
     started = time.monotonic()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -567,7 +587,7 @@ def main(argv=None) -> None:
             write_tables(args.tables, tag, rows, {**meta, "shapes_timed": len(rows)})
     if dist.get_rank() == 0 and rows:
         machine = {"bandwidth_gbps": rates, "gemm_tflops": tflops, "machine_constants": constants}
-        select(args.tables, args.out, tag, machine, meta["command"])
+        select(args.tables, args.out, tag, machine, meta["command"], args.ops)
     if args.chunk_sweep:
         log("pipelined_torch chunk counts:")
         sweep = chunk_sweep(heap, todo, args.sweep_ids)

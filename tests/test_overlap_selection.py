@@ -38,3 +38,34 @@ def test_results_name_the_runs_behind_averaged_tables(overlap_benchmark):
     same = overlap_benchmark._provenance({"command": "torchrun a"}, "torchrun a")
     assert same == "Timing run and selection (in the same command): `torchrun a`."
     assert "selection: `python select`" in overlap_benchmark._provenance({"command": "torchrun a"}, "python select")
+
+
+def test_the_selection_scores_the_ops_asked_and_credits_their_runs(overlap_benchmark, tmp_path):
+    """--ops X timed X alone, but the selection read every op's table of the tag (stale ones too) and
+    credited them all to the alphabetically last table's run."""
+    import shutil
+
+    machine = json.loads((ROOT / "benchmarks" / "results" / f"overlap-{TAG}.json").read_text())
+    machine = {k: machine[k] for k in ("bandwidth_gbps", "gemm_tflops", "machine_constants")}
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    for path in (ROOT / "datasets" / "profiles").glob(f"*-{TAG}.*"):
+        shutil.copy(path, tables)
+    meta_file = tables / f"gemm_reduce_scatter-{TAG}.meta.json"
+    meta = json.loads(meta_file.read_text())
+    meta_file.write_text(json.dumps({**meta, "command": "torchrun later --ops gemm_reduce_scatter", "date": "d2"}))
+    result = overlap_benchmark.select(tables, tmp_path, TAG, machine, "test", ["all_gather_gemm"])
+    assert result["ops"].keys() == {"all_gather_gemm"}
+    assert "later" not in json.dumps(result["environment"])
+    every = overlap_benchmark.select(tables, tmp_path, TAG, machine, "test")
+    commands = [run["commands"] for run in every["environment"]["runs"]]
+    assert ["torchrun later --ops gemm_reduce_scatter"] in commands and len(commands) == 2
+    assert "`torchrun later --ops gemm_reduce_scatter` (d2)" in (tmp_path / f"overlap-{TAG}.md").read_text()
+    meta_file.write_text(json.dumps({**meta, "world_size": 4}))
+    with pytest.raises(ValueError, match=f"gemm_reduce_scatter-{TAG}.csv was timed on 4 x"):
+        overlap_benchmark.select(tables, tmp_path, TAG, machine, "test")
+
+
+def test_the_chunk_sweep_passes_over_ops_left_out(overlap_benchmark):
+    """--ops X --chunk-sweep raised IndexError on the first op that had no shapes."""
+    assert overlap_benchmark.chunk_sweep(None, []) == []
