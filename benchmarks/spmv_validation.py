@@ -137,7 +137,9 @@ def markdown(result: dict) -> str:
 
 def each_loaded(cases: list, budget_s: float | None):
     """``(case, loaded input)`` in order, loaded ahead in threads, until ``budget_s`` seconds have
-    passed; an unreadable input is skipped, as the profile campaign does."""
+    passed; an unreadable input is skipped, as the profile campaign does. Each is handed out once no
+    load is in flight: a loader thread holding the GIL stalls the timed one, which inflates even
+    ``do_bench`` medians (benchmarks/NOTES.md, SpMV 15 and 47)."""
     started = time.monotonic()
     with closing(_Prefetched(cases, ahead=3)) as loads:
         for done, case in enumerate(cases):
@@ -149,6 +151,7 @@ def each_loaded(cases: list, budget_s: float | None):
             except SeerError as error:
                 print(f"skipped {case.id}: {error}")
                 continue
+            loads.settle()
             yield case, loaded
 
 
