@@ -60,7 +60,20 @@ def test_first_calls_rotate_which_path_runs_first(bench):
 def test_real_matrix_calls_refuse_disagreeing_results(bench, small_folder, monkeypatch):
     real_dispatch = bench.seer.dispatch
     monkeypatch.setattr(bench.seer, "dispatch", lambda op, inputs, **kw: real_dispatch(op, inputs, **kw) * 1.01)
-    with pytest.raises(AssertionError, match="disagree"):
+    with pytest.raises(AssertionError, match="disagree on .* on the first call"):
+        bench.real_matrix_calls(small_folder, calls=2, device="cpu")
+
+
+def test_the_variant_the_loops_end_on_is_checked_too(bench, small_folder, monkeypatch):
+    """Deciding again as calls add up, seer could end the loops on a variant never checked."""
+    real_dispatch, made = bench.seer.dispatch, []
+
+    def wrong_after_the_first(op, inputs, **kw):  # right on the first call, wrong once the loops run
+        made.append(1)
+        return real_dispatch(op, inputs, **kw) * (1.0 if len(made) == 1 else 1.01)
+
+    monkeypatch.setattr(bench.seer, "dispatch", wrong_after_the_first)
+    with pytest.raises(AssertionError, match="disagree on .* after the timed loops"):
         bench.real_matrix_calls(small_folder, calls=2, device="cpu")
 
 
