@@ -614,10 +614,11 @@ def _row_mapped_call(csr: CsrMatrix, launch_cache: LaunchCache, shape: tuple, nu
 
     def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         check(x)
+        values_at = _values_at(values, values_aligned)
         y = x.new_empty(rows) if out is None else out_check(out, x)
         vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
         launches.launch(vectors, grid, (indptr, indices, values, *fixed, x, x_stride, y, y_stride, rows, *shape),
-                        (indptr.data_ptr(), indices.data_ptr(), _values_at(values, values_aligned), *fixed_at, x_at,
+                        (indptr.data_ptr(), indices.data_ptr(), values_at, *fixed_at, x_at,
                          x_stride, y_at, y_stride, rows, *shape))
         return y
 
@@ -904,12 +905,13 @@ def _diagonal_major_variant(rows_per_program: int, diagonals_per_step: int, num_
 
         def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
             check(x)
+            values_at = _values_at(values, values_aligned)  # refused before out or a scratch is written
             y = x.new_empty(rows) if out is None else out_check(out, x)
             refresh()
             fixed, fixed_at = fixed_arguments()
             vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
             launches.launch(vectors, grid, (*fixed, indptr, indices, values, x, x_stride, y, y_stride, *tail),
-                            (*fixed_at, indptr.data_ptr(), indices.data_ptr(), _values_at(values, values_aligned), x_at,
+                            (*fixed_at, indptr.data_ptr(), indices.data_ptr(), values_at, x_at,
                              x_stride, y_at, y_stride, *tail))
             return y
 
@@ -991,13 +993,14 @@ def _merge_variant(chunk: int, sub: int, num_warps: int, hot: int = 0) -> tuple[
 
         def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
             check(x)
+            values_at = _values_at(values, values_aligned)  # refused before out or a scratch is written
             y = x.new_empty(rows) if out is None else out_check(out, x)
             acc = y if y.dtype == torch.float32 else torch.empty(rows, dtype=torch.float32, device=y.device)
             vectors, x_at, x_stride, acc_at, acc_stride = vector_operands(x, acc)
             hot_x = prepare(x, acc, vectors, x_at, x_stride, acc_at, acc_stride)
             launches.launch(vectors, grid, (indptr, indices, values, x, x_stride, hot_x, acc, acc_stride, sub_rows,
                                             nnz, chunk, sub, hot_count),
-                            (indptr.data_ptr(), indices.data_ptr(), _values_at(values, values_aligned), x_at, x_stride,
+                            (indptr.data_ptr(), indices.data_ptr(), values_at, x_at, x_stride,
                              hot_x.data_ptr(), acc_at, acc_stride, sub_rows_at, nnz, chunk, sub, hot_count))
             if acc is not y:
                 y.copy_(acc)
@@ -1074,13 +1077,14 @@ def _adaptive_variant(p: dict) -> tuple[Callable, Callable]:
 
         def call(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
             check(x)
+            values_at = _values_at(values, values_aligned)  # refused before out or a scratch is written
             y = x.new_empty(rows) if out is None else out_check(out, x)
             partials = torch.empty(n_pieces, dtype=torch.float32, device=y.device) if n_pieces else no_partials
             vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
             partials_at = partials.data_ptr()
             launches.launch((*vectors, partials_at % 16 == 0), grid,
                             (indptr, indices, values, x, x_stride, y, y_stride, *bin_args, partials, *tail),
-                            (indptr.data_ptr(), indices.data_ptr(), _values_at(values, values_aligned), x_at, x_stride,
+                            (indptr.data_ptr(), indices.data_ptr(), values_at, x_at, x_stride,
                              y_at, y_stride, *bin_at, partials_at, *tail))
             if n_pieces:  # the long rows' sums from their pieces' partial sums
                 vectors, partials_at, _, y_at, y_stride = vector_operands(partials, y)

@@ -2,7 +2,9 @@
 
 Every registered variant runs on random matrices (skewed row lengths, rectangular both ways,
 duplicate and unsorted column indices), on the edge cases (empty rows and matrices, a row of
-4,097 or 32,769 nonzeros), on every value x index dtype pair and on real SuiteSparse matrices.
+4,097 or 32,769 nonzeros, half-precision values on rows long enough to show sums not kept in
+float32), on every value x index dtype pair and on real SuiteSparse matrices, among them those
+that take the diagonal, stacked-slice, hot-column and large-row paths.
 """
 from __future__ import annotations
 
@@ -444,6 +446,58 @@ def test_one_long_row(name):
     run_and_check(name, random_csr(rng, len(lengths), 1000, lengths), rng)
 
 
+# Error of a half-precision y relative to A x on rows of positive terms, for sums kept in float32:
+# every product is exact in float32 (11 or 8 significant bits a factor), a row of n terms adds at
+# most n float32 roundings (2**-24 each), and y is rounded once to its dtype: half an ulp of
+# float16 (2**-11), a whole ulp of bfloat16 (2**-7: Triton's interpreter converts float32 to
+# bfloat16 by dropping the low bits; a GPU rounds, 2**-8). TOLERANCE's 2e-3 for float16 would let
+# an accumulator that rounds to float16 pass.
+HALF_Y_ROUNDING = {torch.float16: 2**-11, torch.bfloat16: 2**-7}
+HALF_LONG_ROWS = (2**12 + 1, 2**12)  # the uniform row and the row of large first terms
+HALF_HEAD = 64
+
+
+def half_accumulation_matrix(rng) -> sp.csr_matrix:
+    """Short rows (one empty) around two long rows of positive values, for x in [0.5, 1.5]. The
+    first, 4,097 values in [0.5, 1.5]: a float16 sum of one lane passes 2,048, where its ulp is 2
+    and terms near 1 round away (adaptive cuts the row into pieces). The second, 4,096 values whose
+    first 64 lie in [96, 128] and the others in [0.005, 0.01]: each later term (below 0.015) is
+    under half a float16 ulp of any running sum holding one of the first (at least 48, half an ulp
+    2**-6), so an accumulator of up to 64 lanes a row that rounds to float16 drops every one of
+    them, 0.4% of the row's sum (of 128 lanes, half of them; of 256, a quarter)."""
+    uniform, headed = HALF_LONG_ROWS
+    lengths = [3, uniform, 0, 5, headed, 1, 9]
+    cols = 5000
+    indptr = np.concatenate([[0], np.cumsum(lengths)])
+    indices = np.concatenate([np.sort(rng.choice(cols, n, replace=False)) for n in lengths])
+    values = rng.uniform(0.5, 1.5, size=indptr[-1])
+    head = indptr[4]
+    values[head:head + HALF_HEAD] = rng.uniform(96, 128, size=HALF_HEAD)
+    values[head + HALF_HEAD:indptr[5]] = rng.uniform(0.005, 0.01, size=headed - HALF_HEAD)
+    return sp.csr_matrix((values, indices, indptr), shape=(len(lengths), cols))
+
+
+@pytest.mark.parametrize("name", VARIANT_NAMES)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_half_values_are_summed_in_float32(name, dtype):
+    """Every variant promises float32 sums for float16 and bfloat16 values: y, written into a
+    poisoned out, is held to HALF_Y_ROUNDING plus 2**-24 a term of the longest row against the
+    float64 product of the rounded values. On the long rows of positive terms of
+    :func:`half_accumulation_matrix`, sums rounded to the values' dtype after each add miss that by
+    1.4 to 90 times (float16 on the large first terms, at any lane count; bfloat16, which the
+    interpreter truncates, on the uniform row; float16 there too for a lane or a few a row)."""
+    rng = np.random.default_rng(31)
+    csr, exact = to_seer(half_accumulation_matrix(rng), dtype)
+    x = torch.from_numpy(rng.uniform(0.5, 1.5, size=csr.cols)).to(dtype)
+    out = torch.full((csr.rows,), float("nan"), dtype=dtype)
+    assert spmv.VARIANTS[name].run(csr, x, out) is out
+    expected = exact @ x.double().numpy()
+    got = out.double().numpy()
+    tolerance = HALF_Y_ROUNDING[dtype] + max(HALF_LONG_ROWS) * 2**-24
+    bad = ~(np.abs(got - expected) <= tolerance * expected)  # expected >= 0: every term is positive
+    assert not bad.any(), f"rows {np.flatnonzero(bad)}: {got[bad]} vs {expected[bad]} (relative {tolerance:.1e})"
+
+
 @pytest.mark.parametrize("name", VARIANT_NAMES)
 def test_duplicates_and_unsorted_columns(name):
     """Repeated columns in a row are summed, in whatever order they are stored."""
@@ -596,6 +650,47 @@ def test_bad_operands_are_rejected_before_and_after_the_plan(operand, value, mes
             variant.run(csr, operands["x"], operands["out"])
 
 
+# The variants whose calls launch seer's Triton kernels (not torch's or cuSPARSE's product)
+KERNEL_VARIANT_NAMES = [n for n in VARIANT_NAMES if spmv.VARIANTS[n].params["kind"] not in ("torch", "cusparse")]
+
+
+@pytest.mark.parametrize("name", KERNEL_VARIANT_NAMES)
+def test_a_bound_call_refuses_values_moved_off_16_byte_alignment(name):
+    """A kernel variant's call is compiled for values 16 bytes aligned where they were when it was
+    planned, and takes their address afresh on every call (``set_`` may move them). Moved 16 bytes
+    on, still aligned, they are served where they now are (written in place there; the old buffer,
+    which the matrix's record keeps alive, holds the old values). Moved 4 bytes on, where that code
+    would fault on a GPU, the bound call refuses them before it writes anything (out as it was);
+    ``run()`` plans the matrix again for the moved values (their address keys its
+    plans) and is right."""
+    rng = np.random.default_rng(8)
+    matrix = random_csr(rng, 90, 70, skewed_lengths(rng, 90, 70, 6))
+    csr, exact = to_seer(matrix)
+    call = spmv.VARIANTS[name].bind(csr)
+    x = random_vector(rng, 70, torch.float32)
+    assert_spmv_close(call(x), exact, x, torch.float32)
+
+    def move(offset: int) -> None:
+        """The values, as they are, ``offset`` elements into a new NaN-filled buffer."""
+        buffer = torch.full((csr.nnz + offset,), float("nan"))
+        buffer[offset:] = csr.values
+        csr.values.set_(buffer.untyped_storage(), offset, csr.values.shape)
+
+    move(4)
+    assert csr.values.data_ptr() % 16 == 0
+    csr.values.mul_(-2.0)
+    assert_spmv_close(call(x), -2.0 * exact, x, torch.float32)
+
+    move(1)
+    assert csr.values.data_ptr() % 16 == 4
+    out = torch.full((csr.rows,), float("nan"))
+    with pytest.raises(InputError, match="not 16-byte aligned"):
+        call(x, out)
+    assert out.isnan().all()  # refused before anything is written (merge zeroed its accumulator, out itself, first)
+    assert spmv.VARIANTS[name].run(csr, x, out) is out
+    assert_spmv_close(out, -2.0 * exact, x, torch.float32)
+
+
 @pytest.mark.parametrize("name", VARIANT_NAMES)
 def test_a_dropped_matrix_is_freed_at_once(name):
     """The plans kept in a matrix's cache must not refer back to it: through a cycle its device
@@ -709,3 +804,118 @@ def test_real_matrices(name, real_matrices):
     rng = np.random.default_rng(len(name))
     for matrix in real_matrices.values():
         run_and_check(name, matrix, rng, torch.float32, torch.int32)
+
+
+# Real matrices that take a variant's own path, which suitesparse_choice's small ones never reach
+# (each such test names its files as the folder lists them). Not reachable from the shared folder's
+# matrices: diagonals split over several programs (every layout made there has a pattern of at
+# most 9 diagonals; splitting needs 32 or more) and adaptive's pieces (its longest row has 1,463
+# nonzeros; pieces start past 4,096). Those two run on generated matrices
+# (tests/test_spmv_diagonal_major.py, test_chunk_and_bin_edges).
+
+
+def run_real(name: str, matrix: sp.csr_matrix, rng):
+    """``(csr, exact, x)`` after ``name`` ran on ``matrix`` into a strided out poisoned with NaN
+    (its gaps too), checked against the float64 product."""
+    csr, exact = to_seer(matrix)
+    x = random_vector(rng, csr.cols, torch.float32)
+    out = torch.full((2 * csr.rows,), float("nan"))
+    assert_spmv_close(spmv.VARIANTS[name].run(csr, x, out[::2]), exact, x, torch.float32)
+    assert out[1::2].isnan().all()
+    return csr, exact, x
+
+
+def spy_on(monkeypatch, function: str) -> list:
+    """What ``spmv``'s ``function`` returns from now on, recorded as it is made."""
+    made, real = [], getattr(spmv, function)
+    monkeypatch.setattr(spmv, function, lambda *args: made.append(real(*args)) or made[-1])
+    return made
+
+
+@pytest.mark.parametrize("file", ["Bai__olm500.mtx.gz", "Bai__olm1000.mtx.gz", "HB__gr_30_30.mtx.gz"])
+def test_real_matrices_stored_by_diagonals(file, suitesparse_dir, monkeypatch):
+    """diagonal_major_r512 makes its copy of the values by diagonals on these (a pattern of 6 or 9
+    diagonals that most of their nonzeros follow), in one launch with the rows that do not follow,
+    summed from CSR: both sides right, and values written in place copied again."""
+    rng = np.random.default_rng(41)
+    matrix = read_real(suitesparse_dir / file, rng)
+    layouts = spy_on(monkeypatch, "_diagonal_major_layout")
+    csr, exact, x = run_real("diagonal_major_r512", matrix, rng)
+
+    (layout,) = layouts
+    offsets = [matrix.indices[matrix.indptr[r]:matrix.indptr[r + 1]] - r for r in range(matrix.shape[0])]
+    pattern = offsets[int(np.argmax(np.diff(matrix.indptr)))]  # the first longest row's
+    following = sum(np.array_equal(row, pattern) for row in offsets)
+    assert layout is not None and layout.length == len(pattern) and 0 < layout.rest_count == matrix.shape[0] - following
+    csr.values.mul_(-2.0)
+    assert_spmv_close(spmv.VARIANTS["diagonal_major_r512"].run(csr, x), -2.0 * exact, x, torch.float32)
+
+
+@pytest.mark.parametrize("file", ["DIMACS10__cs4.mtx.gz", "DIMACS10__cti.mtx.gz", "DIMACS10__de2010.mtx.gz"])
+def test_real_matrices_stacked_in_column_slices(file, suitesparse_dir, monkeypatch):
+    """cusparse_slices_16k stacks these (16,840 to 24,115 columns: two slices, rows long enough for
+    them): the stack holds every nonzero once, the slices' products add up to A x, and values
+    written in place are gathered into the stack again."""
+    rng = np.random.default_rng(42)
+    matrix = read_real(suitesparse_dir / file, rng)
+    made = spy_on_stacking(monkeypatch)
+    csr, exact, x = run_real("cusparse_slices_16k", matrix, rng)
+
+    (stack, _), = made
+    assert stack.shape == (2 * csr.rows, csr.cols) and stack.nnz == csr.nnz
+    csr.values.mul_(-2.0)
+    assert_spmv_close(spmv.VARIANTS["cusparse_slices_16k"].run(csr, x), -2.0 * exact, x, torch.float32)
+    assert len(made) == 1
+
+
+def rows_reading_new_columns(matrix: sp.csr_matrix, columns: int) -> sp.csr_matrix:
+    """The matrix's rows in order, each kept where it reads no column a row kept before reads, until
+    more than ``columns`` columns are read (each by one nonzero); every column kept."""
+    read = np.zeros(matrix.shape[1], dtype=bool)
+    kept, count = [], 0
+    for r in range(matrix.shape[0]):
+        row = matrix.indices[matrix.indptr[r]:matrix.indptr[r + 1]]
+        if row.size and not read[row].any():
+            read[row] = True
+            kept.append(r)
+            count += row.size
+            if count > columns:
+                break
+    return matrix[kept]
+
+
+@pytest.mark.slow  # about 25 s: the interpreter runs merge's scan one nonzero at a time
+def test_a_real_matrix_read_past_the_hot_columns(suitesparse_dir):
+    """merge_c512_hot64k on more columns than its 65,536 hot ones: the others are renumbered past
+    them and read from x itself, the pointer select's plain side. DIMACS10/luxembourg_osm (114,599
+    columns) whole is 468 chunks, over a minute in the interpreter, so its rows that read only
+    columns no earlier kept row reads, until 66,560 columns are read: 131 chunks (129 at the
+    least, for any column to be read past the hot ones), 1,025 nonzeros on the plain side, all
+    114,599 columns kept. (DIMACS10/ct2010, 67,578 columns and 336,352 nonzeros, is left out for
+    its time.)"""
+    rng = np.random.default_rng(43)
+    hot = spmv.VARIANTS["merge_c512_hot64k"].params["hot"]
+    matrix = rows_reading_new_columns(read_real(suitesparse_dir / "DIMACS10__luxembourg_osm.mtx.gz", rng), hot + 1024)
+    assert matrix.shape[1] == 114_599 and matrix.nnz == len(np.unique(matrix.indices)) > hot
+    csr, _, _ = run_real("merge_c512_hot64k", matrix, rng)
+
+    hot_columns, renumbered = csr.scratch[("hot columns", hot)][-1]
+    plain = renumbered >= hot
+    assert len(hot_columns) == hot and plain.sum() == csr.nnz - hot  # every column is read once
+    assert torch.equal(renumbered[plain] - hot, csr.indices[plain])
+    assert torch.equal(hot_columns[renumbered[~plain]], csr.indices[~plain])
+
+
+@pytest.mark.parametrize("file", ["VDOL__hangGlider_2.mtx.gz", "Sandia__adder_dcop_05.mtx.gz"])
+def test_real_matrices_with_rows_for_adaptives_large_bin(file, suitesparse_dir, monkeypatch):
+    """adaptive sends rows of 129 to 4,096 nonzeros (1,463 and 1,310 in these) to its large bin,
+    128 lanes a row, beside rows of its short and medium bins in the same launch; no real matrix
+    here has a row long enough to be cut into pieces."""
+    rng = np.random.default_rng(44)
+    matrix = read_real(suitesparse_dir / file, rng)
+    bins = spy_on(monkeypatch, "_adaptive_bins")
+    run_real("adaptive", matrix, rng)
+
+    (made,) = bins
+    short, medium, large, long = made["counts"]
+    assert short > 0 and medium > 0 and large > 0 and long == 0
