@@ -39,6 +39,10 @@ def test_accepts_torch_scipy_and_tuple():
         (lambda p: (p[0], p[1], p[2], (5, -4)), "non-negative"),
         (lambda p: (p[0].view(2, 3), p[1], p[2], p[3]), "must be 1-D"),
         (lambda p: (p[0].numpy(), p[1], p[2], p[3]), "must be a torch.Tensor"),
+        # Documented refusals no test had reached (a review):
+        (lambda p: (p[0], p[1], p[2].to("meta"), p[3]), r"CSR arrays live on different devices: \['cpu', 'meta'\]"),
+        (lambda p: torch.stack([torch.eye(3), torch.eye(3)]).to_sparse_csr(),
+         r"expected a 2-D CSR matrix, got 3 dimensions \(batched CSR is not supported\)"),
     ],
 )
 def test_rejects_malformed(mutate, message):
