@@ -143,3 +143,30 @@ def test_a_threads_handle_is_destroyed_when_the_thread_ends(monkeypatch):
     gc.collect()
     assert len(library.named("cusparseCreate")) == 1
     assert len(library.named("cusparseDestroy")) == 1
+
+
+@pytest.mark.parametrize("index_dtype, value_dtype, index_code, value_code",
+                         [(torch.int32, torch.float32, 2, 0), (torch.int64, torch.float16, 3, 2),
+                          (torch.int32, torch.bfloat16, 2, 14)])
+def test_a_plan_passes_cusparse_its_matrix_and_y_equal_a_x(monkeypatch, index_dtype, value_dtype, index_code,
+                                                         value_code):
+    """The recorded calls' arguments, against cuSPARSE's documented codes (cusparseIndexType_t,
+    cudaDataType, cusparseSpMVAlg_t): a wrong beta (y += A x), algorithm or type code passed every test
+    that counted calls only (a review)."""
+    library, _ = _recorded(monkeypatch, iter([11] * 4))
+    indptr, indices = torch.tensor([0, 1, 3], dtype=index_dtype), torch.tensor([0, 0, 1], dtype=index_dtype)
+    values = torch.ones(3, dtype=value_dtype)
+    plan = cusparse.SpmvPlan(indptr, indices, values, (2, 5), algorithm="csr_alg1", preprocess=True)
+    (created,) = library.named("cusparseCreateCsr")
+    assert created[1:] == (2, 5, 3, indptr.data_ptr(), indices.data_ptr(), values.data_ptr(), index_code, index_code,
+                           0, value_code)
+    (preprocessed,) = library.named("cusparseSpMV_preprocess")
+    x, y = torch.ones(5, dtype=value_dtype), torch.empty(2, dtype=value_dtype)
+    plan(x, y)
+    (product,) = library.named("cusparseSpMV")
+    operation, alpha, _, _, beta, _, compute, algorithm, workspace = product[1:]
+    assert (operation, compute, algorithm) == (0, 0, 2)  # no transpose, float32 sums, CSR_ALG1
+    assert (alpha._obj.value, beta._obj.value) == (1.0, 0.0)
+    assert preprocessed[1:] == product[1:] and workspace == plan._workspace.data_ptr()
+    with pytest.raises(SeerError, match=r"a cuSPARSE plan takes an index dtype of .*, got torch.int16"):
+        cusparse.SpmvPlan(indptr.short(), indices.short(), values, (2, 5))
