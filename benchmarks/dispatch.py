@@ -275,13 +275,14 @@ def main() -> int:
     parser.add_argument("--render", type=Path, default=None, help="only rewrite the .md of this result JSON")
     parser.add_argument("--matrices", type=Path, default=None,
                         help="folder of real matrices (SuiteSparse layout): also time every one against torch CSR")
-    parser.add_argument("--real-calls", type=int, default=500, help="calls per loop on each real matrix")
+    parser.add_argument("--real-calls", type=int, default=None, help="calls per loop on each real matrix (500)")
     parser.add_argument("--large-budget-s", type=float, default=0,
                         help="with --matrices, also time the large suite's matrices for this many seconds")
-    parser.add_argument("--large-calls", type=int, default=50, help="calls per loop on each large matrix")
+    parser.add_argument("--large-calls", type=int, default=None, help="calls per loop on each large matrix (50)")
     args = parser.parse_args()
-    if args.matrices is None and (args.large_budget_s > 0 or "--real-calls" in sys.argv or "--large-calls" in sys.argv):
+    if args.matrices is None and (args.large_budget_s > 0 or args.real_calls is not None or args.large_calls is not None):
         parser.error("--real-calls, --large-calls and --large-budget-s time the matrices of --matrices: give it too")
+    args.real_calls, args.large_calls = args.real_calls or 500, args.large_calls or 50
     if args.render:
         args.render.with_suffix(".md").write_text(render(json.loads(args.render.read_text())))
         return 0

@@ -533,8 +533,8 @@ def main(argv=None) -> None:
     parser.add_argument("--select", metavar="TAG", help="only redo the selection from the tables of TAG (no GPU)")
     parser.add_argument("--budget-s", type=float, default=170, help="stop timing shapes after this long")
     parser.add_argument("--heap-gib", type=float, default=8)
-    parser.add_argument("--ops", nargs="+", choices=sorted(LAYERS_OF), default=sorted(LAYERS_OF),
-                        help="time these ops only")
+    parser.add_argument("--ops", nargs="+", choices=sorted(LAYERS_OF), default=None,
+                        help="time (with --select: score) these ops only; default every op")
     parser.add_argument("--chunk-sweep", action="store_true", help="then time pipelined_torch at several chunk counts")
     parser.add_argument("--sweep-ids", nargs="+", metavar="ID", help="the chunk sweep's shapes (default: 4 per op)")
     parser.add_argument("--copy-sweep", action="store_true",
@@ -544,7 +544,7 @@ def main(argv=None) -> None:
         machine = json.loads((args.out / f"overlap-{args.select}.json").read_text())
         machine = {k: machine[k] for k in ("bandwidth_gbps", "gemm_tflops", "machine_constants")}
         select(args.tables, args.out, args.select, machine, " ".join(["python", *sys.argv]),
-               args.ops if "--ops" in sys.argv else None)
+               args.ops)
         return
     started = time.monotonic()
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -572,7 +572,8 @@ def main(argv=None) -> None:
     constants = {"gemm_tflops": round(tflops), "link_gbps": round(rates["triton_put_allsm"])}
     log(f"machine constants for seer.features.overlap: {constants}")
     rows: list[dict] = []
-    todo = [case for case in cases(world_size) if case["op"] in args.ops]
+    ops = args.ops or sorted(LAYERS_OF)
+    todo = [case for case in cases(world_size) if case["op"] in ops]
     for i, case in enumerate(todo):
         if time.monotonic() - started > args.budget_s:
             log(f"budget reached: {len(todo) - i} of {len(todo)} shapes left for a later run")

@@ -477,6 +477,15 @@ def _check_described(problem: GemmProblem, a, b) -> None:
                          f"{problem.a_strides}, {problem.b_strides}")
 
 
+def _check_triton_dot(problem: GemmProblem) -> None:
+    """Triton has no bfloat16 dot before compute capability 8.0, and the compiler's own error would
+    not say so; ``torch_matmul`` (cuBLAS) serves bfloat16 there, so only seer's kernels refuse it."""
+    if problem.dtype == torch.bfloat16 and problem.device.type == "cuda" and _capability(problem.device) < (8, 0):
+        raise InputError(f"gemm: seer's Triton kernels need a GPU of compute capability 8.0 or newer for bfloat16; "
+                         f"{problem.device} is {'.'.join(map(str, _capability(problem.device)))}: pass "
+                         "torch.float16 operands, or variant='torch_matmul'")
+
+
 def _planned_call(launch: Callable, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
     """C by ``launch``, a plan of ``problem``, whose launches pass the problem's strides and are keyed
     by its dtype and device: operands that differ in any of them are refused, not misread."""
@@ -490,11 +499,13 @@ def _planned_call(launch: Callable, problem: GemmProblem, a, b, out=None) -> tor
 
 
 def _run_planned(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
+    _check_triton_dot(problem)
     return _planned_call(_plan(config, problem), problem, a, b, out)
 
 
 def _bind_planned(config: GemmConfig, problem: GemmProblem) -> Callable:
     """``call(a, b, out=None)`` for dispatch to keep with a cached decision: the plan made once."""
+    _check_triton_dot(problem)
     return functools.partial(_planned_call, _PLANS[config.kind](config, problem), problem)
 
 
@@ -529,6 +540,7 @@ def tma_usable(problem: GemmProblem) -> bool:
 
 def _run_tma(config: GemmConfig, fallback: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
     """``fallback``: the same tiles with pointer loads, for operands TMA cannot load."""
+    _check_triton_dot(problem)
     _check_described(problem, a, b)  # its descriptors take the problem's shape and row-major operands
     if out is not None:
         _check_dense(out)  # its pointer and stride are read below, before _output checks the rest
@@ -712,10 +724,6 @@ def problem(source) -> GemmProblem:
         raise InputError(f"gemm: a is {a.dtype} but b is {b.dtype}; convert one so they match")
     if a.device != b.device:
         raise InputError(f"gemm: a is on {a.device} but b is on {b.device}")
-    if a.dtype == torch.bfloat16 and a.device.type == "cuda" and _capability(a.device) < (8, 0):
-        # Triton has no bfloat16 dot before Ampere: the compiler's own error would not say so.
-        raise InputError(f"gemm: bfloat16 needs a GPU of compute capability 8.0 or newer; {a.device} is "
-                         f"{'.'.join(map(str, _capability(a.device)))}: pass torch.float16 operands")
     # CPU tensors without the interpreter are refused when a variant is to run (seer.launch's
     # check_runnable); a choice is explained on them alone.
     return GemmProblem(a.shape[0], b.shape[1], a.shape[1], a.dtype, a.device, tuple(a.stride()), tuple(b.stride()),

@@ -92,3 +92,13 @@ def test_the_matrices_options_without_matrices_are_refused(bench, monkeypatch, c
     with pytest.raises(SystemExit):
         bench.main()
     assert "time the matrices of --matrices: give it too" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given", [["--real-calls=100"], ["--real-c", "100"]])
+def test_the_matrices_options_are_refused_in_any_spelling(bench, monkeypatch, capsys, given):
+    import sys
+
+    monkeypatch.setattr(sys, "argv", ["dispatch.py", *given])
+    with pytest.raises(SystemExit):
+        bench.main()
+    assert "give it too" in capsys.readouterr().err

@@ -388,23 +388,29 @@ def test_bad_inputs_raise(inputs, message):
 
 
 @pytest.mark.parametrize("capability, refused", [((7, 5), True), ((8, 0), False), ((9, 0), False)])
-def test_bfloat16_before_ampere_is_refused_by_name(monkeypatch, capability, refused):
+def test_bfloat16_before_ampere_is_refused_by_seer_s_kernels_alone(monkeypatch, capability, refused):
     """Triton has no bfloat16 dot before compute capability 8.0: a compiler error that names neither.
-    Fake CUDA tensors stand for a GPU's, the capability is the one asked of that GPU."""
+    cuBLAS serves bfloat16 there, so the problem and ``torch_matmul`` take it. Fake CUDA tensors stand
+    for a GPU's, the capability is the one asked of that GPU."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     monkeypatch.setattr(gemm, "_capability", lambda device: capability)
     monkeypatch.setattr(gemm, "sm_count", lambda device: 132)
     with FakeTensorMode():
-        operands = {dtype: (torch.empty(4, 8, dtype=dtype, device="cuda"), torch.empty(8, 16, dtype=dtype, device="cuda"))
-                    for dtype in (torch.bfloat16, torch.float16)}
-    assert gemm.problem(operands[torch.float16]).dtype == torch.float16  # fp16 runs on every capability
+        a, b = torch.empty(4, 8, dtype=torch.bfloat16, device="cuda"), torch.empty(8, 16, dtype=torch.bfloat16, device="cuda")
+    problem = gemm.problem((a, b))
+    assert problem.dtype == torch.bfloat16 and callable(gemm.VARIANTS["torch_matmul"].bind(problem))
+    tile = next(name for name, v in gemm.VARIANTS.items() if v.params.get("kind") == "tiles")
+    tma = next(name for name, v in gemm.VARIANTS.items() if v.params.get("kind") == "tma")
+    message = (r"gemm: seer's Triton kernels need a GPU of compute capability 8\.0 or newer for bfloat16; cuda:0 "
+               r"is 7\.5: pass torch\.float16 operands, or variant='torch_matmul'")
     if refused:
-        with pytest.raises(InputError, match=r"gemm: bfloat16 needs a GPU of compute capability 8\.0 or newer; "
-                                             r"cuda:0 is 7\.5: pass torch\.float16 operands"):
-            gemm.problem(operands[torch.bfloat16])
+        for refusal in (lambda: gemm.VARIANTS[tile].bind(problem), lambda: gemm.VARIANTS[tile].run(problem, a, b),
+                        lambda: gemm.VARIANTS[tma].run(problem, a, b)):
+            with pytest.raises(InputError, match=message):
+                refusal()
     else:
-        assert gemm.problem(operands[torch.bfloat16]).dtype == torch.bfloat16
+        gemm._check_triton_dot(problem)
 
 
 def test_negated_views_are_refused_as_operands_and_as_out():

@@ -102,3 +102,26 @@ def test_every_variant_is_checked_on_a_poisoned_output_before_it_is_timed(bench,
     assert math.isnan(times[f"time_ms:{broken}"]) and logged == [f"  WRONG {broken} on toy: relative difference inf"]
     assert all(ms == 1.0 for name, ms in times.items() if name != f"time_ms:{broken}")
     assert len(timed) == 2 * (len(VARIANTS) - 1)  # two rounds of every right variant, none of the wrong one
+
+
+def test_seer_s_cached_call_is_checked_on_an_out_filled_with_nan(bench, monkeypatch):
+    """A cached call that wrote nothing passed on the memory of the first call's freed right result;
+    one that writes non-finite values had its inf error crash the results' JSON."""
+    import warnings
+
+    import torch
+
+    import seer
+    from seer.kernels import gemm
+
+    a, b = torch.randn(8, 16, dtype=torch.float16), torch.randn(16, 24, dtype=torch.float16)
+    ref, c = gemm.reference(gemm.problem((a, b)), a, b), torch.empty(8, 24, dtype=torch.float16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no model for the CPU: the hand rule decides
+        assert bench.cached_call_error(a, b, c, ref, None) < 1e-2
+        monkeypatch.setattr(seer, "dispatch", lambda op, inputs, **kw: (a @ b))  # right, but not into out
+        assert bench.cached_call_error(a, b, c, ref, None) == math.inf
+        monkeypatch.setattr(seer, "dispatch", lambda op, inputs, out=None, **kw: out)  # writes nothing
+        assert bench.cached_call_error(a, b, c, ref, None) == math.inf
+    assert bench.without_nan({"seer_error": math.inf, "t": math.nan, "ok": 1.0}) == {"seer_error": None, "t": None,
+                                                                                     "ok": 1.0}

@@ -69,3 +69,13 @@ def test_the_selection_scores_the_ops_asked_and_credits_their_runs(overlap_bench
 def test_the_chunk_sweep_passes_over_ops_left_out(overlap_benchmark):
     """--ops X --chunk-sweep raised IndexError on the first op that had no shapes."""
     assert overlap_benchmark.chunk_sweep(None, []) == []
+
+
+def test_the_command_line_s_ops_reach_the_selection(overlap_benchmark, tmp_path):
+    """--ops was read from sys.argv, not from the arguments parsed: main(argv) and --ops=X scored every op."""
+    import shutil
+
+    shutil.copy(ROOT / "benchmarks" / "results" / f"overlap-{TAG}.json", tmp_path)
+    overlap_benchmark.main(["--select", TAG, "--out", str(tmp_path), "--tables", str(ROOT / "datasets" / "profiles"),
+                            "--ops=all_gather_gemm"])
+    assert json.loads((tmp_path / f"overlap-{TAG}.json").read_text())["ops"].keys() == {"all_gather_gemm"}

@@ -47,3 +47,22 @@ def test_inputs_are_handed_out_with_no_load_in_flight(monkeypatch):
         seen.append((loaded, set(loading)))
     assert [s[0] for s in seen] == [f"m{i}" for i in range(6)]
     assert all(not in_flight for _, in_flight in seen), seen
+
+
+def test_the_summary_leaves_out_matrices_with_a_wrong_kernel_and_names_them(bench):
+    """A wrong kernel's time is NaN: its band's medians and means read NaN, and the .md was unreadable."""
+    def row(name, nnz, wrong=()):
+        times = {f"{k}_us": 2.0 for k in ("fused", "pass", "variant", "both", "tile_8x128w4")}
+        if wrong:
+            times["tile_8x128w4_us"] = float("nan")
+        return {"id": name, "rows": 10, "nnz": nnz, "variant": "scalar_r128", "error": 0.0, "wrong": list(wrong),
+                **times}
+
+    rows = [row("a", 500), row("b", 600, wrong=["tile_8x128w4"])]
+    (band,) = bench.summary(rows)
+    assert band["matrices"] == 1 and band["both_over_tile"]["tile_8x128w4"] == 1.0
+    assert bench.within_bounds(rows)["matrices"] == 1
+    result = {"environment": {"device": {"name": "GPU"}, "date": "d", "versions": {"torch": "t", "triton": "3"}},
+              "command": "c", "rows": rows,
+              "correct": 1, "threshold": {"rows": 1, "nnz": 1}, "summary": bench.summary(rows)}
+    assert "Left out, a kernel wrong there (untimed): b (tile_8x128w4)." in bench.markdown(result)
