@@ -16,3 +16,13 @@ def test_counts_the_shapes_whose_two_timings_of_one_call_differ():
     figures = gemm_repeat_noise.noise({"rows": rows})
     assert figures["shapes"] == 3 and figures["apart_by_more_than_5_percent"] == 2
     assert figures["geomean_second_over_first"] == pytest.approx((1.2 / 1.1) ** (1 / 3))
+
+
+def test_shapes_without_a_checked_time_are_left_out():
+    """gemm.py writes a wrong variant's time as null since session 53: the ratio raised a TypeError."""
+    from conftest import load_benchmark
+
+    bench = load_benchmark("gemm_repeat_noise")
+    rows = [{"choice": "torch_matmul", "seer_ms": 1.0, "time_ms:torch_matmul": 1.0},
+            {"choice": "torch_matmul", "seer_ms": 1.0, "time_ms:torch_matmul": None}]
+    assert bench.noise({"rows": rows})["shapes"] == 1
