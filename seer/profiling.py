@@ -86,9 +86,14 @@ def provenance(env: dict, command: str) -> str:
 
 
 def device_tag(name: str) -> str:
-    """Short name of a GPU for file names: "NVIDIA H100 80GB HBM3" -> "h100"."""
-    words = name.split()
-    return next((w.lower() for w in words if w[:1] in "HABL" and w[1:].isdigit()), "_".join(words).lower())
+    """Short name of a GPU for file names: "NVIDIA H100 80GB HBM3" -> "h100". The PCIe and NVL forms of
+    a GPU keep their form ("NVIDIA H100 PCIe" -> "h100_pcie"), whose memory and clocks differ, so their
+    results are not written over the SXM one's; a name of another kind, whole ("nvidia_gh200_480gb")."""
+    model = re.search(r"\b([HABL]\d+[A-Za-z]?)\b", name)
+    if model is None:
+        return "_".join(name.split()).lower()
+    form = [f"_{word.lower()}" for word in ("PCIe", "NVL") if re.search(rf"\b{word}\b", name, re.IGNORECASE)]
+    return model[1].lower() + "".join(form)
 
 
 def write_result(folder: Path, stem: str, result: dict, markdown: str) -> None:

@@ -834,3 +834,13 @@ def test_prefetched_loads_in_order_and_settles_before_host_timings():
         loads.settle()
         assert future.done() and all(f is None or f.done() for f in loads._pending)
         assert [future.result(), *(f.result() for f in loads)] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("name, tag", [
+    ("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H200", "h200"), ("NVIDIA H100 PCIe", "h100_pcie"),
+    ("NVIDIA H100 NVL", "h100_nvl"), ("NVIDIA A100-SXM4-80GB", "a100"), ("NVIDIA A100 80GB PCIe", "a100_pcie"),
+    ("NVIDIA L40S", "l40s"), ("NVIDIA L40", "l40"), ("NVIDIA GH200 480GB", "nvidia_gh200_480gb")])
+def test_a_gpu_s_tag_keeps_its_form(name, tag):
+    """Result files are named by the tag: the PCIe and NVL H100s were all "h100", their results written over
+    the SXM one's (a review), and an A100 was tagged two ways by its form."""
+    assert profiling.device_tag(name) == tag
