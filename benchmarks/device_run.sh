@@ -11,7 +11,7 @@ set -uo pipefail
 export SEER_REQUIRE_GPU=1 SEER_REQUIRE_SUITESPARSE=1 PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-out}; mkdir -p "$OUT"
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >"$OUT/install.log" 2>&1 || { cat "$OUT/install.log"; exit 1; }
-device=$(python3 -c "import torch; n=torch.cuda.get_device_name().lower(); print('h200' if 'h200' in n else 'h100' if 'h100' in n else n.split()[-1])")
+device=$(python3 -c "import torch; from seer.profiling import device_tag; print(device_tag(torch.cuda.get_device_name()))")
 table=datasets/profiles/spmv-$device.csv
 budget=${STAGE_SECONDS:-240}
 nproc=${NPROC:-1}
