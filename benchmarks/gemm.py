@@ -376,14 +376,14 @@ def main(argv=None) -> int:
         sys.exit(f"no shape measured within --budget-s {args.budget_s:g}")
     summary = summarise(rows)
     args.out.mkdir(parents=True, exist_ok=True)
-    results = {"env": env, "summary": summary, "rows": [without_nan(r) for r in rows]}
+    results = {"env": env, "summary": summary, "rows": [json_row(r) for r in rows]}
     (args.out / "gemm-results.json").write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")
     (args.out / "gemm-results.md").write_text(markdown(summary, env, rows))
     print(markdown(summary, env, rows))
     return 1 if summary["left_out"] else 0
 
 
-def without_nan(row: dict) -> dict:
+def json_row(row: dict) -> dict:
     """A row as JSON can hold it: a wrong variant's time (NaN) or a result's error where it wrote
     non-finite values (inf) written as null."""
     return {key: None if isinstance(value, float) and not math.isfinite(value) else value

@@ -7,7 +7,8 @@ The shipped GEMM models were trained on row-major operands (``gemm_profile.py``'
 for a row-major one, and a TMA variant falls back to pointer loads on it. For each held-out LLM
 shape (``gemm.py``'s) and each layout of B: every shipped variant checked and timed (the oracle;
 ``gemm.py``'s ``variant_times``), and ``seer.dispatch`` on a cached decision against ``torch.matmul``
-end to end (``gemm.py``'s ``end_to_end_us``: loops of calls over operand copies). Writes ``gemm-layouts-<gpu>.json`` and ``.md`` under ``--out``.
+end to end (``gemm.py``'s ``end_to_end_us``: loops of calls over operand copies). Writes
+``gemm-layouts-<gpu>.json`` and ``.md`` under ``--out``.
 """
 from __future__ import annotations
 
@@ -133,7 +134,7 @@ def main(argv=None) -> int:
             torch.cuda.empty_cache()
     summary = summarise(rows)
     write_result(args.out, f"gemm-layouts-{device_tag(env['device']['name'])}",
-                 {"env": env, "summary": summary, "rows": [results.without_nan(r) for r in rows]},
+                 {"env": env, "summary": summary, "rows": [results.json_row(r) for r in rows]},
                  markdown(summary, env, rows))
     return 1 if any(layout["left_out"] for layout in summary.values()) or len(summary) < len(LAYOUTS) else 0
 

@@ -223,6 +223,7 @@ class Timer:
 
         return float(triton.testing.do_bench(fn, warmup=1, rep=REP_MS, return_mode="median"))
 
+
 def loops_us(calls_by_name: dict, calls: int, loops: int = 5) -> dict:
     """Each ``call(i)``'s share of a loop of ``calls`` back-to-back calls, in us: the median of
     ``loops`` loops, CUDA events around each, the callables' loops alternating (a GPU's clock

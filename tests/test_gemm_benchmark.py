@@ -61,7 +61,7 @@ def test_dispatch_included_is_the_loops_ratio_and_wrong_shapes_are_left_out_by_n
     assert math.isclose(summary["speedup_over_torch_matmul"], math.sqrt(2.0))
     with pytest.raises(ValueError, match=r"no shape has every figure checked right \(2 left out"):
         bench.summarise([wrong_variant, wrong_seer])
-    assert bench.without_nan(wrong_variant)[f"time_ms:{tile}"] is None
+    assert bench.json_row(wrong_variant)[f"time_ms:{tile}"] is None
 
 
 @pytest.mark.parametrize("count, wanted, picked", [(138, 12, 12), (47, 12, 12), (5, 12, 5), (138, 0, 0), (0, 3, 0)])
@@ -123,5 +123,5 @@ def test_seer_s_cached_call_is_checked_on_an_out_filled_with_nan(bench, monkeypa
         assert bench.cached_call_error(a, b, c, ref, None) == math.inf
         monkeypatch.setattr(seer, "dispatch", lambda op, inputs, out=None, **kw: out)  # writes nothing
         assert bench.cached_call_error(a, b, c, ref, None) == math.inf
-    assert bench.without_nan({"seer_error": math.inf, "t": math.nan, "ok": 1.0}) == {"seer_error": None, "t": None,
+    assert bench.json_row({"seer_error": math.inf, "t": math.nan, "ok": 1.0}) == {"seer_error": None, "t": None,
                                                                                      "ok": 1.0}

@@ -178,6 +178,16 @@ def test_preparation_is_timed_on_problems_that_have_not_seen_the_variant(suitesp
     assert len(bound) == profiling.PREPARE_TRIES and len({id(csr) for csr in bound}) == profiling.PREPARE_TRIES
 
 
+def _profiled_with(suitesparse_dir, few_variants, monkeypatch, **runs) -> tuple[dict, list[str]]:
+    """The first small matrix's row, with the variants named in ``runs`` running those functions, and
+    what profiling logged."""
+    for name, run in runs.items():
+        monkeypatch.setitem(few_variants, name, Variant(name, run))
+    logged = []
+    row = profiling.profile_case("spmv", _cases(suitesparse_dir, 1)[0], call_overhead=False, log=logged.append)
+    return row, logged
+
+
 def test_wrong_and_failing_variants_are_recorded_not_timed(tmp_path, suitesparse_dir, host_timer, few_variants, monkeypatch):
     def wrong(csr, x, out=None):
         return few_variants["scalar_r128"].run(csr, x) * 1.01
@@ -185,10 +195,7 @@ def test_wrong_and_failing_variants_are_recorded_not_timed(tmp_path, suitesparse
     def broken(csr, x, out=None):
         raise RuntimeError("launch failed")
 
-    monkeypatch.setitem(few_variants, "vector_g8", Variant("vector_g8", wrong))
-    monkeypatch.setitem(few_variants, "merge_c512", Variant("merge_c512", broken))
-    logged = []
-    row = profiling.profile_case("spmv", _cases(suitesparse_dir, 1)[0], call_overhead=False, log=logged.append)
+    row, logged = _profiled_with(suitesparse_dir, few_variants, monkeypatch, vector_g8=wrong, merge_c512=broken)
     assert row["time_ms:scalar_r128"] > 0
     assert pd.isna(row["time_ms:vector_g8"]) and pd.isna(row["time_ms:merge_c512"])
     assert any("WRONG vector_g8" in m for m in logged) and any("FAILED merge_c512" in m for m in logged)
@@ -207,10 +214,7 @@ def test_a_variant_is_checked_on_an_out_filled_with_nan(suitesparse_dir, host_ti
     def idle(csr, x, out=None):  # writes nothing: what out held is what it returns
         return out if out is not None else stale(csr, x)
 
-    monkeypatch.setitem(few_variants, "vector_g8", Variant("vector_g8", stale))
-    monkeypatch.setitem(few_variants, "merge_c512", Variant("merge_c512", idle))
-    logged = []
-    row = profiling.profile_case("spmv", _cases(suitesparse_dir, 1)[0], call_overhead=False, log=logged.append)
+    row, logged = _profiled_with(suitesparse_dir, few_variants, monkeypatch, vector_g8=stale, merge_c512=idle)
     assert row["time_ms:scalar_r128"] > 0
     assert pd.isna(row["time_ms:vector_g8"]) and pd.isna(row["time_ms:merge_c512"])
     assert any(m.startswith("  WRONG vector_g8") and "another tensor than the out=" in m for m in logged)
