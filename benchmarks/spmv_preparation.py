@@ -38,8 +38,8 @@ import pandas as pd
 import torch
 
 from seer.datasets.cases import spmv_cases
-from seer.profiling import (SPMV_CALL_OVERHEAD_BELOW, _Prefetched, _rank_and_world, environment, gather_ms,
-                            host_call_us, preparation_columns, runs_with, timed_if_correct)
+from seer.profiling import (SPMV_CALL_OVERHEAD_BELOW, _Prefetched, _rank_and_world, current_device, environment,
+                            gather_ms, host_call_us, preparation_columns, runs_with, timed_if_correct)
 from seer.registry import get_op
 from seer.files import replace_atomically
 from seer.table import device_of, meta_path, read_frame, read_meta
@@ -178,8 +178,7 @@ def main() -> int:
     else:
         measure, marker = preparation(only or list(registered)), "remeasured_preparation" + "".join(f"_{n}" for n in only)
     # The table's cells and the ones measured here must come from one GPU.
-    here = environment(torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available()
-                       else torch.device("cpu"))
+    here = environment(current_device())
     measured_on = device_of(read_meta(meta_path(args.table)))["name"]
     if measured_on != here["device"]["name"]:
         parser.error(f"{args.table} was measured on {measured_on!r}, this run is on {here['device']['name']!r}: "

@@ -79,6 +79,11 @@ def environment(device: torch.device) -> dict:
     }
 
 
+def current_device() -> torch.device:
+    """The device a profile runs on: the current GPU, or the CPU (the interpreter) where there is none."""
+    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+
+
 def provenance(env: dict, command: str) -> str:
     """``date; torch ..., triton ...; `command` ``: the line under every result's Markdown title
     (``env`` as :func:`environment` returns it)."""
@@ -344,7 +349,7 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     out = Path(out)
     check_table_path(out)  # a folder, or a name read_table refuses: before any rank writes
     rank, world = _rank_and_world()
-    device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    device = current_device()
     here = environment(device)  # the GPU an earlier run's metadata must name
     earlier = _resumed_meta(out, here, op_name, dtype)
     earlier_skips = earlier.get("skipped", {}) if earlier else _skips_of_no_table(out, here, op_name, dtype)
