@@ -2,6 +2,7 @@
 
     python benchmarks/gemm.py --out benchmarks/results/gemm-h100 [--model models/gemm-h100.json]
                               [--compare-model models/gemm-h200.json]
+    python benchmarks/gemm.py --render benchmarks/results/gemm-h200/gemm-results.json   (the summary again, no GPU)
 
 Held-out shapes: the LLM layers at token counts the profile sweep never saw, and random shapes
 from another seed. For each shape every shipped variant is timed (as in gemm_profile.py), and so
@@ -247,6 +248,7 @@ def summarise(rows: list[dict]) -> dict:
                         "slowdown_vs_oracle": float(chosen[worst] / oracle[worst]),
                         "slowdown_vs_torch_matmul": float(chosen[worst] / torch_ms[worst])},
         "seer_first_call_ms_median": float(np.median([r["seer_first_call_ms"] for r in rows])),
+        "end_to_end_by_kernel_time": end_to_end_by_kernel_time(rows),
     }
     tuned = [r for r in rows if "autotune_ms" in r]
     if tuned:
@@ -264,6 +266,23 @@ def summarise(rows: list[dict]) -> dict:
             "seer": float(np.median([r["call_us:seer"] for r in decode])),
             "torch_matmul": float(np.median([r["call_us:torch_matmul"] for r in decode]))}
     return summary
+
+
+KERNEL_US_BANDS = ((0, 20), (20, 50), (50, 200), (200, math.inf))  # torch.matmul's kernel time
+
+
+def end_to_end_by_kernel_time(rows: list[dict]) -> list[dict]:
+    """The loops' ratio per band of torch.matmul's kernel time: where a kernel is shorter than a
+    call's host work, the host's extra microseconds a call (median, seer's loop less torch's) decide."""
+    bands = []
+    for low, high in KERNEL_US_BANDS:
+        band = [r for r in rows if low <= 1e3 * r["time_ms:torch_matmul"] < high]
+        if band:
+            bands.append({"kernel_us": [low, None if high == math.inf else high], "shapes": len(band),
+                          "speedup": geomean([r["loop_us:torch_matmul"] / r["loop_us:seer"] for r in band]),
+                          "seer_extra_us_median": float(np.median([r["loop_us:seer"] - r["loop_us:torch_matmul"]
+                                                                   for r in band]))})
+    return bands
 
 
 def compared(rows: list[dict], oracle, torch_ms, chosen) -> dict:
@@ -324,6 +343,11 @@ def markdown(summary: dict, env: dict, rows: list[dict]) -> str:
         "| measure | value |", "| --- | --- |",
         *(f"| {label} | {value} |" for label, value in measures),
         *([f"Left out (a figure not checked right): {', '.join(s['left_out'])}", ""] if s["left_out"] else []),
+        "", "End to end by torch.matmul's kernel time:", "",
+        "| kernel µs | shapes | torch.matmul loop / seer loop (geomean) | seer's loop longer a call (median µs) |",
+        "|---|---|---|---|",
+        *(f"| {b['kernel_us'][0]}-{b['kernel_us'][1] or ''} | {b['shapes']} | {b['speedup']:.3f}x | "
+          f"{b['seer_extra_us_median']:.1f} |" for b in s["end_to_end_by_kernel_time"]),
         "", "Speed-ups are geometric means over shapes. Kernel times: the least of "
         f"{TIMING_ROUNDS} interleaved do_bench medians, the L2 flushed before every run (a variant "
         f"{sweep.ABANDON:g}x slower than the best keeps its screen). End to end: the median of five loops of "
@@ -334,7 +358,7 @@ def markdown(summary: dict, env: dict, rows: list[dict]) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path, help="folder of gemm-results.json / .md (required to measure)")
     parser.add_argument("--model", default=None, help="model file (default: what seer.dispatch resolves)")
     parser.add_argument("--compare-model", default=None,
                         help="another model whose choices are scored on the same timings (e.g. another GPU's)")
@@ -343,7 +367,13 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-s", type=float, default=230)
     parser.add_argument("--workers", type=int, default=12)
     parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--render", type=Path, default=None,
+                        help="only summarise the rows of this gemm-results.json again (no GPU), writing it and its .md")
     args = parser.parse_args(argv)
+    if args.render:
+        return render(args.render)
+    if args.out is None:
+        parser.error("--out is required to measure")
     if not torch.cuda.is_available():
         sys.exit("gemm.py benchmarks kernels on a CUDA GPU; none is visible")
     started = time.monotonic()
@@ -380,6 +410,16 @@ def main(argv=None) -> int:
     (args.out / "gemm-results.json").write_text(json.dumps(results, indent=2, allow_nan=False) + "\n")
     (args.out / "gemm-results.md").write_text(markdown(summary, env, rows))
     print(markdown(summary, env, rows))
+    return 1 if summary["left_out"] else 0
+
+
+def render(path: Path) -> int:
+    """A results file's summary and Markdown made again from its rows (nulls read as NaN), beside it."""
+    results = json.loads(path.read_text())
+    rows = [{key: math.nan if value is None else value for key, value in row.items()} for row in results["rows"]]
+    summary = summarise(rows)
+    path.write_text(json.dumps({**results, "summary": summary}, indent=2, allow_nan=False) + "\n")
+    path.with_suffix(".md").write_text(markdown(summary, results["env"], rows))
     return 1 if summary["left_out"] else 0
 
 

@@ -125,3 +125,23 @@ def test_seer_s_cached_call_is_checked_on_an_out_filled_with_nan(bench, monkeypa
         assert bench.cached_call_error(a, b, c, ref, None) == math.inf
     assert bench.json_row({"seer_error": math.inf, "t": math.nan, "ok": 1.0}) == {"seer_error": None, "t": None,
                                                                                      "ok": 1.0}
+
+
+def test_end_to_end_is_given_by_band_of_kernel_time_and_rendered_again(bench, tmp_path):
+    """The bands README quotes come from the results file: each band's loops' ratio and seer's extra µs."""
+    import json
+
+    small = row({}, choice="torch_matmul") | {"id": "small", "time_ms:torch_matmul": 0.005,
+                                              "loop_us:seer": 20.0, "loop_us:torch_matmul": 14.0}
+    large = row({}, choice="torch_matmul") | {"id": "large", "time_ms:torch_matmul": 0.5,
+                                              "loop_us:seer": 500.0, "loop_us:torch_matmul": 500.0}
+    bands = bench.end_to_end_by_kernel_time([small, large])
+    assert [(b["kernel_us"], b["shapes"]) for b in bands] == [([0, 20], 1), ([200, None], 1)]
+    assert math.isclose(bands[0]["speedup"], 0.7) and bands[0]["seer_extra_us_median"] == 6.0
+    env = {"device": {"name": "GPU", "capability": [9, 0]}, "date": "today", "command": "gemm.py",
+           "versions": dict.fromkeys(("torch", "triton", "seer", "cuda"), "v")}
+    path = tmp_path / "gemm-results.json"
+    path.write_text(json.dumps({"env": env, "summary": {}, "rows": [bench.json_row(r) for r in (small, large)]}))
+    assert bench.main(["--render", str(path)]) == 0
+    assert json.loads(path.read_text())["summary"]["end_to_end_by_kernel_time"] == bands
+    assert "| 0-20 | 1 | 0.700x | 6.0 |" in path.with_suffix(".md").read_text()
