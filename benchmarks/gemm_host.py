@@ -4,12 +4,14 @@ Until session 42 every Triton GEMM call launched through ``kernel[grid](...)`` (
 cache lookup and launcher wrapper, behind ``seer.launch.through_triton``'s lock). The tile and
 split-K variants now keep a plan per problem whose launches after the first are direct. This times,
 on products the device runs faster than the host can launch them (so the loop is host-bound), per
-shipped variant:
+shipped variant (and ``torch_matmul``, the choice on most small shapes, which has no Triton path):
   torch_matmul   ``torch.matmul(a, b, out=c)`` (cuBLAS), the peer
   triton_path    the call as it was: ``out`` checked, then each kernel through Triton's path
   run            ``VARIANTS[name].run(problem, a, b, out=c)``: the plan, then direct launches
   bound          the call dispatch keeps with a cached decision (``bind``)
   dispatch       ``seer.dispatch("gemm", (a, b), out=c, variant=name)``, cached
+  matmul_new     ``torch.matmul(a, b)``, a new C each call: the caller's loop ``gemm.py`` times
+  dispatch_new   ``seer.dispatch("gemm", (a, b), variant=name)``, a new C each call
 host wall time per call (the loop's time over its length, the device drained at both ends), least and
 median of ``--rounds`` alternated loops of ``--calls``; every form's product checked against
 torch.matmul in float32 first, ``out`` poisoned.
@@ -31,7 +33,7 @@ from seer.launch import through_triton
 from seer.profiling import alternated_host_us, device_tag, environment, provenance, write_result
 
 # (variant, M, N, K): one of each planned kind, K long enough for the split-K ones to split.
-CASES = (("tile_64x64x64_w4s4g8", 128, 128, 128), ("splitk4fix_16x64x128_w4s4g1", 16, 256, 1024),
+CASES = (("torch_matmul", 128, 128, 128), ("tile_64x64x64_w4s4g8", 128, 128, 128), ("splitk4fix_16x64x128_w4s4g1", 16, 256, 1024),
          ("splitk2_64x64x64_w4s4g8", 64, 128, 1024))
 
 
@@ -61,14 +63,18 @@ def triton_path(config: gemm.GemmConfig, p: gemm.GemmProblem, a, b, out) -> torc
 
 def forms(name: str, a, b, out) -> dict:
     variant = gemm.VARIANTS[name]
-    config, p = variant.run.args[0], gemm.problem((a, b))
+    p = gemm.problem((a, b))
     call = variant.bind(p)
-    return {
-        "torch_matmul": lambda: torch.matmul(a, b, out=out),
-        "triton_path": lambda: triton_path(config, p, a, b, out),
+    fns = {"torch_matmul": lambda: torch.matmul(a, b, out=out)}
+    if name != "torch_matmul":
+        config = variant.run.args[0]
+        fns["triton_path"] = lambda: triton_path(config, p, a, b, out)
+    return fns | {
         "run": lambda: variant.run(p, a, b, out=out),
         "bound": lambda: call(a, b, out=out),
         "dispatch": lambda: seer.dispatch("gemm", (a, b), out=out, variant=name),
+        "matmul_new": lambda: torch.matmul(a, b),
+        "dispatch_new": lambda: seer.dispatch("gemm", (a, b), variant=name),
     }
 
 
@@ -80,12 +86,13 @@ def operands(m: int, n: int, k: int, device: torch.device) -> tuple[torch.Tensor
 
 
 def check(name: str, fns: dict, a, b, out) -> None:
-    """Each of ``fns`` writes A B into ``out`` (poisoned before it), within 1% of torch.matmul in float32."""
+    """Each of ``fns`` returns A B (those given ``out`` writing it there, poisoned before), within 1% of
+    torch.matmul in float32."""
     expected = a.float() @ b.float()
     for form, fn in fns.items():
         out.fill_(float("nan"))
-        fn()
-        error = ((out.float() - expected).norm() / expected.norm()).item()
+        c = fn()
+        error = ((c.float() - expected).norm() / expected.norm()).item()
         if not error < 1e-2:
             raise AssertionError(f"{name}, {form}: relative error {error:.3g} against torch.matmul in float32")
 
@@ -108,13 +115,14 @@ def main() -> int:
                          "median_us": {f: statistics.median(v) for f, v in samples.items()}, "all_us": samples}
     env = environment(device)
     command = " ".join(["python", *sys.argv])
-    names = list(next(iter(results.values()))["least_us"])
+    names = list(dict.fromkeys(form for r in results.values() for form in r["least_us"]))
     lines = [f"# Host time of one GEMM call, on {env['device']['name']}", "",
              provenance(env, command) + "; bf16, `out` given.", "",
              f"Host µs per call: least (median) of {args.rounds} alternated loops of {args.calls}.", "",
              "| variant | M x N x K | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names),
              *[f"| {name} | {'x'.join(map(str, r['shape']))} | "
-               + " | ".join(f"{r['least_us'][f]:.1f} ({r['median_us'][f]:.1f})" for f in names) + " |"
+               + " | ".join(f"{r['least_us'][f]:.1f} ({r['median_us'][f]:.1f})" if f in r["least_us"] else "-"
+                            for f in names) + " |"
                for name, r in results.items()]]
     result = {"benchmark": "gemm host", "environment": env, "command": command, "calls": args.calls,
               "rounds": args.rounds, "results": results}

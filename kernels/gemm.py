@@ -35,7 +35,7 @@ import triton.language as tl
 from seer.errors import (InputError, check_no_grad, check_not_negated, check_writable, dual_level_open, overlap_error,
                          warn_once)
 from seer.launch import (INTERPRETER_SMS, InputLaunches, LaunchCache, capturing, check_runnable, on_device,  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
-                         sm_count, specialisation, through_triton)
+                         several_gpus, sm_count, specialisation, through_triton)
 from seer.registry import Variant, example_values
 
 
@@ -298,6 +298,19 @@ def _output(problem: GemmProblem, out: torch.Tensor | None, a: torch.Tensor, b: 
     """C: a new tensor, or ``out`` checked (shape, dtype, device, contiguous, apart from a and b)."""
     if out is None:
         return torch.empty((problem.M, problem.N), dtype=problem.dtype, device=problem.device)
+    # Every cached call given an out passes here: the common case is decided in one expression.
+    if not (isinstance(out, torch.Tensor) and out.layout is torch.strided and not out.is_nested
+            and out.shape == (problem.M, problem.N) and out.dtype == problem.dtype and out.device == problem.device
+            and out.is_contiguous() and not (out.requires_grad or out.is_neg() or out.is_inference()
+                                             or dual_level_open())):
+        _check_out(problem, out)  # raises naming what is wrong (or passes: e.g. under no_grad or inference mode)
+    _check_apart(problem, out, a, b)
+    increment_version(out)  # written in place by a kernel: autograd must see it, as torch's out= shows it
+    return out
+
+
+def _check_out(problem: GemmProblem, out) -> None:
+    """Raise the error that says what is wrong with ``out`` as C, if anything."""
     _check_dense(out)
     if out.shape != (problem.M, problem.N) or out.dtype != problem.dtype or out.device != problem.device:
         raise InputError(f"out must be a {problem.M}x{problem.N} {problem.dtype} tensor on {problem.device}, "
@@ -305,12 +318,8 @@ def _output(problem: GemmProblem, out: torch.Tensor | None, a: torch.Tensor, b: 
     if not out.is_contiguous():
         raise InputError("out must be contiguous")
     check_not_negated("gemm", out=out)
-    if out.requires_grad or dual_level_open():  # as for a and b: no variant (torch.matmul's out= neither)
-        check_no_grad("gemm", out=out)           # writes it for autograd
+    check_no_grad("gemm", out=out)  # as for a and b: no variant (torch.matmul's out= neither) writes it for autograd
     check_writable("gemm", out)
-    _check_apart(problem, out, a, b)
-    increment_version(out)  # written in place by a kernel: autograd must see it, as torch's out= shows it
-    return out
 
 
 def _check_dense(out) -> None:
@@ -339,17 +348,19 @@ def _address(t: torch.Tensor) -> int:
 def _check_apart(problem: GemmProblem, c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
     """Raise unless C (contiguous, ``problem``'s M x N) shares no memory with a or b: the spans the
     operands' elements can occupy, so strided views interleaving in one buffer count as overlapping.
-    Written out for two dimensions, at a third of the host time of a loop over any tensor's (every
-    call given an out pays it); every caller has checked the operands' shapes against the problem."""
-    size = problem.dtype.itemsize
-    low = _address(c)
-    high = low + problem.M * problem.N * size
-    for name, operand in (("a", a), ("b", b)):
-        (rows, cols), (row_stride, col_stride) = operand.shape, operand.stride()
-        if rows and cols:
-            start = _address(operand)
-            if start < high and low < start + ((rows - 1) * row_stride + (cols - 1) * col_stride + 1) * size:
-                raise overlap_error(name)
+    Written out for the two operands, whose shapes every caller has checked against the problem: every
+    call given an out pays it."""
+    M, N, K, size = problem.M, problem.N, problem.K, problem.dtype.itemsize
+    try:
+        low, a_at, b_at = c.data_ptr(), a.data_ptr(), b.data_ptr()
+    except RuntimeError:
+        raise InputError(_NO_MEMORY) from None
+    high = low + M * N * size
+    (a_row, a_col), (b_row, b_col) = a.stride(), b.stride()
+    if M and K and a_at < high and low < a_at + ((M - 1) * a_row + (K - 1) * a_col + 1) * size:
+        raise overlap_error("a")
+    if K and N and b_at < high and low < b_at + ((K - 1) * b_row + (N - 1) * b_col + 1) * size:
+        raise overlap_error("b")
 
 
 def _degenerate(problem: GemmProblem, c: torch.Tensor) -> bool:
@@ -465,14 +476,14 @@ _PLANS = {"tiles": _tiles_plan, "splitk": _splitk_plan, "splitk_fixup": _splitk_
 
 @functools.lru_cache(maxsize=1024)
 def _plan(config: GemmConfig, problem: GemmProblem) -> Callable:
-    """The launch of ``config`` on ``problem`` for :func:`_run_planned` (a bound call keeps its own)."""
-    return _PLANS[config.kind](config, problem)
+    """The call of ``config`` on ``problem`` for :func:`_run_planned` (a bound call keeps its own)."""
+    return _planned(_PLANS[config.kind](config, problem), problem)
 
 
 def _check_described(problem: GemmProblem, a, b) -> None:
     """Refuse operands ``problem`` does not describe: the launches take its shapes and strides."""
     check_operands(problem, (a, b))
-    if (a.stride(), b.stride()) != (problem.a_strides, problem.b_strides):
+    if a.stride() != problem.a_strides or b.stride() != problem.b_strides:
         raise InputError(f"gemm: operand strides {a.stride()}, {b.stride()} differ from the problem's "
                          f"{problem.a_strides}, {problem.b_strides}")
 
@@ -486,27 +497,39 @@ def _check_triton_dot(problem: GemmProblem) -> None:
                          "torch.float16 operands, or variant='torch_matmul'")
 
 
-def _planned_call(launch: Callable, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
-    """C by ``launch``, a plan of ``problem``, whose launches pass the problem's strides and are keyed
-    by its dtype and device: operands that differ in any of them are refused, not misread."""
-    _check_described(problem, a, b)
-    c = _output(problem, out, a, b)
-    if not _degenerate(problem, c):
-        # Triton compiles, loads and launches on the current GPU, and the launch kept is keyed by the operands'.
-        with on_device(problem.device):
+def _planned(launch: Callable, problem: GemmProblem) -> Callable:
+    """``call(a, b, out=None)``: C by ``launch``, a plan of ``problem``, whose launches pass the problem's
+    strides and are keyed by its dtype and device: operands that differ in any of them are refused, not
+    misread. Triton compiles, loads and launches on the current GPU, and the launch kept is keyed by the
+    operands': where the process sees several GPUs, theirs is made current around the launch (decided
+    here once, not on every call)."""
+    switch_to = problem.device.index if problem.device.type == "cuda" and several_gpus() else None
+    empty = problem.M == 0 or problem.N == 0 or problem.K == 0
+
+    def call(a, b, out=None) -> torch.Tensor:
+        _check_described(problem, a, b)
+        c = _output(problem, out, a, b)
+        if empty:
+            _degenerate(problem, c)
+        elif switch_to is None or torch._C._cuda_getDevice() == switch_to:
             launch(a, b, c)
-    return c
+        else:
+            with torch.cuda.device(switch_to):
+                launch(a, b, c)
+        return c
+
+    return call
 
 
 def _run_planned(config: GemmConfig, problem: GemmProblem, a, b, out=None) -> torch.Tensor:
     _check_triton_dot(problem)
-    return _planned_call(_plan(config, problem), problem, a, b, out)
+    return _plan(config, problem)(a, b, out)
 
 
 def _bind_planned(config: GemmConfig, problem: GemmProblem) -> Callable:
     """``call(a, b, out=None)`` for dispatch to keep with a cached decision: the plan made once."""
     _check_triton_dot(problem)
-    return functools.partial(_planned_call, _PLANS[config.kind](config, problem), problem)
+    return _planned(_PLANS[config.kind](config, problem), problem)
 
 
 # triton.set_allocator holds its allocator per thread (a context variable): set in each thread once.
@@ -557,7 +580,7 @@ def _run_tma(config: GemmConfig, fallback: GemmConfig, problem: GemmProblem, a, 
         return c
     if problem.device.type == "cuda":  # a worker thread of a server too: "no allocator was set" there
         _allocate_descriptors_in_this_thread()
-    # On the operands' GPU, as _planned_call launches: Triton launches on the current one, and the
+    # On the operands' GPU, as planned calls launch: Triton launches on the current one, and the
     # descriptors' scratch (_tma_scratch) is allocated there.
     with on_device(problem.device):
         through_triton(_gemm_tma_kernel, (config.grid_size(problem),),
@@ -693,13 +716,15 @@ KEYS_BY_VALUE = True
 
 def cache_key(source):
     """Shapes, strides, dtypes and devices: everything :func:`problem` reads, as the identity of a
-    problem with no further state. None for non-tensors."""
+    problem with no further state. None for non-tensors and tensors without strides."""
     a, b = source
-    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
-        return None
-    if a.layout != torch.strided or b.layout != torch.strided or a.is_nested or b.is_nested:
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.layout is not torch.strided or (
+            b.layout is not torch.strided):
         return None  # no strides to key on: problem() refuses them
-    return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device), ()
+    try:
+        return (a.shape, b.shape, a.stride(), b.stride(), a.dtype, b.dtype, a.device, b.device), ()
+    except RuntimeError:  # a nested tensor of strided layout has neither sizes nor strides: problem() refuses it
+        return None
 
 
 def problem(source) -> GemmProblem:
@@ -731,17 +756,21 @@ def problem(source) -> GemmProblem:
 
 
 def check_operands(problem: GemmProblem, operands) -> None:
-    """Cheap check that ``(a, b)`` still match the cached problem."""
+    """Cheap check that ``(a, b)`` still match the cached problem: every cached call passes here, so the
+    common case is decided in one expression."""
     a, b = operands
+    dtype, device = problem.dtype, problem.device
+    if (a.shape == (problem.M, problem.K) and b.shape == (problem.K, problem.N) and a.dtype == dtype
+            and b.dtype == dtype and a.device == device and b.device == device
+            and not (a.requires_grad or b.requires_grad or a.is_neg() or b.is_neg() or dual_level_open())):
+        return
     if (tuple(a.shape), tuple(b.shape)) != ((problem.M, problem.K), (problem.K, problem.N)):
         raise InputError(f"gemm: operands {tuple(a.shape)} @ {tuple(b.shape)} do not match the problem "
                          f"{problem.M}x{problem.K} @ {problem.K}x{problem.N}")
-    if a.dtype != problem.dtype or b.dtype != problem.dtype or a.device != problem.device or b.device != problem.device:
+    if a.dtype != dtype or b.dtype != dtype or a.device != device or b.device != device:
         raise InputError("gemm: operand dtype or device changed since the problem was examined")
-    if a.is_neg() or b.is_neg():
-        check_not_negated("gemm", a=a, b=b)
-    if a.requires_grad or b.requires_grad or dual_level_open():
-        check_no_grad("gemm", a=a, b=b)
+    check_not_negated("gemm", a=a, b=b)
+    check_no_grad("gemm", a=a, b=b)  # passes under torch.no_grad() outside forward mode
 
 
 def reference(problem: GemmProblem, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
