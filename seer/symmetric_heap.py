@@ -73,6 +73,9 @@ class Heap:
         misaligned = [r for r, base in enumerate(bases) if base % ALIGNMENT]
         if misaligned:
             raise SeerError(f"heap bases of ranks {misaligned} are not {ALIGNMENT}-byte aligned: {bases}")
+        if bases[rank] != local.data_ptr():  # every translation takes a pointer's offset from this rank's base
+            raise SeerError(f"heap_bases[{rank}] is {bases[rank]:#x}, but this rank's heap starts at {local.data_ptr():#x}: "
+                            "each rank's base is the address, in this process, of that rank's heap")
         self._local = local  # this rank's heap as uint8
         self.heap_bases = heap_bases
         self.rank = rank

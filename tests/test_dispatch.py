@@ -1520,9 +1520,11 @@ def test_a_hint_on_a_cached_multi_gpu_call_decides_nothing_again(monkeypatch):
 def test_the_multi_gpu_models_read_the_dtype_and_are_not_warned_of_it():
     """The overlap ops' trees read dtype_bytes: a bfloat16 call with the shipped model gave a false
     "trained on float32 timings" warning (found by a review)."""
-    from seer.symmetric_heap import Heap
+    from seer.symmetric_heap import ALIGNMENT, Heap
 
-    heap = Heap(torch.zeros(4096, dtype=torch.uint8), torch.arange(2, dtype=torch.int64) * 4096, rank=0, world_size=2)
+    memory = torch.zeros(4096 + ALIGNMENT, dtype=torch.uint8)
+    local = memory[(-memory.data_ptr()) % ALIGNMENT:][:4096]  # a heap starts aligned, and its base is its own
+    heap = Heap(local, torch.tensor([local.data_ptr(), local.data_ptr() + 4096]), rank=0, world_size=2)
     a, b = torch.ones(8, 16, dtype=torch.bfloat16), torch.ones(16, 24, dtype=torch.bfloat16)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

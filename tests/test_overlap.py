@@ -352,7 +352,7 @@ def test_every_rank_computes_the_same_features_and_choice(op):
 
 
 def test_features_follow_the_traffic_of_each_op():
-    heap = _fake_heap(world_size=4)
+    heap = aligned_heap(world_size=4)
     sent = {op: _features_module().traffic(_local_problem(heap, op)) for op in OPS}  # a [8, 16], b [16, 24]
     assert sent["all_gather_gemm"] == (3 * 8 * 16 * 2, 2 * 32 * 24 * 16)  # my [8, 16] shard to 3 peers
     assert sent["gemm_all_scatter"] == (3 * 8 * 24 * 2, 2 * 8 * 24 * 16)  # my [8, 24] block of C to 3 peers
@@ -363,7 +363,7 @@ def test_hand_rule_pipelines_only_long_gemms():
     features = _features_module()
     for op in OPS:
         variants = get_op(op).variants
-        small = features.known(_local_problem(_fake_heap(world_size=2), op))
+        small = features.known(_local_problem(aligned_heap(world_size=2), op))
         assert features.hand_rule(small) == "bulk_torch"
         large = {**small, "rank_gflop": 2 * features.PIPELINE_GFLOP}
         assert features.hand_rule(large) == "pipelined_torch" and "pipelined_torch" in variants
@@ -371,7 +371,7 @@ def test_hand_rule_pipelines_only_long_gemms():
 
 def test_machine_constants_can_be_overridden(monkeypatch):
     features = _features_module()
-    problem = _local_problem(_fake_heap(world_size=4), "all_gather_gemm")
+    problem = _local_problem(aligned_heap(world_size=4), "all_gather_gemm")
     base = features.known(problem)["compute_comm_ratio"]
     monkeypatch.setenv("SEER_LINK_GBPS", str(features.DEFAULT_MACHINE.link_gbps * 2))
     assert features.known(problem)["compute_comm_ratio"] == pytest.approx(2 * base)
@@ -451,7 +451,7 @@ def test_silent_peer_of_a_torch_pattern_raises_instead_of_hanging(op, pattern):
 ])
 def test_bad_shapes_are_named(op, a_shape, b_shape, message):
     with pytest.raises(InputError, match=message):
-        _local_problem(_fake_heap(world_size=4), op, a_shape, b_shape)
+        _local_problem(aligned_heap(world_size=4), op, a_shape, b_shape)
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -500,7 +500,7 @@ def test_graphed_patterns_run_eagerly_off_the_gpu(pattern):
 
 
 def test_bad_inputs_are_named():
-    kernels, heap = get_op("all_gather_gemm").kernels, _fake_heap(world_size=2)
+    kernels, heap = get_op("all_gather_gemm").kernels, aligned_heap(world_size=2)
     with pytest.raises(InputError, match=r"takes inputs \(a_shard, b\)"):
         kernels.split(torch.ones(4, 4), heap=heap)
     with pytest.raises(InputError, match="b must be a 2-D torch.Tensor"):
@@ -529,10 +529,14 @@ def _features_module():
     return get_op("all_gather_gemm").features
 
 
-def _fake_heap(world_size: int) -> Heap:
-    """A heap that is never launched on: enough for validation and features."""
-    bases = torch.arange(world_size, dtype=torch.int64) * 4096
-    return Heap(torch.zeros(4096, dtype=torch.uint8), bases, rank=0, world_size=world_size)
+def aligned_heap(size_bytes: int = 4096, world_size: int = 1, rank: int = 0) -> Heap:
+    """A bare heap of this rank's ``size_bytes`` on the CPU, its start aligned as a heap's must be; its peers'
+    bases name addresses past it that are never launched on: enough for validation, features and allocation."""
+    memory = torch.zeros(size_bytes + ALIGNMENT, dtype=torch.uint8)
+    local = memory[(-memory.data_ptr()) % ALIGNMENT:][:size_bytes]
+    spacing = -(-size_bytes // ALIGNMENT) * ALIGNMENT
+    bases = local.data_ptr() + (torch.arange(world_size, dtype=torch.int64) - rank) * spacing
+    return Heap(local, bases, rank=rank, world_size=world_size)
 
 
 def _local_problem(heap, op, a_shape=(8, 16), b_shape=(16, 24), dtype=torch.float16):
@@ -634,7 +638,7 @@ def test_growing_scratch_buffers_use_a_bounded_multiple_of_their_largest_need():
 
 def test_a_negative_size_is_refused_and_leaves_the_heap_as_it_was():
     """It passed the room check with negative bytes and moved the bump pointer back over live tensors."""
-    heap = Heap(torch.zeros(1 << 16, dtype=torch.uint8), torch.zeros(1, dtype=torch.int64), rank=0, world_size=1)
+    heap = aligned_heap(1 << 16)
     live = heap.empty((1024,), torch.float32).fill_(7.0)
     for make in (lambda: heap.empty((-2, 512), torch.float32), lambda: heap.scratch("s", (-2, 512), torch.float32)):
         with pytest.raises(InputError, match="sizes must be non-negative"):
@@ -689,7 +693,7 @@ def test_heap_arguments_are_checked():
     """Found by an audit: rank -1 viewed the last rank's twin, a float size was truncated, a shape of
     one int or a dtype by name raised TypeError and AttributeError from inside the heap, and a heap
     of a rank past its world took a base that does not exist."""
-    heap = _fake_heap(world_size=2)
+    heap = aligned_heap(world_size=2)
     tensor = heap.empty(4, torch.float32)  # one size, as torch.empty takes it
     assert tensor.shape == (4,)
     for rank in (-1, 2, 1.0, True):
@@ -750,7 +754,20 @@ def test_a_heap_whose_bases_are_not_aligned_is_refused(bases, misaligned):
     message = f"heap bases of ranks {misaligned} are not {ALIGNMENT}-byte aligned: {bases}"
     with pytest.raises(SeerError, match=f"^{re.escape(message)}$"):
         Heap(torch.zeros(4096, dtype=torch.uint8), torch.tensor(bases), rank=0, world_size=2)
-    Heap(torch.zeros(4096, dtype=torch.uint8), torch.tensor([0, 16 * ALIGNMENT]), rank=0, world_size=2)  # aligned
+    aligned_heap(world_size=2)  # aligned
+
+
+def test_a_heap_whose_own_base_is_not_its_buffer_is_refused():
+    """Every translation to a peer takes a pointer's offset from this rank's base: a base elsewhere (a
+    hand-built heap's bases in another order, or another process's addresses) would send every remote
+    load and store to the wrong bytes."""
+    heap = aligned_heap(world_size=2, rank=1)
+    bases = heap.heap_bases.tolist()
+    for wrong, rank in (([bases[1], bases[0]], 1), ([bases[0], bases[1] + ALIGNMENT], 1), (bases, 0)):
+        message = (f"heap_bases[{rank}] is {wrong[rank]:#x}, but this rank's heap starts at {heap._local.data_ptr():#x}: "
+                   "each rank's base is the address, in this process, of that rank's heap")
+        with pytest.raises(SeerError, match=f"^{re.escape(message)}$"):
+            Heap(heap._local, torch.tensor(wrong), rank=rank, world_size=2)
 
 
 def test_the_group_heap_is_made_once_and_refuses_another_size(tmp_path, monkeypatch):
@@ -760,7 +777,7 @@ def test_the_group_heap_is_made_once_and_refuses_another_size(tmp_path, monkeypa
 
     from seer import symmetric_heap
 
-    monkeypatch.setattr(symmetric_heap, "SymmetricHeap", lambda size, group: _one_rank_heap(size))
+    monkeypatch.setattr(symmetric_heap, "SymmetricHeap", lambda size, group: aligned_heap(size))
     monkeypatch.setattr(symmetric_heap, "_heaps", {})
     dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
     try:
@@ -777,14 +794,10 @@ def test_the_group_heap_is_made_once_and_refuses_another_size(tmp_path, monkeypa
         dist.destroy_process_group()
 
 
-def _one_rank_heap(size_bytes: int) -> Heap:
-    return Heap(torch.zeros(size_bytes, dtype=torch.uint8), torch.zeros(1, dtype=torch.int64), rank=0, world_size=1)
-
-
 def test_flags_grown_into_room_made_for_an_earlier_call_start_at_zero():
     """A growth made twice the room asked for, and zeroed only what it was asked: a later call of
     more flags took the rest as it was, stale bytes that could equal the epoch awaited."""
-    heap = _one_rank_heap(1 << 16)
+    heap = aligned_heap(1 << 16)
     heap._local.fill_(7)  # what tensors freed by free_all left, or a new symmetric buffer held
     heap.scratch("op.flags", (11,), torch.int32, zero_new=True)
     heap.empty((4,), torch.float32)  # the flags are no longer the last allocation: growing them moves them
@@ -798,7 +811,7 @@ def test_flags_extended_in_place_keep_their_past_epochs():
     while a peer still finishing the previous call (no barrier at its end: pipelined_torch) polled
     them for its epoch: it spun out and raised a wrong "never signalled" (a review). Only the added
     flags are zeroed; the old ones hold past epochs, which no later wait awaits."""
-    heap = _one_rank_heap(1 << 16)
+    heap = aligned_heap(1 << 16)
     heap._local.fill_(7)
     flags = heap.scratch("op.flags", (11,), torch.int32, zero_new=True)
     flags.fill_(5)  # the epoch the previous call signalled
@@ -809,7 +822,7 @@ def test_flags_extended_in_place_keep_their_past_epochs():
 def test_a_growth_that_fits_but_not_twice_over_takes_what_it_needs():
     """Growth doubles a buffer's room; where the double did not fit, a call that would was refused,
     its message counting the double."""
-    heap = _one_rank_heap(1 << 20)
+    heap = aligned_heap(1 << 20)
     heap.scratch("s", (400 << 10,), torch.uint8)
     heap.empty((20 << 10,), torch.uint8)
     grown = heap.scratch("s", (410 << 10,), torch.uint8)
@@ -819,7 +832,7 @@ def test_a_growth_that_fits_but_not_twice_over_takes_what_it_needs():
 
 
 def test_a_heap_whose_size_is_no_multiple_of_the_alignment_counts_no_negative_room():
-    heap = _one_rank_heap(1000)
+    heap = aligned_heap(1000)
     heap.empty((900,), torch.uint8)
     assert heap.free_bytes == 0
     with pytest.raises(InputError, match=r"needs 4 bytes, 0 of 1,000 are left; make a larger heap \(SymmetricHeap"):
@@ -827,7 +840,7 @@ def test_a_heap_whose_size_is_no_multiple_of_the_alignment_counts_no_negative_ro
 
 
 def test_a_full_heap_names_the_buffer_and_says_free_all_only_where_it_frees_something():
-    heap = _fake_heap(world_size=2)
+    heap = aligned_heap(world_size=2)
     with pytest.raises(InputError, match=r"scratch buffer 'op\.c' \(\[64, 64\] torch.float32\) needs 16,384 bytes, "
                                          r"4,096 of 4,096 are left; make a larger heap \(.*\)$"):
         heap.scratch("op.c", (64, 64), torch.float32)
