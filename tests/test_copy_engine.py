@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from seer.copy_engine import copy_rows
-from seer.errors import InputError
+from seer.errors import InputError, SeerWarning
 
 
 def _blocks(device):
@@ -68,3 +68,42 @@ def test_copy_rows_copies_layouts_a_2d_copy_cannot_express(layout):
     assert torch.equal(dst.cpu(), src.resolve_conj().resolve_neg().cpu())
     torch.ones(8, device="cuda").add_(1)  # a launch after the copy: no error left behind
     torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+def test_copy_rows_falls_back_to_copy_with_a_warning_where_the_runtime_is_not_found(monkeypatch):
+    """Without the CUDA runtime's 2-D copy the block is still copied, on the SMs, and the user told once."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    from seer import copy_engine
+
+    monkeypatch.setattr(copy_engine, "_memcpy_2d", None)  # looked up afresh, and restored after the test
+    monkeypatch.setattr(copy_engine, "loaded_library", lambda name: None)
+    dst, src, whole = _blocks("cuda")
+    with pytest.warns(SeerWarning, match="could not find the CUDA runtime library"):
+        copy_rows(dst, src)
+    torch.cuda.synchronize()
+    assert torch.equal(dst.cpu(), src.cpu()) and torch.isnan(whole[:, :200].float()).all()
+    assert copy_engine._memcpy_2d is False  # not looked up again on the next copy
+
+
+@pytest.mark.gpu
+def test_copy_rows_raises_a_failed_copy_and_clears_the_runtime_error(monkeypatch):
+    """A status from cudaMemcpy2DAsync is raised by name, and cleared: left as the runtime's last error,
+    torch would raise it at its next launch, from an unrelated op. The pitches passed are the rows'."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    from seer import copy_engine
+
+    copy_engine._runtime_copy()
+    calls, cleared = [], []
+    monkeypatch.setattr(copy_engine, "_memcpy_2d", lambda *args: calls.append(args) or 11)  # cudaErrorInvalidValue
+    monkeypatch.setattr(copy_engine, "_clear_last_error", lambda: cleared.append(True) or 0)
+    dst, src, _ = _blocks("cuda")
+    with pytest.raises(copy_engine.SeerError, match=r"cudaMemcpy2DAsync of a \[300, 250\] torch.bfloat16 block failed "
+                                                    r"with CUDA error 11"):
+        copy_rows(dst, src)
+    assert cleared == [True]
+    (dst_at, dst_pitch, src_at, src_pitch, width, rows, kind, _stream), = calls
+    assert (dst_at, src_at) == (dst.data_ptr(), src.data_ptr())
+    assert (dst_pitch, src_pitch, width, rows, kind) == (700 * 2, 1000 * 2, 250 * 2, 300, 3)
