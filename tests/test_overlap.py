@@ -368,7 +368,7 @@ def test_row_chunks_cover_the_rows_once_and_respect_the_minimums(monkeypatch):
 def test_reduce_scatter_sums_the_peers_16_bit_partials_in_float32():
     """Four ranks, so that a rank's sum takes three peers' partials and small ones come between large ones
     that cancel: kept in float32 between additions they survive. Two patterns sum in 16 bits by design
-    (README): the collective's own sum (``bulk_torch``, as NCCL's) and ``fused_torch``'s adds after cuBLAS's
+    (README): the collective's own sum (``bulk_torch``; gloo's here) and ``fused_torch``'s adds after cuBLAS's
     epilogue; they lose the small products here, 8-14% relative error on some ranks, which this checks too,
     so that the README's figure stays true."""
     in_16_bits = ("bulk_torch", "fused_torch")
