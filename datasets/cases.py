@@ -12,6 +12,7 @@ import torch
 
 from seer.errors import InputError, exit_on_seer_error
 from seer.profiling import Case
+from seer.sparse import POSITIONS_FIT_INT32_BELOW
 
 
 def spmv_cases(folders: list[Path], *, synthetic: str = "none", max_nnz: int | None = None,
@@ -247,7 +248,8 @@ def _case(case_id, group, source, size, read, dtype, seed, device) -> Case:
 
     def build_inputs(loaded):
         matrix, values, x = loaded
-        index_dtype = torch.int32 if max(matrix.nnz, *matrix.shape) < 2**31 else torch.int64
+        # int32 where seer takes it: its kernels' positions pass the last nonzero by a block (seer.sparse).
+        index_dtype = torch.int32 if max(matrix.nnz, *matrix.shape) < POSITIONS_FIT_INT32_BELOW else torch.int64
         parts = (
             torch.from_numpy(matrix.indptr).to(device=device, dtype=index_dtype),
             torch.from_numpy(matrix.indices).to(device=device, dtype=index_dtype),

@@ -443,7 +443,13 @@ def block_replicate(
         row_label = rng.permutation(shape[0])
         col_label = row_label if m == n else rng.permutation(shape[1])
         rows, cols = row_label[rows], col_label[cols]
-    return sp.csr_matrix((values, (rows, cols)), shape=shape)
+    # Sorted by key, as _csr_from_keys does (the copies share no entry): scipy builds no float16 matrix
+    # from coordinates, and the other generators make float16 ones.
+    keys = rows.astype(np.int64) * shape[1] + cols
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    indptr = np.searchsorted(keys, np.arange(shape[0] + 1, dtype=np.int64) * shape[1])
+    return _csr(indptr, keys % shape[1], values[order], shape)
 
 
 def _sparse_block(A) -> sp.coo_matrix:

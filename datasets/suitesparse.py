@@ -23,6 +23,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from seer.errors import InputError, warn
+from seer.table import miscounted_line
 
 MANIFEST = "manifest.csv"
 SSSTATS = "ssstats.csv"
@@ -105,6 +106,8 @@ def read_matrix(path) -> sp.csr_matrix:
 
     Pattern entries become 1.0, symmetric, skew and hermitian storage is expanded, duplicates are
     summed and explicit zeros kept (they are stored entries). Index arrays are int32 when they fit.
+    The entries are checked against the banner's field by the first entry line alone: scipy drops a
+    token too many on any line, so a later line holding more than the field gives loses it unseen.
     """
     path = _existing_file(path)
     header = read_header(path)
@@ -142,10 +145,15 @@ def read_listed_matrix(info: MatrixInfo) -> sp.csr_matrix:
 
 
 def _check_symmetric_shape(path: Path, header: MatrixHeader) -> None:
-    """Symmetric, skew and hermitian storage mirror one triangle: only a square matrix has one."""
+    """Symmetric, skew and hermitian storage mirror one triangle: only a square matrix has one. Hermitian
+    storage is the format's for complex values only: a real or pattern file marked so is read as
+    symmetric by scipy, without a word, and may be a complex matrix whose imaginary parts were lost."""
     if header.symmetry != "general" and header.rows != header.cols:
         raise InputError(f"{path} is marked {header.symmetry} but is {header.rows} x {header.cols}; only a square "
                          "matrix can be symmetric")
+    if header.symmetry == "hermitian" and header.field != "complex":
+        raise InputError(f"{path} is marked '{header.field} hermitian', which Matrix Market allows for complex "
+                         "values only: a real matrix equal to its transpose is 'symmetric' (fix the banner)")
 
 
 def _bytes_to_read(header: MatrixHeader) -> int:
@@ -191,17 +199,23 @@ _ENTRY_TOKENS = {
 
 
 def _check_first_entry(path: Path, header: MatrixHeader) -> None:
-    """Refuse a file whose first entry line has more or fewer tokens than its banner's field gives.
-    scipy's reader drops a token too many without a word, so a file labelled pattern whose lines hold
-    values read as all ones, and one labelled real whose lines hold complex values lost their
-    imaginary parts. (Only the first entry is checked: a file written by one program is one format.)"""
+    """Refuse a file whose banner names no matrix (a Matrix Market vector, which scipy's header reader
+    takes for a matrix of one column), or whose first entry line has more or fewer tokens than its
+    banner's field gives. scipy's reader drops a token too many without a word, so a file labelled
+    pattern whose lines hold values read as all ones, and one labelled real whose lines hold complex
+    values lost their imaginary parts. (Only the first entry is checked: a file written by one
+    program is one format.)"""
     expected = _ENTRY_TOKENS.get(header.format, {}).get(header.field)
-    if expected is None or (header.entries if header.format == "coordinate" else header.rows * header.cols) == 0:
-        return
     with _matrix_source(path, whole=False) as source, ExitStack() as stack:
         lines = stack.enter_context(open(source, "rb")) if isinstance(source, str) else source
+        banner = next(lines, b"").split()
+        if len(banner) > 1 and banner[0].lower() == b"%%matrixmarket" and banner[1].lower() != b"matrix":
+            raise InputError(f"{path} holds a Matrix Market {banner[1].decode(errors='replace')}, not a matrix "
+                             "(its banner's object)")
+        if expected is None or (header.entries if header.format == "coordinate" else header.rows * header.cols) == 0:
+            return
         past_size_line = False
-        for number, line in enumerate(lines, start=1):
+        for number, line in enumerate(lines, start=2):
             tokens = line.split()
             if not tokens or tokens[0].startswith(b"%"):
                 continue
@@ -422,13 +436,22 @@ def _main_member(archive: tarfile.TarFile, path: Path) -> tarfile.TarInfo:
 def _from_manifest(folder: Path) -> list[MatrixInfo]:
     manifest = folder / MANIFEST
     try:
+        data = manifest.read_bytes()
+        # A row with a field too many: pandas drops its last and shifts the cells between, with a warning
+        # of its own only. Rows written with a comma at the end (an empty field more) are read as written.
+        miscounted = miscounted_line(data, spare_empty=True)
         # Every cell as written; index_col=False: with a field more than the header on every row, pandas
         # would take the first column for an index and shift every cell by one, silently.
-        table = pd.read_csv(manifest, dtype=str, keep_default_na=False, index_col=False)
+        table = None if miscounted else pd.read_csv(io.BytesIO(data), dtype=str, keep_default_na=False,
+                                                     index_col=False)
     except OSError as err:  # no permission
         raise InputError(f"cannot read {manifest}: {err.strerror or err}") from None
-    except ValueError as err:
+    except ValueError as err:  # not UTF-8, or no CSV pandas can read
         raise InputError(f"cannot read {manifest}: {err}") from err
+    if miscounted:
+        number, fields, columns = miscounted
+        raise InputError(f"{manifest}: line {number} has {fields} fields, but the header names {columns} columns: "
+                         "a cell too many or too few (a comma in a name?); fix that line")
     missing = [column for column in _MANIFEST_COLUMNS if column not in table.columns]
     if missing:
         raise InputError(f"{manifest} lacks the columns {missing}")

@@ -455,13 +455,25 @@ def _check_field_counts(path: str | Path, data: bytes) -> None:
     """A ProfileTableError naming the first line with more or fewer fields than the header: pandas
     would shift such a table's columns (the first field read as an index where every row has one
     more) or pad it with empty cells, silently."""
+    miscounted = miscounted_line(data)
+    if miscounted is not None:
+        number, fields, columns = miscounted
+        raise ProfileTableError(f"{path}: line {number} has {fields} fields, but the header names {columns} columns: "
+                                "a cell too many or too few (a comma in a name, or a row cut short); fix that line")
+
+
+def miscounted_line(data: bytes, *, spare_empty: bool = False) -> tuple[int, int, int] | None:
+    """``(line number, its fields, the header's)`` of a CSV's first line whose field count is not the
+    header's, or None; a blank line is no row (pandas skips it too). ``spare_empty``: empty fields past
+    the header's count do not count (rows written with a comma at the end)."""
     lines = csv.reader(io.StringIO(data.decode("utf-8"), newline=""))
     header = next(lines, [])
     for fields in lines:
-        if fields and len(fields) != len(header):  # a blank line is no row (pandas skips it too)
-            raise ProfileTableError(f"{path}: line {lines.line_num} has {len(fields)} fields, but the header names "
-                                    f"{len(header)} columns: a cell too many or too few (a comma in a name, or a "
-                                    "row cut short); fix that line")
+        while spare_empty and len(fields) > len(header) and fields[-1] == "":
+            fields = fields[:-1]
+        if fields and len(fields) != len(header):
+            return lines.line_num, len(fields), len(header)
+    return None
 
 
 def read_rows(path: str | Path, header: Sequence[str] | None = None) -> pd.DataFrame:

@@ -271,3 +271,22 @@ def test_a_case_loads_fresh_signed_values_and_x_whatever_the_file_holds(suitespa
     parts, (vector,) = case.build((matrix, values, x))
     assert parts[0].dtype == parts[1].dtype == torch.int32 and parts[2].dtype == vector.dtype == torch.float32
     assert torch.equal(parts[2], torch.from_numpy(values).float())
+
+
+def test_a_case_takes_int64_indices_where_seer_refuses_int32_ones(suitesparse_dir, monkeypatch):
+    """Cases chose int32 up to 2**31 - 1 nonzeros, which seer refuses from 2**31 - 2**20 on (its kernels'
+    positions pass the last nonzero by a block): a case in between was built only to be refused (a review).
+    The bound lowered to this matrix's nonzeros stands in for a matrix of 2**31 of them."""
+    import torch
+
+    from seer.sparse import as_csr
+
+    case = next(c for c in cases.spmv_cases([suitesparse_dir], device="cpu") if c.id.endswith("HB/bcsstk01"))
+    loaded = case.load()
+    monkeypatch.setattr(cases, "POSITIONS_FIT_INT32_BELOW", loaded[0].nnz)
+    parts, _ = case.build(loaded)
+    assert parts[0].dtype == parts[1].dtype == torch.int64
+    monkeypatch.setattr(cases, "POSITIONS_FIT_INT32_BELOW", loaded[0].nnz + 1)
+    parts, _ = case.build(loaded)
+    assert parts[0].dtype == parts[1].dtype == torch.int32
+    as_csr(parts)  # taken

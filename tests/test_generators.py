@@ -292,6 +292,18 @@ def test_block_replicate_permutation_is_symmetric(suitesparse_dir):
     assert abs(shuffled - shuffled.T).max() == 0  # bcsstk01 is symmetric, so is P B P^T
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_block_replicate_takes_every_floating_dtype(suitesparse_dir, dtype):
+    """scipy builds no float16 matrix from coordinates: block_replicate raised its ValueError where the other
+    generators made float16 matrices (a review). The same entries as float32's, the file's values cast."""
+    A = read_matrix(suitesparse_dir / "HB__bcsstk01.mtx.gz")
+    A.data = np.linspace(-0.9, 0.9, A.nnz) + 0.05  # in float16's range (the file's stiffnesses reach 1e9)
+    B, single, double = (block_replicate(A, 4, seed=2, coupling=3, dtype=d) for d in (dtype, np.float32, np.float64))
+    assert_canonical(B, single.shape)
+    assert B.dtype == dtype and (B.indptr == single.indptr).all() and (B.indices == single.indices).all()
+    np.testing.assert_array_equal(B.data, double.data.astype(dtype))
+
+
 def test_block_replicate_rectangular(suitesparse_dir):
     A = read_matrix(suitesparse_dir / "LPnetlib__lpi_galenet.mtx.gz")
     B = block_replicate(A, 4, seed=2)
