@@ -32,8 +32,8 @@ from torch.autograd.graph import increment_version
 import triton
 import triton.language as tl
 
-from seer.errors import (InputError, check_no_grad, check_not_negated, check_writable, dual_level_open, overlap_error,
-                         warn_once)
+from seer.errors import (InputError, check_no_grad, check_not_negated, check_writable, dual_level_open, no_memory_error,
+                         overlap_error, warn_once)
 from seer.launch import (INTERPRETER_SMS, InputLaunches, LaunchCache, capturing, check_runnable, on_device,  # noqa: F401 (INTERPRETER_SMS: gemm's tests size grids by it)
                          several_gpus, sm_count, specialisation, through_triton)
 from seer.registry import Variant, example_values
@@ -332,17 +332,11 @@ def _check_dense(out) -> None:
         raise InputError(f"out must be a 2-D tensor, got shape {tuple(out.shape)}")
 
 
-# A tensor inside torch.vmap (or another functorch transform) has no memory of its own, so no
-# address for a kernel; torch's own error ("Cannot access data pointer ...") names no cause.
-_NO_MEMORY = ("gemm: an operand or out has no memory of its own (a tensor inside torch.vmap or another "
-              "functorch transform); call seer outside the transform, or torch.matmul inside it")
-
-
 def _address(t: torch.Tensor) -> int:
     try:
         return t.data_ptr()
     except RuntimeError:
-        raise InputError(_NO_MEMORY) from None
+        raise no_memory_error("gemm", "torch.matmul") from None
 
 
 def _check_apart(problem: GemmProblem, c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
@@ -354,7 +348,7 @@ def _check_apart(problem: GemmProblem, c: torch.Tensor, a: torch.Tensor, b: torc
     try:
         low, a_at, b_at = c.data_ptr(), a.data_ptr(), b.data_ptr()
     except RuntimeError:
-        raise InputError(_NO_MEMORY) from None
+        raise no_memory_error("gemm", "torch.matmul") from None
     high = low + M * N * size
     (a_row, a_col), (b_row, b_col) = a.stride(), b.stride()
     if M and K and a_at < high and low < a_at + ((M - 1) * a_row + (K - 1) * a_col + 1) * size:
@@ -393,7 +387,7 @@ def _pointers(*tensors: torch.Tensor) -> tuple[tuple, tuple]:
     try:
         addresses = tuple([t.data_ptr() for t in tensors])
     except RuntimeError:
-        raise InputError(_NO_MEMORY) from None
+        raise no_memory_error("gemm", "torch.matmul") from None
     return tuple([at % 16 == 0 for at in addresses]), addresses
 
 

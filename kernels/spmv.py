@@ -36,8 +36,8 @@ import triton
 import triton.language as tl
 
 from seer import cusparse, sparse
-from seer.errors import (InputError, check_no_grad, check_not_negated, check_writable, dual_level_open, overlap_error,
-                         warn, warn_once)
+from seer.errors import (InputError, check_no_grad, check_not_negated, check_writable, dual_level_open, no_memory_error,
+                         overlap_error, warn, warn_once)
 from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, current_stream, sm_count,
                          specialisation, through_triton, vector_operands)
 from seer.registry import Variant, example_values
@@ -480,14 +480,20 @@ def _out_check(csr: CsrMatrix) -> Callable[[torch.Tensor, torch.Tensor], torch.T
                    (("indptr", csr.indptr), ("indices", csr.indices), ("values", csr.values)))
 
     def check(out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        if (isinstance(out, torch.Tensor) and out.shape == shape and out.dtype == dtype and out.device == device
-                and out.layout is STRIDED and not (out.requires_grad or out.is_neg() or out.is_inference()
-                                                   or dual_level_open())):
+        try:
+            common = (isinstance(out, torch.Tensor) and out.shape == shape and out.dtype == dtype
+                      and out.device == device and out.layout is STRIDED
+                      and not (out.requires_grad or out.is_neg() or out.is_inference() or dual_level_open()))
+        except RuntimeError:  # a nested tensor has no sizes to compare: named below
+            common = False
+        if common:
             _check_apart(out, x, rows, cols, size, arrays)
             increment_version(out)  # written in place: autograd must see it (a saved out would be stale)
             return out
         if not isinstance(out, torch.Tensor):
             raise InputError(f"out must be a torch.Tensor, got {type(out).__name__}")
+        if out.is_nested:
+            raise InputError("out must be a dense tensor, got a nested one")
         if out.shape != shape:
             raise InputError(f"out must have shape ({rows},) for a matrix of {rows} rows, got {tuple(out.shape)}")
         if out.dtype != dtype:
@@ -514,13 +520,16 @@ def _check_apart(y: torch.Tensor, x: torch.Tensor, rows: int, cols: int, size: i
     given an out pays it (``benchmarks/out_check.py``); the arrays' sizes are the plan's."""
     if not rows:
         return
-    low, stride = y.data_ptr(), y.stride()[0]  # stride() then [0]: a third of stride(0)'s host time
+    try:
+        low, stride = y.data_ptr(), y.stride()[0]  # stride() then [0]: a third of stride(0)'s host time
+        start = x.data_ptr() if cols else 0
+    except RuntimeError:
+        raise no_memory_error("spmv", "A @ x") from None
     if not stride and rows > 1:
         raise InputError("out has stride 0: every row's result would be written to one element; pass a tensor "
                          "with an element per row")
     high = low + ((rows - 1) * stride + 1) * size
     if cols:
-        start = x.data_ptr()
         if start < high and low < start + ((cols - 1) * x.stride()[0] + 1) * size:
             raise overlap_error("x")
     for name, array, nbytes in arrays:
@@ -1331,7 +1340,10 @@ def split(inputs):
     """``(A, x)`` -> ``(A, (x,))``: the choice depends on A only."""
     if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
         raise_input("spmv takes inputs (A, x): a CSR matrix and a dense vector")
-    return inputs[0], (inputs[1],)
+    matrix = inputs[0]
+    # Arrays in a list are held as a tuple: the key names them by id, and a cached decision holding the
+    # caller's list would let an array put in its place free one whose id a new array then takes.
+    return (tuple(matrix) if type(matrix) is list else matrix), (inputs[1],)
 
 
 def cache_key(matrix):
@@ -1342,13 +1354,24 @@ def cache_key(matrix):
     try:
         try:
             return _key(matrix, tracked=True)
-        except RuntimeError:  # an inference tensor among the arrays: it keeps no version counter
+        except RuntimeError:  # an inference tensor among the arrays keeps no version counter
+            if not _inference_arrays(matrix):  # a nested one has none to read either: problem() names it
+                return None
             _warn_once("inference tensors", "the CSR arrays are inference tensors, which keep no version counter: seer "
                        "cannot see their index arrays written in place (possible inside torch.inference_mode()); call "
                        "seer.clear_cache() after such a write")
             return _key(matrix, tracked=False)
     except TypeError:  # a shape that is no sequence: examined, and refused with what is wrong
         return None
+
+
+def _inference_arrays(matrix) -> bool:
+    """Whether any of ``matrix``'s arrays is an inference tensor (one that keeps no version counter)."""
+    if isinstance(matrix, CsrMatrix):
+        arrays = (matrix.indptr, matrix.indices, matrix.values)
+    else:
+        arrays = (matrix,) if isinstance(matrix, torch.Tensor) else matrix[:3]
+    return any(isinstance(t, torch.Tensor) and t.is_inference() for t in arrays)
 
 
 def _key(matrix, tracked: bool):
@@ -1446,11 +1469,13 @@ def within_validating_bounds(rows: int, nnz: int) -> bool:
 def first_call(matrix, operands, out: torch.Tensor | None = None) -> tuple[CsrMatrix, torch.Tensor | None]:
     """The first call on ``matrix``: its validated :class:`CsrMatrix` and, for a small matrix,
     y = A x computed by the validating pass itself (else None: the chosen variant computes it).
-    A ``CsrMatrix`` is returned as it is, with None, once :func:`_rechecked`. A matrix the pass
+    A ``CsrMatrix`` is returned as it is, with None, once :func:`_rechecked` and x checked. A matrix the pass
     refuses leaves ``out`` as it was: the small one's product goes to a new y, copied into ``out``
     once the matrix is accepted."""
     if isinstance(matrix, CsrMatrix):
-        return _rechecked(matrix), None
+        csr = _rechecked(matrix)
+        check_dense_vector(csr, operands[0])  # before a variant plans its work on the matrix
+        return csr, None
     csr = as_csr(matrix, check=False)
     (x,) = operands
     check_dense_vector(csr, x)  # first: a wrong x is named as such, not by where the pass cannot run

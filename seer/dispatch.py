@@ -404,6 +404,7 @@ def _counted(entry: Op, key, decision: Decision, operands, model) -> Decision:
             return _cache.get(key) or decision
         if decision.served < decision.recheck_at:
             return decision
+        entry.kernels.check_operands(decision.problem, operands)  # a refused call decides nothing
         selector, _ = resolve_model(entry, _device_of(decision.problem), model, decision.features.get("world_size"))
         if selector is None:  # the model became unusable since (its file rewritten or gone): keep serving
             decision.recheck_at = None
@@ -462,11 +463,13 @@ def _hinted(entry: Op, key, decision: Decision, operands, calls: int, model) -> 
     if capturing() or "world_size" in decision.features:  # capture: deciding may read the device back
         return decision
     if calls <= decision.calls:  # the first call had no hint: no more calls than it was made for, so kept, fixed
-        decision.recheck_at = None
+        with _recheck_lock:  # not while a recheck reads recheck_at
+            decision.recheck_at = None
         return decision
     with _recheck_lock, _on_device_of(operands):
         if decision.calls >= calls:  # another thread decided for the hint meanwhile
             return _cache.get(key) or decision
+        entry.kernels.check_operands(decision.problem, operands)  # a refused call decides nothing
         fresh = _decide(entry, decision.source, operands, calls=calls, model=model, variant=None,
                         problem=decision.problem, gathered=_gathered(entry, decision.features))
         if fresh.variant == decision.variant:

@@ -82,6 +82,14 @@ def overlap_error(name: str) -> InputError:
                       f"it; pass an out whose memory lies apart from {name}'s")
 
 
+def no_memory_error(op: str, instead: str) -> InputError:
+    """The error for an operand or out without memory of its own: a tensor inside ``torch.vmap`` (or
+    another functorch transform) has no address for a kernel, and torch's own error ("Cannot access
+    data pointer ...") names no cause. ``instead``: the torch op that works inside the transform."""
+    return InputError(f"{op}: an operand or out has no memory of its own (a tensor inside torch.vmap or another "
+                      f"functorch transform); call seer outside the transform, or {instead} inside it")
+
+
 def check_not_negated(op: str, **operands) -> None:
     """Raise an :class:`InputError` for an operand whose negation torch keeps as a flag (``is_neg()``:
     e.g. ``z.conj().imag``): seer's kernels read and write the memory itself, which holds the other sign."""

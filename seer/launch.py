@@ -21,7 +21,7 @@ from typing import Callable
 import torch
 import triton
 
-from seer.errors import InputError, warn
+from seer.errors import InputError, no_memory_error, warn
 
 INTERPRETING = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -103,7 +103,10 @@ def vector_operands(x: torch.Tensor, y: torch.Tensor) -> tuple:
     ``key`` is their share of the launch specialisation, read once with the addresses and strides
     the launch passes: dtypes, 16-byte alignment and exact strides (a finer key than Triton's
     ``== 1``, ``% 16``, so never a wrong one)."""
-    x_at, y_at = x.data_ptr(), y.data_ptr()
+    try:
+        x_at, y_at = x.data_ptr(), y.data_ptr()
+    except RuntimeError:
+        raise no_memory_error("spmv", "A @ x") from None
     x_stride, y_stride = x.stride()[0], y.stride()[0]  # stride() then [0]: a third of stride(0)'s host time
     if x_stride > 1 or y_stride > 1:
         _check_offsets(x, x_stride, "x")

@@ -237,8 +237,9 @@ def _unpack(matrix):
         for name, t in (("indptr", indptr), ("indices", indices), ("values", values)):
             if not isinstance(t, torch.Tensor):
                 raise InputError(f"CSR {name} must be a torch.Tensor, got {type(t).__name__}")
-            if t.layout != torch.strided:
-                raise InputError(f"CSR {name} must be a dense tensor, got layout {t.layout}")
+            if t.layout != torch.strided or t.is_nested:
+                raise InputError(f"CSR {name} must be a dense tensor, got "
+                                 f"{'a nested one' if t.is_nested else f'layout {t.layout}'}")
         return indptr, indices, values, csr_shape(shape)
     raise InputError(
         "a sparse matrix must be a torch sparse CSR tensor, a scipy CSR matrix or an "
@@ -764,13 +765,17 @@ def dense_vector_check(csr: CsrMatrix, name: str = "x") -> Callable[[torch.Tenso
 def _check_vector(shape: tuple, dtype: torch.dtype, device: torch.device, name: str, x) -> None:
     """Raise the error that says what is wrong with ``x`` as a vector of ``shape``, if anything."""
     # Every call of a cached decision passes here: the common case is decided in one expression.
-    if (isinstance(x, torch.Tensor) and x.shape == shape and x.dtype == dtype and x.device == device
-            and x.layout is STRIDED and not x.requires_grad and not x.is_neg() and not dual_level_open()):
-        return
+    try:
+        if (isinstance(x, torch.Tensor) and x.shape == shape and x.dtype == dtype and x.device == device
+                and x.layout is STRIDED and not x.requires_grad and not x.is_neg() and not dual_level_open()):
+            return
+    except RuntimeError:  # a nested tensor has no sizes to compare: named below
+        pass
     if not isinstance(x, torch.Tensor):
         raise InputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.layout is not STRIDED:
-        raise InputError(f"{name} must be a dense tensor, got layout {x.layout}; pass {name}.to_dense()")
+    if x.layout is not STRIDED or x.is_nested:
+        got = "a nested one" if x.is_nested else f"layout {x.layout}"
+        raise InputError(f"{name} must be a dense tensor, got {got}; pass {name}.to_dense()")
     if x.dim() != 1:
         raise InputError(f"{name} must be 1-D, got shape {tuple(x.shape)}")
     if x.numel() != shape[0]:

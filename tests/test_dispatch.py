@@ -1592,3 +1592,140 @@ def test_no_model_for_a_gpu_says_how_that_op_is_profiled(monkeypatch):
         with pytest.warns(SeerWarning, match=rf"no {op} model measured on 'Imaginary GPU' \({how}"):
             assert resolve_model(get_op(op), torch.device("cuda", 0)) == (None, "hand rule")
     clear_cache()
+
+
+def test_a_matrix_given_as_a_list_is_held_as_its_arrays():
+    """The key names the arrays by id; the decision held the caller's list, so an array put in its place
+    freed the one keyed (kept only as a contiguous copy where strided), whose id a new array could take,
+    with version 0 too: its cached decision then multiplied by the old pattern (a review)."""
+    import gc
+    import weakref
+
+    m = _matrix(40, 30, 0.2, 21)
+    indptr, indices, values, shape = _parts(m)
+    strided = torch.stack([indices, indices], 1)[:, 0]  # the same columns, strided: seer copies them
+    matrix = [indptr, strided, values, shape]
+    x = torch.randn(30)
+    _check(seer.dispatch("spmv", (matrix, x)), m, x)
+    held = weakref.ref(strided)
+    matrix[1] = indices.clone()
+    del strided
+    gc.collect()
+    assert held() is not None  # the cached decision keeps what its key names
+    _check(seer.dispatch("spmv", (matrix, x)), m, x)
+
+
+def test_a_hint_during_a_recheck_waits_for_it(monkeypatch, binds):
+    """A hint's "keep the choice" cleared recheck_at while another thread's recheck read it: the recheck
+    compared an int with None (a raw TypeError from the call, or a warning, and the hint undone; a review)."""
+    found, calls = binds
+    small, big = _small_and_big()
+    model = _model_by_calls({1: small, 10: big, 100: big})
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
+    dispatch_module = sys.modules["seer.dispatch"]
+    deciding, go, warned = threading.Event(), threading.Event(), []
+    settled = dispatch_module._settled_choice
+
+    def held_open(*args, **kwargs):
+        deciding.set()
+        assert go.wait(30)
+        return settled(*args, **kwargs)
+
+    monkeypatch.setattr(dispatch_module, "_settled_choice", held_open)
+    monkeypatch.setattr(dispatch_module, "_warn_once", warned.append)
+    m = _matrix(60, 50, 0.1, 22)
+    x = torch.randn(50)
+    parts = _parts(m)
+    for calls[0] in range(1, 10):
+        seer.dispatch("spmv", (parts, x), model=model)
+    results = {}
+
+    def call(name, **hint):
+        try:
+            results[name] = seer.dispatch("spmv", (parts, x), model=model, **hint)
+        except Exception as error:  # noqa: BLE001 (reported below)
+            results[name] = error
+
+    tenth = threading.Thread(target=call, args=("tenth",))
+    tenth.start()
+    assert deciding.wait(30)
+    hinted = threading.Thread(target=call, args=("hinted",), kwargs={"calls": 1})
+    hinted.start()
+    hinted.join(0.5)  # it waits for the recheck now: before, it cleared recheck_at under it at once
+    go.set()
+    tenth.join(30)
+    hinted.join(30)
+    for name in ("tenth", "hinted"):
+        assert isinstance(results[name], torch.Tensor), results[name]
+        _check(results[name], m, x)
+    assert warned == [] and found == [(SMALL, 1), (BIG, 9)]
+
+
+def test_a_refused_call_decides_nothing_again(monkeypatch, binds):
+    """Operands were checked by the bound call only, after a hint or a due recheck had decided again and
+    bound another variant for them: a call refused for its x still changed the cached choice (a review)."""
+    found, calls = binds
+    small, big = _small_and_big()
+    model = _model_by_calls({1: small, 10: big, 100: big})
+    monkeypatch.setattr(spmv_features, "HOST_BOUND_BELOW", 0)
+    m = _matrix(60, 50, 0.1, 23)
+    x, wrong = torch.randn(50), torch.randn(49)
+    for hint in ({"calls": 10}, {}):
+        parts = _parts(m)
+        seer.dispatch("spmv", (parts, x), model=model)
+        for calls[0] in range(2, 10):  # the recheck due from the 10th call on; the hint decides again at once
+            seer.dispatch("spmv", (parts, x), model=model)
+        with pytest.raises(InputError, match="x has 49 entries; the matrix has 50 columns"):
+            seer.dispatch("spmv", (parts, wrong), model=model, **hint)
+        held = seer.cached_decision("spmv", (parts, x), model=model)
+        assert held.variant == SMALL and held.calls == 1 and found[-1][0] == SMALL, (hint, found)
+        _check(seer.dispatch("spmv", (parts, x), model=model, **hint), m, x)  # then it decides again
+        assert seer.cached_decision("spmv", (parts, x), model=model).variant == BIG
+        found.clear()
+
+
+def test_a_csr_matrix_first_called_with_a_bad_x_plans_nothing():
+    """A CsrMatrix's first call returned it unchecked, and the chosen variant planned its work (a copy of
+    the values, renumbered columns on a large matrix) before its bound call refused x (a review)."""
+    m = _matrix(80, 60, 0.1, 24)
+    csr = as_csr(_parts(m))
+    before = set(csr.scratch)
+    with pytest.raises(InputError, match="x has 59 entries; the matrix has 60 columns"):
+        seer.dispatch("spmv", (csr, torch.randn(59)), variant=None)
+    assert set(csr.scratch) == before
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype stage:UserWarning")
+def test_nested_spmv_operands_are_refused_by_name():
+    """A strided nested tensor has no sizes: reading them raised torch's "Internal error", and nested values
+    were first warned of as inference tensors (a review)."""
+    m = _matrix(20, 16, 0.2, 25)
+    indptr, indices, values, shape = _parts(m)
+    x = torch.randn(16)
+    nested = torch.nested.nested_tensor
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SeerWarning)
+        for inputs, out, told in (((indptr, indices, values, shape), nested([torch.randn(20)]), "out"),
+                                  (((indptr, indices, values, shape)), None, "x"),
+                                  ((indptr, indices, nested([values]), shape), None, "CSR values")):
+            operand = nested([x]) if told == "x" else x
+            with pytest.raises(InputError, match=f"{told} must be a dense tensor, got a nested one"):
+                seer.dispatch("spmv", (inputs, operand), out=out)
+        with pytest.raises(InputError, match="CSR values must be a dense tensor, got a nested one"):
+            seer.explain("spmv", ((indptr, indices, nested([values]), shape), x))
+        assert seer.cached_decision("spmv", ((indptr, indices, nested([values]), shape), x)) is None
+
+
+def test_spmv_inside_vmap_is_refused_by_name():
+    """Inside torch.vmap a vector has no memory of its own: torch's "Cannot access data pointer" named no
+    cause (a review); GEMM's refusal names the transform."""
+    parts = _parts(_matrix(20, 16, 0.2, 26))
+    xs = torch.randn(3, 16)
+    told = r"spmv: an operand or out has no memory of its own \(a tensor inside torch.vmap"
+    with pytest.raises(InputError, match=told):  # a first call
+        torch.vmap(lambda x: seer.dispatch("spmv", (parts, x)))(xs)
+    seer.dispatch("spmv", (parts, xs[0]))
+    with pytest.raises(InputError, match=told):  # a cached one
+        torch.vmap(lambda x: seer.dispatch("spmv", (parts, x)))(xs)
+    with pytest.raises(InputError, match=told):
+        torch.vmap(lambda out: seer.dispatch("spmv", (parts, xs[0]), out=out))(torch.empty(3, 20))
