@@ -34,10 +34,12 @@ def main(argv: list[str] | None = None) -> int:
             return args.run(args, command) or 0
         except SeerError as error:
             return _error(args.command, error)
-        except OSError as error:  # a file the user named that cannot be read or written, where no check caught it
-            if error.filename is None:
-                raise
-            return _error(args.command, f"cannot read or write {error.filename}: {error.strerror or error}")
+        except BrokenPipeError:  # stdout's reader went away (`seer train ... | head`): nothing left to say
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's flush at exit would raise
+            return 1
+        except OSError as error:  # a file that cannot be read or written (or a full disk), where no check caught it
+            where = f" {error.filename}" if error.filename is not None else ""
+            return _error(args.command, f"cannot read or write{where}: {error.strerror or error}")
 
 
 def _error(command: str, message) -> int:
@@ -226,13 +228,12 @@ def _train(args, command: str) -> int:
     check_model_path(args.table, out, beside=tuple(exports))  # before training: it takes minutes
     with _folder_for(out.parent, "--out's folder"):
         _check_writable(out)
-        model, report = train_table(_relative(args.table), op=args.op, out=out, command=command)
+        model, report = train_table(_relative(args.table), op=args.op, command=command)
+        model.save_with(out, {suffix: export(model) for suffix, export in exports.items()})  # never out of step
     if not out.name.startswith(f"{model.op}-"):
         warn(f"{out.name}: seer.dispatch finds {model.op} models in models/ and $SEER_MODELS by their names, "
              f"{model.op}-*.json; this one serves only where passed as model= (e.g. --out "
              f"{out.parent / f'{model.op}-{out.name}'})")
-    for suffix, export in exports.items():
-        out.with_suffix(suffix).write_text(export(model), encoding="utf-8")
     print(rules.to_text(model))
     print(report.to_text())
     print(f"wrote {out} and its rules ({out.with_suffix('.txt').name}, .md, .py)")

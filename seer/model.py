@@ -36,7 +36,7 @@ import numpy as np
 
 from seer import registry
 from seer.errors import InputError, ModelError
-from seer.files import replace_atomically
+from seer.files import replace_together
 from seer.features_base import Feature
 from seer.tree import Tree
 
@@ -277,12 +277,26 @@ class SelectorModel:
         dispatch reads a model file again once it changes: the file is replaced whole
         (:func:`seer.files.replace_atomically`: never found half written, a link followed, its
         permissions kept), and a read-only one is refused."""
+        return self.save_with(path, {})
+
+    def save_with(self, path: str | Path, beside: dict[str, str]) -> Path:
+        """:meth:`save`, and the texts ``beside`` (by suffix: the rules) next to it, written together
+        (:func:`seer.files.replace_together`): a write that fails leaves the model and its rules as they
+        were, never a new model beside the old one's rules. Returns the model's path."""
         path = Path(path)
         content = self.to_dict()
         document = {**content, "checksum": {"sha256": checksum(content)}}
         if path.exists() and not os.access(path, os.W_OK):
             raise PermissionError(errno.EACCES, "the model file is read-only", str(path))
-        replace_atomically(path, (json.dumps(document, indent=1, allow_nan=False) + "\n").encode())
+        if path.is_dir() or not path.parent.is_dir():
+            raise ModelError(f"cannot save the model to {path}: " + ("it is a folder" if path.is_dir() else
+                                                                        f"there is no folder {path.parent}"))
+        files = {path: (json.dumps(document, indent=1, allow_nan=False) + "\n").encode()}
+        files |= {path.with_suffix(suffix): text.encode("utf-8") for suffix, text in beside.items()}
+        try:
+            replace_together(files)
+        except OSError as error:
+            raise ModelError(f"cannot save the model to {path}: {error.strerror or error}") from None
         return path
 
     @classmethod

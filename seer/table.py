@@ -498,23 +498,27 @@ def retire_variants(path: str | Path, variants: Sequence[str], command: str, op:
     dispatch sets aside for the hand rule (with a warning). Returns the columns removed; raises
     ProfileTableError, leaving the file alone, if a variant is not in it."""
     path, variants = Path(path), list(dict.fromkeys(variants))
-    table = _retirable(path, variants, op)
-    frame = read_cells(path)
-    columns = [c for v in variants for c in (TIME + v, CALL + v, PREPARE + v) if c in frame.columns]
-    kept = frame.drop(columns=columns)
-    ProfileTable.from_frame(read_rows(path).drop(columns=columns), table.op, table.meta)  # must still read
+    table, columns = _retirable(path, variants, op)
+    kept = read_cells(path).drop(columns=columns)
     retired = [*table.meta.get("retired_variants", []), {"variants": variants, "by": command}]
     write_table(kept, path, {**table.meta, "retired_variants": retired})
     return columns
 
 
-def _retirable(path: Path, variants: Sequence[str], op: str | None) -> ProfileTable:
-    """The table ``path``, read, once it is known to have every one of ``variants``."""
+def _retirable(path: Path, variants: Sequence[str], op: str | None) -> tuple[ProfileTable, list[str]]:
+    """The table ``path``, read, and the columns retiring ``variants`` removes, once it is known to have every
+    one of them and to read as a table without them (the command checks every table before rewriting any)."""
     table = read_table(path, op)
     missing = [v for v in variants if v not in table.variants]
     if missing:
         raise ProfileTableError(f"{path} has no variant(s) {missing}; its variants: {list(table.variants)}")
-    return table
+    rows = read_rows(path)
+    columns = [c for v in variants for c in (TIME + v, CALL + v, PREPARE + v) if c in rows.columns]
+    try:
+        ProfileTable.from_frame(rows.drop(columns=columns), table.op, table.meta)
+    except ProfileTableError as error:
+        raise ProfileTableError(f"{path} without {variants}: {error}") from None
+    return table, columns
 
 
 def _check_distinct_campaigns(paths: Sequence[Path], digests: Sequence[str]) -> None:
@@ -744,8 +748,12 @@ def _check_ids(frame: pd.DataFrame) -> None:
 
 
 def _numeric(frame: pd.DataFrame, column: str) -> pd.Series:
-    """The column as float64; ProfileTableError naming the first non-numeric cells."""
+    """The column as float64; ProfileTableError naming the first non-numeric cells. A column pandas read
+    as booleans (every cell True or False) is no number either, though it would convert to 1 and 0."""
     raw = frame[column]
+    if len(raw) and pd.api.types.is_bool_dtype(raw):
+        raise ProfileTableError(f"column {column!r} holds True/False, not numbers (first: "
+                                f"{frame['id'].iloc[0]!s}: {raw.iloc[0]!r})")
     values = pd.to_numeric(raw, errors="coerce").astype(float)
     bad = values.isna() & raw.notna()
     if bad.any():

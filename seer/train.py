@@ -59,7 +59,7 @@ from sklearn.tree import DecisionTreeRegressor
 from seer.errors import ModelError, ProfileTableError, warn, warn_once
 from seer.features_base import reads_dtype
 from seer.model import GATHER, SelectorModel, nearest_calls, op_feature_module
-from seer.table import ProfileTable, device_of, meta_path, read_table, table_sha256
+from seer.table import ProfileTable, device_of, meta_path, read_meta, read_table, table_sha256
 from seer.tree import Tree, log_regret, node_choices, readable_split
 
 DEFAULT_DEPTHS = (1, 2, 3, 4, 5, 6, 8, None)
@@ -402,6 +402,22 @@ def check_model_path(table: str | Path, out: str | Path, beside: Sequence[str] =
         if written.is_file() and not _written_by_training(written):
             raise ModelError(f"{written} exists and is not a seer model or its rules: training would write over it; "
                              "choose another --out, or move that file away")
+    if out.is_file():
+        _check_same_op_and_device(table, out)
+
+
+def _check_same_op_and_device(table: Path, out: Path) -> None:
+    """ModelError where the model at ``out`` is of another op, or measured on another GPU, than the table
+    (where both say): retraining replaces a model, but a mistyped --out would destroy another one, and
+    dispatch would then skip the file for the op it names, warning, far from the cause."""
+    document, meta = json.loads(out.read_bytes()), read_meta(meta_path(table))
+    model_device = (document.get("device") or {}).get("name") if isinstance(document.get("device"), dict) else None
+    for what, theirs, ours in (("op", document.get("op"), meta.get("op")),
+                               ("GPU", model_device, device_of(meta)["name"])):
+        if theirs and ours and theirs != ours:
+            raise ModelError(f"{out} holds a model of {what} {theirs!r}, and {table} was measured for {what} "
+                             f"{ours!r}: training would write over another model; choose another --out "
+                             f"(e.g. models/{table.stem}.json), or delete that model first")
 
 
 def _written_by_training(path: Path) -> bool:

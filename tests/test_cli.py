@@ -504,3 +504,66 @@ def test_report_names_the_variants_and_features_a_model_does_not_share_with_the_
     error = capsys.readouterr().err
     assert (f"warning: model {tmp_path / 'm.json'} does not match {other} (variants the table lacks ['c']; features "
             "the table lacks ['row_max']; variants only the table times ['d'])") in error
+
+
+@pytest.mark.usefixtures("toy_op")
+def test_train_writes_the_model_and_its_rules_together_or_not_at_all(tmp_path, capsys, monkeypatch):
+    """A full disk while writing the rules ended in a traceback after the model was replaced: the new model
+    sat beside the old one's rules (a review). Now a write that fails replaces none of the four files, and
+    the error is one line."""
+    import errno
+    import pathlib
+
+    table = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    out = tmp_path / "toy-m.json"
+    assert main(["train", str(table), "--out", str(out)]) == 0
+    files = [out.with_suffix(suffix) for suffix in (".json", ".txt", ".md", ".py")]
+    before = [path.read_bytes() for path in files]
+    other = write_planted(tmp_path / "u.csv", groups=4, per_group=3, seed=5)
+    write_bytes = pathlib.Path.write_bytes
+
+    def full_at_the_rules(path, data):
+        if path.name.startswith(".toy-m.py"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write_bytes(path, data)
+
+    monkeypatch.setattr(pathlib.Path, "write_bytes", full_at_the_rules)
+    capsys.readouterr()
+    assert main(["train", str(other), "--out", str(out)]) == 2
+    assert "seer train: error: cannot save the model to " in capsys.readouterr().err
+    assert [path.read_bytes() for path in files] == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["t.csv", "t.meta.json", "u.csv", "u.meta.json",
+                                                                 *(p.name for p in files)])  # no partial file left
+
+
+def test_an_error_without_a_file_name_is_one_line(monkeypatch, capsys):
+    """An OSError naming no file (a full disk, EIO) was re-raised as a traceback, status 1 (a review)."""
+    import errno
+
+    from seer import cli
+
+    def fails(args, command):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(cli, "_explain", fails)  # the parser is built per call, naming the module's function
+    assert main(["explain", "64x64x64", "--op", "gemm"]) == 2
+    assert capsys.readouterr().err == "seer explain: error: cannot read or write: Input/output error\n"
+
+
+@pytest.mark.usefixtures("toy_op")
+def test_train_refuses_to_replace_a_model_of_another_op_or_gpu(tmp_path, capsys):
+    """A mistyped --out replaced a GEMM model with an SpMV one (or an H100 model with an H200 table's),
+    without a word (a review). Retraining the same op on the same GPU still replaces its model."""
+    table = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    out = tmp_path / "toy-m.json"
+    assert main(["train", str(table), "--out", str(out)]) == 0
+    original = json.loads(out.read_text())
+    for field, value, what in (("op", "gemm", "op"), ("device", {"name": "Another GPU"}, "GPU")):
+        out.write_text(json.dumps({**original, field: value}))
+        written = out.read_bytes()
+        assert main(["train", str(table), "--out", str(out)]) == 2
+        assert f"holds a model of {what} " in capsys.readouterr().err
+        assert out.read_bytes() == written
+    out.unlink()
+    assert main(["train", str(table), "--out", str(out)]) == 0
+    assert main(["train", str(table), "--out", str(out)]) == 0

@@ -312,7 +312,7 @@ def test_a_save_replaces_the_file_whole_keeping_its_link_and_permissions(tmp_pat
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", fail)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(ModelError, match=f"cannot save the model to {re.escape(str(target))}: disk full"):
         model.save(target)
     monkeypatch.undo()
     assert target.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["link.json", "target.json"]
@@ -320,6 +320,18 @@ def test_a_save_replaces_the_file_whole_keeping_its_link_and_permissions(tmp_pat
     if not os.access(target, os.W_OK):  # root may write anyway
         with pytest.raises(PermissionError, match="read-only"):
             model.save(target)
+
+
+def test_a_save_to_a_folder_or_into_no_folder_names_the_path_given(tmp_path):
+    """Both raised the OSError of the partial file written beside it, whose name the caller never gave (a
+    review); load refuses a folder by name."""
+    model = make_model()
+    with pytest.raises(ModelError, match=f"cannot save the model to {re.escape(str(tmp_path))}: it is a folder"):
+        model.save(tmp_path)
+    missing = tmp_path / "nowhere" / "m.json"
+    with pytest.raises(ModelError, match=f"cannot save the model to {re.escape(str(missing))}: there is no folder "):
+        model.save(missing)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_missing_non_json_and_foreign_files(tmp_path):
