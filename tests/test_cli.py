@@ -567,3 +567,21 @@ def test_train_refuses_to_replace_a_model_of_another_op_or_gpu(tmp_path, capsys)
     out.unlink()
     assert main(["train", str(table), "--out", str(out)]) == 0
     assert main(["train", str(table), "--out", str(out)]) == 0
+
+
+def test_a_closed_stdout_ends_the_command_quietly(monkeypatch, capfd):
+    """`seer train ... | head -1` ended in BrokenPipeError's traceback, status 1 (a review): now status 1
+    alone, stdout pointed at /dev/null so that Python's flush at exit raises nothing more."""
+    import os
+    import sys
+
+    from seer import cli
+
+    def closed(args, command):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    pointed = []
+    monkeypatch.setattr(cli, "_explain", closed)
+    monkeypatch.setattr(os, "dup2", lambda source, target: pointed.append(target))
+    assert main(["explain", "64x64x64", "--op", "gemm"]) == 1
+    assert pointed == [sys.stdout.fileno()] and capfd.readouterr().err == ""
