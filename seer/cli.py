@@ -189,6 +189,9 @@ def _profile(args, command: str) -> int:
     if not args.matrices and args.synthetic == "none":
         raise SeerError("nothing to profile: give --matrices FOLDER and/or --synthetic small|large")
     check_table_path(args.out)  # before the inputs are listed (reading every matrix's header)
+    if args.max_nnz is not None and not args.matrices:
+        raise SeerError("--max-nnz filters the real matrices of --matrices, and none are given; the generated "
+                        "suites (--synthetic) have sizes of their own")
     cases = spmv_cases(args.matrices, synthetic=args.synthetic, max_nnz=args.max_nnz,
                        dtype=getattr(torch, args.dtype), seed=args.seed)
     if not cases:  # only --max-nnz can leave none: a folder without matrices is refused as such

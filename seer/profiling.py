@@ -365,7 +365,7 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
 
     if rank == 0 and not earlier:  # a new table: said before its first row, so that a run killed
         out.parent.mkdir(parents=True, exist_ok=True)  # mid-way leaves rows whose GPU a resumed run
-        write_meta({}, {})                             # can check
+        write_meta({}, earlier_skips)                  # can check (and the skips an earlier run found)
     if world > 1:  # no rank writes a row before every rank has checked what an earlier run left
         _wait_for_every_rank(rank, world)
     shard = out if world == 1 else out.with_name(f"{out.stem}.rank{rank}{out.suffix}")
@@ -373,7 +373,9 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     # Resuming: inputs already in the merged table or in any shard an interrupted run left, at
     # whatever world size it ran (rank 0 merges them all at the end).
     ids = {table: _ids(table) for table in {out, shard, *_shards(out)}}
-    done, rows_before = set().union(*ids.values()), len(ids[out])
+    # Rows in an interrupted run's shards are that run's (recorded by it), not this one's once merged.
+    done = set().union(*ids.values())
+    rows_before = len(done)
     mine = [c for i, c in enumerate(cases) if i % world == rank and c.id not in done]
     log = _logger(progress)
     # An input skipped by an earlier run is not tried again: out of memory, it would cost every resume
@@ -406,11 +408,15 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     except BaseException:
         if world == 1:  # interrupted: its rows recorded as its own (every rank's skips would need its peers)
             record_run()
+        elif rank == 0 and earlier and len(_ids(shard)) > len(ids[shard]):  # under torchrun, peers still writing:
+            write_meta(earlier, {**earlier_skips, **skipped})  # the run recorded, its shards merged by the next
         raise
     if world > 1:  # every rank's skips, once it has finished its shard (rank 0 merges them all)
         skipped.update(_gathered(skipped, world))
     if rank == 0:
         record_run()
+    if world > 1:  # no rank returns before rank 0 has merged the shards into out (each caller reads it)
+        torch.distributed.barrier()
     return out
 
 

@@ -585,3 +585,13 @@ def test_a_closed_stdout_ends_the_command_quietly(monkeypatch, capfd):
     monkeypatch.setattr(os, "dup2", lambda source, target: pointed.append(target))
     assert main(["explain", "64x64x64", "--op", "gemm"]) == 1
     assert pointed == [sys.stdout.fileno()] and capfd.readouterr().err == ""
+
+
+def test_max_nnz_without_matrices_is_refused(capsys, monkeypatch, tmp_path):
+    """It filters the real matrices alone: with only a generated suite it did nothing, without a word (a review)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # refused before any GPU work
+    monkeypatch.chdir(tmp_path)
+    assert main(["profile", "spmv", "--synthetic", "small", "--max-nnz", "10", "--out", "x.csv"]) == 2
+    assert "--max-nnz filters the real matrices of --matrices, and none are given" in capsys.readouterr().err

@@ -41,6 +41,7 @@ def _as_rank(monkeypatch, rank, world):
     gathers its own skips)."""
     monkeypatch.setattr(profiling, "_rank_and_world", lambda: (rank, world))
     monkeypatch.setattr(torch.distributed, "monitored_barrier", lambda **_: None)
+    monkeypatch.setattr(torch.distributed, "barrier", lambda *args, **kwargs: None)
     monkeypatch.setattr(torch.distributed, "all_gather_object",
                         lambda each, obj: each.__setitem__(slice(None), [obj] * world))
 
@@ -848,3 +849,65 @@ def test_a_gpu_s_tag_keeps_its_form(name, tag):
     """Result files are named by the tag: the PCIe and NVL H100s were all "h100", their results written over
     the SXM one's (a review), and an A100 was tagged two ways by its form."""
     assert profiling.device_tag(name) == tag
+
+
+def test_no_rank_returns_before_rank_0_has_merged_the_shards(tmp_path, suitesparse_dir, host_timer, few_variants,
+                                                             monkeypatch):
+    """Every rank but 0 left as soon as the skips were gathered, found no table (rank 0 merges it) and exited
+    2 saying nothing was profiled: torchrun then stopped the campaign, rank 0 in its merge (a review)."""
+    out, cases = tmp_path / "spmv-x.csv", _cases(suitesparse_dir, 3)
+    for rank, todo, merged in ((0, [], False), (1, cases, False), (0, cases, True)):  # rank 0's metadata first
+        _as_rank(monkeypatch, rank, 2)
+        waited = []
+        monkeypatch.setattr(torch.distributed, "barrier", lambda *args, **kwargs: waited.append(out.exists()))
+        profiling.profile("spmv", todo, out, command=f"rank {rank} of 2", progress=False)
+        assert waited == [merged], rank  # every rank waits, rank 0 once the table is merged
+    assert sorted(read_table(out).ids) == sorted(c.id for c in cases)
+
+
+def test_a_torchrun_run_interrupted_on_a_resumed_table_is_recorded_and_not_claimed_by_the_next(
+        tmp_path, suitesparse_dir, host_timer, few_variants, monkeypatch):
+    """Its command never reached the metadata, and the next run, merging its shard, counted those rows as its
+    own (a review)."""
+    cases = _cases(suitesparse_dir, 6)  # rank 0 of 2 takes the 1st (done), 3rd and 5th
+    out = tmp_path / "spmv-x.csv"
+    profiling.profile("spmv", cases[:1], out, command="first", progress=False)
+    _as_rank(monkeypatch, 0, 2)
+    real_profile_case, calls = profiling.profile_case, []
+
+    def interrupted_at_the_second(op, case, **kwargs):
+        calls.append(case.id)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real_profile_case(op, case, **kwargs)
+
+    monkeypatch.setattr(profiling, "profile_case", interrupted_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        profiling.profile("spmv", cases, out, command="torchrun, interrupted", progress=False)
+    assert json.loads(profiling.meta_path(out).read_text())["commands"] == ["first", "torchrun, interrupted"]
+    monkeypatch.setattr(profiling, "profile_case", real_profile_case)
+    monkeypatch.setattr(profiling, "_rank_and_world", lambda: (0, 1))
+    profiling.profile("spmv", cases[:1], out, command="nothing new", progress=False)
+    meta = json.loads(profiling.meta_path(out).read_text())
+    assert meta["commands"] == ["first", "torchrun, interrupted"] and len(read_table(out).ids) == 2
+
+
+def test_a_new_tables_first_metadata_keeps_the_skips_an_earlier_run_found(tmp_path, suitesparse_dir, host_timer,
+                                                                         few_variants, monkeypatch):
+    """The metadata a new table starts with said "skipped": {}: a run killed before its end (a time limit's
+    SIGTERM) left it so, and the next run tried the skipped inputs again (a review)."""
+    cases = _cases(suitesparse_dir, 3)
+    out = tmp_path / "spmv-x.csv"
+    real_profile_case, seen = profiling.profile_case, []
+
+    def unsupported_first(op, case, **kwargs):
+        if case.id == cases[0].id:
+            raise SeerError("as if unsupported")
+        seen.append(json.loads(profiling.meta_path(out).read_text())["skipped"])  # what a kill here would leave
+        return real_profile_case(op, case, **kwargs)
+
+    monkeypatch.setattr(profiling, "profile_case", unsupported_first)
+    profiling.profile("spmv", cases[:1], out, command="skips the only input: no table", progress=False)
+    assert not out.exists()
+    profiling.profile("spmv", cases, out, command="a new table", progress=False)
+    assert seen == [{cases[0].id: "as if unsupported"}] * 2
