@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import atexit
 import functools
+import math
 import multiprocessing as mp
 import multiprocessing.connection
+import numbers
 import os
 import pickle
 import shutil
@@ -35,7 +37,7 @@ from pathlib import Path
 import torch
 
 from seer.errors import InputError, SeerError
-from seer.symmetric_heap import Heap, _heap_bytes, _whole
+from seer.symmetric_heap import Heap, _heap_bytes, _spins, _whole
 
 DEFAULT_HEAP_BYTES = 8 << 20
 DEFAULT_TIMEOUT_S = 180.0
@@ -67,6 +69,13 @@ class SimHeap(Heap):
         return self._views[rank]
 
 
+def _check_timeout(timeout_s) -> None:
+    """InputError unless ``timeout_s`` is a positive, finite number of seconds: the barrier and gloo take
+    it, and 0 breaks the first barrier while a negative one, None or NaN fails inside a rank's start."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, numbers.Real) or not 0 < timeout_s < math.inf:
+        raise InputError(f"timeout_s must be a positive, finite number of seconds, got {timeout_s!r}")
+
+
 class SimWorld:
     """``world_size`` rank processes kept alive between :meth:`run` calls (starting one costs seconds).
 
@@ -81,6 +90,8 @@ class SimWorld:
         if world_size is None or world_size < 1:
             raise InputError(f"world_size must be a whole number of at least 1, got {given!r}")
         heap_bytes = _heap_bytes(heap_bytes, "heap_bytes")
+        _check_timeout(timeout_s)
+        _spins(max_spins)  # here, not in each rank's start
         main_file = _main_file()
         if _spawn_runs_main_file() and not os.path.isfile(main_file):
             raise InputError(f"the simulated world spawns its ranks, which run __main__ again from {main_file!r}, no "
@@ -131,7 +142,9 @@ class SimWorld:
         if not self.alive:
             raise SeerError("this simulated world was shut down; make a new SimWorld")
         _check_importable(fn)
-        results, failures = self._exchange(fn, args, timeout_s or self.timeout_s)
+        if timeout_s is not None:
+            _check_timeout(timeout_s)
+        results, failures = self._exchange(fn, args, self.timeout_s if timeout_s is None else timeout_s)
         if failures and self.alive and self._out_of_step():
             self.close()
             self._raise_failure(failures, "; the world was shut down: the failure left the ranks' heaps out of "

@@ -66,6 +66,7 @@ class Heap:
 
     def __init__(self, local: torch.Tensor, heap_bases: torch.Tensor, rank: int, world_size: int,
                  group=None, *, max_spins: int = DEFAULT_MAX_SPINS):
+        spins = _spins(max_spins)
         bases, given, rank = heap_bases.tolist(), rank, _rank(rank, world_size)
         if len(bases) != world_size or rank is None:
             raise SeerError(f"a heap of world size {world_size} needs a base per rank and a rank in "
@@ -81,7 +82,7 @@ class Heap:
         self.rank = rank
         self.world_size = world_size
         self.group = group  # the process group of the torch collectives (bulk_torch, references)
-        self.max_spins = max_spins
+        self.max_spins = spins
         self.check_waits = True
         self.wait_errors = torch.zeros(WAIT_RECORD, dtype=torch.int32, device=local.device)
         self._used = 0
@@ -187,6 +188,8 @@ class Heap:
         given, rank = rank, _rank(rank, self.world_size)  # an int: a numpy one or a 0-d tensor keys twins by value
         if rank is None:  # -1 would be the last rank's, by Python's indexing
             raise InputError(f"peer_view takes a rank in [0, {self.world_size}), got {given!r}")
+        if not isinstance(tensor, torch.Tensor):
+            raise InputError(f"peer_view takes a contiguous tensor allocated from this heap, got a {type(tensor).__name__}")
         offset = tensor.data_ptr() - self._local.data_ptr()
         key = (offset, tensor.shape, tensor.dtype, rank)
         twin = self._twins.get(key) if tensor.is_contiguous() else None
@@ -315,6 +318,15 @@ def _heap_bytes(size, name: str, given=None) -> int:
     if whole is None or whole <= 0:
         raise InputError(f"{name} must be a positive whole number of bytes, got {size if given is None else given!r}")
     return int(whole)
+
+
+def _spins(max_spins) -> int:
+    """``max_spins`` as an int, or an InputError: 0 would give every flag wait up at once (consumers reading
+    before the data lands), and None failed inside a kernel."""
+    spins = _whole(max_spins)
+    if spins is None or spins < 1:
+        raise InputError(f"max_spins must be a whole number of at least 1, got {max_spins!r}")
+    return spins
 
 
 def _whole(value) -> int | None:

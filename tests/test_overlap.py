@@ -1149,3 +1149,28 @@ def test_a_refusal_once_the_op_was_agreed_is_raised_at_once_on_its_rank():
     results = run_world(2, _refused_alone_after_the_op_was_agreed, timeout_s=60)
     message, seconds = results[1]
     assert results[0] is None and "refused on rank" not in message and "float64" in message and seconds < 5
+
+
+def test_a_heap_or_world_refuses_a_wait_bound_or_timeout_that_is_no_positive_number():
+    """max_spins of 0 gave every flag wait up at once (a consumer reading before the data lands), None failed
+    inside a kernel; a world's timeout_s of 0 broke its first barrier, and a negative one, None or NaN failed
+    inside a rank's start with gloo's or Python's own error (a review)."""
+    from seer.simworld import SimWorld
+
+    heap = aligned_heap()
+    for spins in (0, -1, None, 2.5, True):
+        with pytest.raises(InputError, match=f"max_spins must be a whole number of at least 1, got {re.escape(repr(spins))}"):
+            Heap(heap._local, heap.heap_bases, rank=0, world_size=1, max_spins=spins)
+        with pytest.raises(InputError, match="max_spins must be a whole number of at least 1"):
+            SimWorld(2, max_spins=spins)
+    assert Heap(heap._local, heap.heap_bases, rank=0, world_size=1, max_spins=torch.tensor(7)).max_spins == 7
+    for timeout in (0, -1, None, float("nan"), float("inf"), "5"):
+        with pytest.raises(InputError, match="timeout_s must be a positive, finite number of seconds"):
+            SimWorld(2, timeout_s=timeout)
+    with pytest.raises(InputError, match="timeout_s must be a positive, finite number of seconds, got 0"):
+        shared_world(2).run(_reference_error, "all_gather_gemm", timeout_s=0)
+
+
+def test_peer_view_names_what_is_no_tensor():
+    with pytest.raises(InputError, match="peer_view takes a contiguous tensor allocated from this heap, got a list"):
+        aligned_heap(world_size=2).peer_view([1, 2], 1)
