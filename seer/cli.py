@@ -86,7 +86,9 @@ def _parser() -> argparse.ArgumentParser:
                         "ones), those already in the table among them")
     p.add_argument("--dtype", choices=["float32", "float16", "bfloat16"], default="float32",
                    help="the matrices' values and x (default: float32, the shipped models' campaigns)")
-    p.add_argument("--deadline", type=_seconds, default=None, help="stop cleanly after this many seconds")
+    p.add_argument("--deadline", type=_seconds, default=None,
+                   help="start no input after this many seconds (the one being measured then, and the loads "
+                        "in flight, finish first: leave room for the largest input)")
     p.add_argument("--seed", type=_seed, default=0, help="seed of the synthetic matrices and the random values")
     p.add_argument("--retry-skipped", action="store_true",
                    help="try again the inputs earlier runs skipped (listed under \"skipped\" in the table's "

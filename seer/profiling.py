@@ -339,7 +339,9 @@ def profile(op_name: str, cases: Iterable[Case], out: Path, *, command: str = ""
     """Profile ``cases`` into the CSV table ``out`` (resuming it), writing its ``.meta.json``.
 
     ``call_overhead_below``: record ``call_us`` columns for cases whose ``extra['size']`` is
-    below this. ``deadline_s`` stops cleanly after that many seconds (the table stays valid).
+    below this. ``deadline_s``: no case starts after that many seconds (the table stays valid); the case
+    being measured then, and the loads in flight, finish first, so a run may end later by about
+    the largest case's load and measurement.
     ``dtype``: the values' dtype, recorded; a table of another is not resumed. ``inputs``: the
     options that chose ``cases`` (``{"synthetic": "large", "seed": 0}``), recorded; a table
     recorded with others is not resumed (see :func:`_inputs_of_table`). An input skipped (not
