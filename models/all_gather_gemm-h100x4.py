@@ -2,10 +2,11 @@
 # device: NVIDIA H100 80GB HBM3, compute capability 9.0, 132 SMs
 # variants: bulk_torch, bulk_triton, fused_sequential, producer_consumer, workgroup_specialised, pipelined_torch, torch_fused
 # training table: datasets/profiles/all_gather_gemm-h100x4.csv (sha256 99c18bff5f2d4c2343521e1eb1c667c6fe3256b2d52530cd0f69e5d0d50492d2), 84 rows in 6 groups
-# trained: 2026-11-30T21:11:09+00:00
+# trained: 2026-12-01T23:09:01+00:00
 # command: seer train datasets/profiles/all_gather_gemm-h100x4.csv
-# model: sha256 2866446b9b87c7c550b754a5759e48b87c0a83505db2d60455ba9cd1c3933eeb (the checksum its .json records)
+# model: sha256 2d7e3d80561fbb51373fcf6a6821e6142565886367fc698914400c8f22ba81c1 (the checksum its .json records)
 # world sizes profiled: 4
+# element sizes profiled: 2 B
 # trained with: seer 0.1.0, scikit-learn 1.9.1, numpy 2.4.6, python 3.11.7
 # profiled with: cuda 13.0, python 3.12.3, seer 0.1.0, torch 2.11.0+cu130, triton 3.6.0
 # held-out fraction of oracle (5-fold grouped CV): 0.983 at 1 call, 0.983 at 100 calls

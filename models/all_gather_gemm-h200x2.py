@@ -2,10 +2,11 @@
 # device: NVIDIA H200, compute capability 9.0, 132 SMs
 # variants: bulk_torch, bulk_triton, fused_sequential, producer_consumer, workgroup_specialised, pipelined_torch, torch_fused
 # training table: datasets/profiles/all_gather_gemm-h200x2.csv (sha256 8cb373bfa061cd8006aa4d4b02943154df856afba460cf02496b130a942a5a31), 84 rows in 6 groups
-# trained: 2026-11-30T21:11:14+00:00
+# trained: 2026-12-01T23:09:11+00:00
 # command: seer train datasets/profiles/all_gather_gemm-h200x2.csv
-# model: sha256 e1b6c20abaf2730f325f0ecb40ee45bb8c3f685eb429b2e8b83515e611ca0cda (the checksum its .json records)
+# model: sha256 2bc26ad852f80d3c26de95892c08d9e21d412184e881126ab3f8070534b4f672 (the checksum its .json records)
 # world sizes profiled: 2
+# element sizes profiled: 2 B
 # trained with: seer 0.1.0, scikit-learn 1.9.1, numpy 2.4.6, python 3.11.7
 # profiled with: torch 2.11.0+cu130, triton 3.6.0, seer 0.1.0, cuda 13.0, python 3.12.3
 # held-out fraction of oracle (5-fold grouped CV): 0.983 at 1 call, 0.983 at 100 calls

@@ -2,10 +2,11 @@
 # device: NVIDIA H100 80GB HBM3, compute capability 9.0, 132 SMs
 # variants: bulk_torch, bulk_triton, fused_sequential, producer_consumer, workgroup_specialised, pipelined_torch
 # training table: datasets/profiles/gemm_all_scatter-h100x4.csv (sha256 6a89fb59bf3b8136c362becb726e855cc9a501567e867ec200e78406796e8ae8), 84 rows in 6 groups
-# trained: 2026-11-30T21:11:27+00:00
+# trained: 2026-12-01T23:09:21+00:00
 # command: seer train datasets/profiles/gemm_all_scatter-h100x4.csv
-# model: sha256 88ed0143a7ebcff923df0694fefb6c3ae00a7c14493574cf8f53b68270928519 (the checksum its .json records)
+# model: sha256 6bac585957cbfcd75fae3be5c8f4715bd3149d2021a131d3fb7582cfc0f703cc (the checksum its .json records)
 # world sizes profiled: 4
+# element sizes profiled: 2 B
 # trained with: seer 0.1.0, scikit-learn 1.9.1, numpy 2.4.6, python 3.11.7
 # profiled with: cuda 13.0, python 3.12.3, seer 0.1.0, torch 2.11.0+cu130, triton 3.6.0
 # held-out fraction of oracle (5-fold grouped CV): 0.980 at 1 call, 0.980 at 100 calls

@@ -2,10 +2,11 @@
 # device: NVIDIA H200, compute capability 9.0, 132 SMs
 # variants: bulk_torch, bulk_triton, fused_sequential, producer_consumer, workgroup_specialised, pipelined_torch
 # training table: datasets/profiles/gemm_all_scatter-h200x2.csv (sha256 d12dc42f763343037aed50ca374b429e9fd2790d99bf708b286452112f3ff293), 84 rows in 6 groups
-# trained: 2026-11-30T21:11:31+00:00
+# trained: 2026-12-01T23:09:31+00:00
 # command: seer train datasets/profiles/gemm_all_scatter-h200x2.csv
-# model: sha256 2a718c39d5f0e822bd04a4a909c54e0c500401ee5a776d3fc22e377d06ab9600 (the checksum its .json records)
+# model: sha256 c0d468974150517476071e756bbc4ce7cc6270feab2ef5d9413a1786949556ab (the checksum its .json records)
 # world sizes profiled: 2
+# element sizes profiled: 2 B
 # trained with: seer 0.1.0, scikit-learn 1.9.1, numpy 2.4.6, python 3.11.7
 # profiled with: torch 2.11.0+cu130, triton 3.6.0, seer 0.1.0, cuda 13.0, python 3.12.3
 # held-out fraction of oracle (5-fold grouped CV): 0.984 at 1 call, 0.984 at 100 calls

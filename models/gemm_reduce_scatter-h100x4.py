@@ -2,10 +2,11 @@
 # device: NVIDIA H100 80GB HBM3, compute capability 9.0, 132 SMs
 # variants: bulk_torch, bulk_triton, fused_sequential, producer_consumer, workgroup_specialised, pipelined_torch, fused_torch, pipelined_graph
 # training table: datasets/profiles/gemm_reduce_scatter-h100x4.csv (sha256 d895cb9d71f93d66c306f28ccc6f982893876c6218be7017bc7a616f01703e37), 84 rows in 6 groups
-# trained: 2026-11-30T21:11:35+00:00
+# trained: 2026-12-01T23:09:40+00:00
 # command: seer train datasets/profiles/gemm_reduce_scatter-h100x4.csv
-# model: sha256 d3a113ba1e884cca8c6fbf392c58ea60b79ecab4ba1475932f1b225f1df33b30 (the checksum its .json records)
+# model: sha256 c0896c5403c061363d77dd20314a68a0daa69dd812fb6bd3dccfe8e18483f438 (the checksum its .json records)
 # world sizes profiled: 4
+# element sizes profiled: 2 B
 # trained with: seer 0.1.0, scikit-learn 1.9.1, numpy 2.4.6, python 3.11.7
 # profiled with: cuda 13.0, python 3.12.3, seer 0.1.0, torch 2.11.0+cu130, triton 3.6.0
 # held-out fraction of oracle (5-fold grouped CV): 0.983 at 1 call, 0.983 at 100 calls

@@ -2,10 +2,11 @@
 # device: NVIDIA H200, compute capability 9.0, 132 SMs
 # variants: bulk_torch, bulk_triton, fused_sequential, producer_consumer, workgroup_specialised, pipelined_torch, fused_torch, pipelined_graph
 # training table: datasets/profiles/gemm_reduce_scatter-h200x2.csv (sha256 8d0cee111ae474da3276cad6fdf589af661712ac6c08840c07c2624793b3b2b4), 84 rows in 6 groups
-# trained: 2026-11-30T21:11:40+00:00
+# trained: 2026-12-01T23:09:48+00:00
 # command: seer train datasets/profiles/gemm_reduce_scatter-h200x2.csv
-# model: sha256 279d233d067d39edda800a8e536372a0ee7358cc670c5cb113264574eb097d0d (the checksum its .json records)
+# model: sha256 b8c84647184914f212dc2fb4d8c5f86ed1dd1ff03059bfc941a1a240a8612d46 (the checksum its .json records)
 # world sizes profiled: 2
+# element sizes profiled: 2 B
 # trained with: seer 0.1.0, scikit-learn 1.9.1, numpy 2.4.6, python 3.11.7
 # profiled with: torch 2.11.0+cu130, triton 3.6.0, seer 0.1.0, cuda 13.0, python 3.12.3
 # held-out fraction of oracle (5-fold grouped CV): 0.954 at 1 call, 0.954 at 100 calls

@@ -622,10 +622,7 @@ def _decide(entry: Op, source, operands, *, calls, model, variant, will_run=True
         return _decision(entry, name, "hand rule", path, known, description, problem, source)
     if device.type != "cuda" and selector.device.get("name") != device.type:  # a GPU's model, off a GPU
         known = _known_on_models_gpu(entry, problem, known, selector, description)
-    trained_sizes = selector.training.get("world_sizes")
-    if trained_sizes and known.get("world_size") not in trained_sizes:
-        _warn_once(f"{description} was trained at world sizes {trained_sizes}, running at {known.get('world_size')}: "
-                   f"its choices are extrapolated; profile at this size ({how_to_profile(entry.name)}) and train")
+    _check_sizes_trained(selector, description, known, problem)
     if not reads_dtype(known):
         _check_dtype_trained(selector, description, problem)
     free = gathered or entry.features.gathered_if_free(problem)
@@ -662,6 +659,21 @@ def _known_on_models_gpu(entry: Op, problem, known: dict, selector, description:
 def _check_variant(entry: Op, variant) -> None:
     if not isinstance(variant, str) or variant not in entry.variants:
         raise InputError(f"{entry.name} has no variant {variant!r}; choose from {sorted(entry.variants)}")
+
+
+def _check_sizes_trained(selector, description: str, known: dict, problem) -> None:
+    """A warning where a multi-GPU op's input lies outside the world sizes or element sizes its model's
+    trees were trained on: a feature profiled at one value alone is never split on, so the trees
+    cannot tell it matters."""
+    sizes = selector.training.get("world_sizes")
+    if sizes and known.get("world_size") not in sizes:
+        _warn_once(f"{description} was trained at world sizes {sizes}, running at {known.get('world_size')}: "
+                   f"its choices are extrapolated; profile at this size ({how_to_profile(selector.op)}) and train")
+    sizes = selector.training.get("element_sizes")
+    if sizes and known.get("dtype_bytes") not in sizes:
+        _warn_once(f"{description} was trained on elements of {sizes} bytes, this input is {problem.dtype} "
+                   f"({known.get('dtype_bytes')} bytes): its choices are extrapolated (where it matters, time the "
+                   "patterns on this dtype and pass the fastest as variant=)")
 
 
 def _check_dtype_trained(selector, description: str, problem) -> None:

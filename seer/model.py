@@ -475,8 +475,8 @@ def _check_consistent(model: SelectorModel) -> None:
 
 def _check_provenance(model: SelectorModel) -> None:
     """What dispatch reads of the provenance to pick a model (the GPU's name and compute capability,
-    the world sizes trained at) and to decide off a GPU (its SM count) must have the types it uses
-    them as."""
+    the world sizes trained at), to warn of extrapolation (the element sizes trained on) and to decide
+    off a GPU (its SM count) must have the types it uses them as."""
     name, capability = model.device.get("name"), model.device.get("capability")
     if name is not None and not isinstance(name, str):
         raise ModelError(f"device name must be a string or null, got {name!r}")
@@ -488,9 +488,10 @@ def _check_provenance(model: SelectorModel) -> None:
     dtype = model.training.get("dtype")
     if dtype is not None and not isinstance(dtype, str):  # dispatch names it in a warning as a dtype
         raise ModelError(f"training dtype must be a dtype's name such as 'float32', or null, got {dtype!r}")
-    sizes = model.training.get("world_sizes")
-    if sizes is not None and not (isinstance(sizes, (list, tuple)) and all(is_count(v, least=1) for v in sizes)):
-        raise ModelError(f"training world_sizes must be a list of world sizes (whole numbers >= 1), got {sizes!r}")
+    for name, what in (("world_sizes", "world sizes"), ("element_sizes", "element sizes in bytes")):
+        sizes = model.training.get(name)
+        if sizes is not None and not (isinstance(sizes, (list, tuple)) and all(is_count(v, least=1) for v in sizes)):
+            raise ModelError(f"training {name} must be a list of {what} (whole numbers >= 1), got {sizes!r}")
 
 
 def is_capability(value: Any) -> bool:

@@ -335,12 +335,14 @@ def _capability(capability) -> str:
 
 def _scope_lines(training: dict) -> list[str]:
     """What the profile covered beyond the device: the one dtype of a model whose trees do not read
-    it (SpMV), the world sizes of a multi-GPU op's."""
+    it (SpMV), the world sizes and element sizes of a multi-GPU op's."""
     lines = []
     if training.get("dtype"):
         lines.append(f"profiled in: {training['dtype']} (the trees do not read the dtype)")
     if training.get("world_sizes"):
         lines.append(f"world sizes profiled: {', '.join(str(size) for size in training['world_sizes'])}")
+    if training.get("element_sizes"):
+        lines.append(f"element sizes profiled: {', '.join(f'{size} B' for size in training['element_sizes'])}")
     return lines
 
 

@@ -336,6 +336,8 @@ class TwoStageSelector:
             training["dtype"] = table.meta.get("dtype", "float32")
         if "world_size" in self.known_:  # multi-GPU ops: the world sizes the trees have seen
             training["world_sizes"] = sorted(int(w) for w in table.frame["world_size"].dropna().unique())
+        if "dtype_bytes" in self.known_:  # and their element sizes: a tree never split on one profiled alone
+            training["element_sizes"] = sorted(int(b) for b in table.frame["dtype_bytes"].dropna().unique())
         return SelectorModel(
             op=table.op,
             variants=self.variants_,

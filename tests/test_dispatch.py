@@ -1533,6 +1533,30 @@ def test_the_multi_gpu_models_read_the_dtype_and_are_not_warned_of_it():
     assert not [w for w in caught if "timings, this input is" in str(w.message)]
 
 
+@pytest.mark.parametrize("model_name, dtype, warned", [
+    ("all_gather_gemm-h200x2", torch.float32, [r"trained on elements of \[2\] bytes, this input is torch\.float32"]),
+    ("all_gather_gemm-h200x2", torch.float16, []),
+    ("all_gather_gemm-h100x4", torch.bfloat16, [r"trained at world sizes \[4\], running at 2: its choices are extrapolated"]),
+])
+def test_a_multi_gpu_input_outside_the_sizes_its_model_was_trained_on_is_warned_of(model_name, dtype, warned):
+    """The overlap campaigns profiled 16-bit elements at one world size each: a tree never splits on a
+    value it saw alone, so a float32 input (which the kernels take) or another world size is decided by
+    extrapolation, which is said; a 16-bit input at the trained size is not warned of."""
+    from seer.symmetric_heap import ALIGNMENT, Heap
+
+    memory = torch.zeros(4096 + ALIGNMENT, dtype=torch.uint8)
+    local = memory[(-memory.data_ptr()) % ALIGNMENT:][:4096]
+    heap = Heap(local, torch.tensor([local.data_ptr(), local.data_ptr() + 4096]), rank=0, world_size=2)
+    a, b = torch.ones(8, 16, dtype=dtype), torch.ones(16, 24, dtype=dtype)
+    seer.clear_cache()  # warnings are given once per model and message
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        seer.explain("all_gather_gemm", (a, b), heap=heap,
+                     model=str(sys.modules["seer.dispatch"].SHIPPED_MODELS / f"{model_name}.json"))
+    messages = [str(w.message) for w in caught if "extrapolated" in str(w.message)]
+    assert len(messages) == len(warned) and all(re.search(p, m) for p, m in zip(warned, messages)), messages
+
+
 def test_the_cached_decision_is_what_the_next_call_runs(monkeypatch, binds):
     """explain decides afresh; after a recheck bound another variant, cached_decision says which one the
     next call runs, and why, without moving the cache."""

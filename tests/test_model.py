@@ -277,6 +277,8 @@ def rewrite(path, change, fix_checksum=True):
         (lambda d: d["device"].update(sm_count=132.0), True, "device sm_count .* got 132.0"),
         (lambda d: d["training"].update(world_sizes=4), True, "training world_sizes must be a list of world sizes .* got 4"),
         (lambda d: d["training"].update(world_sizes=[0]), True, r"training world_sizes .* got \[0\]"),
+        (lambda d: d["training"].update(element_sizes=[2.5]), True, r"training element_sizes must be a list of element "
+                                                                    r"sizes in bytes .* got \[2\.5\]"),
         # what dispatch names in its warning of a model trained on another dtype
         (lambda d: d["training"].update(dtype=32), True, "training dtype must be a dtype's name .* got 32"),
     ],

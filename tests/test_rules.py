@@ -324,10 +324,12 @@ def test_the_rules_header_names_the_model_s_checksum_scope_and_versions(trained,
     text = rules.to_text(model)
     assert f"model: sha256 {saved['checksum']['sha256']} (the checksum its .json records)" in text
     assert f"trained with: seer {model.versions['seer']}, scikit-learn {model.versions['scikit-learn']}" in text
-    scoped = dataclasses.replace(model, training={**model.training, "dtype": "float32", "world_sizes": [2, 4]},
+    scoped = dataclasses.replace(model, training={**model.training, "dtype": "float32", "world_sizes": [2, 4],
+                                                  "element_sizes": [2, 4]},
                                  versions={**model.versions, "profiled_with": {"torch": "2.11.0", "triton": "3.6.0"}})
     text = rules.to_text(scoped)
     assert "profiled in: float32 (the trees do not read the dtype)" in text and "world sizes profiled: 2, 4" in text
+    assert "element sizes profiled: 2 B, 4 B" in text
     assert "profiled with: torch 2.11.0, triton 3.6.0" in text
 
 

@@ -1,6 +1,7 @@
 """Training finds a planted rule, gathers only where it pays and never leaks groups across folds."""
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -495,3 +496,15 @@ def test_a_choice_tying_the_fastest_variant_is_a_right_one():
     report = TwoStageSelector(calls=(1,)).evaluate(ProfileTable.from_frame(frame, "toy", planted_meta()), calls=(1,))
     assert report.scores["all"][1]["fraction_of_oracle"] == 1.0 and report.scores["all"][1]["accuracy"] == 1.0
     assert set(report.held_out["choice@1"]) == set(report.held_out["oracle@1"]) == {"b"}
+
+
+def test_a_multi_gpu_table_records_the_world_and_element_sizes_the_trees_saw():
+    """A feature profiled at one value alone is never split on, so the model says which values the
+    trees saw (dispatch warns outside them); the shipped models record what their tables hold."""
+    for name in ("all_gather_gemm-h200x2", "gemm_reduce_scatter-h100x4"):
+        table = read_table(Path(__file__).parent.parent / "datasets" / "profiles" / f"{name}.csv")
+        model = TwoStageSelector().fit(table).to_model(table)
+        shipped = SelectorModel.load(Path(__file__).parent.parent / "models" / f"{name}.json")
+        sizes = {field: model.training[field] for field in ("world_sizes", "element_sizes")}
+        assert sizes == {"world_sizes": [int(name[-1])], "element_sizes": [2]}
+        assert sizes == {field: shipped.training[field] for field in sizes}
