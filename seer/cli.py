@@ -311,11 +311,32 @@ def _explain(args, command: str) -> int:
     # On this machine's GPU where it has one: the models say which GPU they were measured on.
     device = "cuda" if torch.cuda.is_available() else "cpu"
     inputs = _EXPLAINED_INPUTS[args.op](args, device)
-    for path in [args.model] if args.model else model_files(args.op) or [None]:
+    if args.model is not None:
+        print(f"== {args.model}")
+        print(seer.explain(args.op, inputs, calls=args.calls, model=args.model))
+        return 0
+    used = _dispatch_model_here(args.op) if device == "cuda" else None
+    if used is None and device == "cuda":  # no model serves this GPU: what dispatch runs comes first
+        print(f"== hand rule (seer.dispatch on this {torch.cuda.get_device_name()}: no model for it)")
+        print(seer.explain(args.op, inputs, calls=args.calls))
+    for path in model_files(args.op) or [None]:
         if path is not None:
-            print(f"== {path if args.model else found_model_name(path)}")
+            name = found_model_name(path)
+            print(f"== {name}" + (" (seer.dispatch's model on this GPU)" if name == used else ""))
         print(seer.explain(args.op, inputs, calls=args.calls, model=path))
     return 0
+
+
+def _dispatch_model_here(op: str) -> str | None:
+    """The name of the model ``seer.dispatch`` decides ``op`` by on this GPU (as decisions name it),
+    or None where it uses the hand rule."""
+    import torch
+
+    from seer.dispatch import resolve_model
+    from seer.registry import get_op
+
+    selector, description = resolve_model(get_op(op), torch.device("cuda", torch.cuda.current_device()))
+    return None if selector is None else description
 
 
 def _matrix_inputs(args, device: str) -> tuple:

@@ -386,6 +386,29 @@ def test_explain_runs_on_this_gpu(suitesparse_dir, capsys):
     assert f"measured on {torch.cuda.get_device_name()!r}" not in printed.err  # its own model: no warning
 
 
+@pytest.mark.gpu
+def test_explain_on_a_gpu_says_which_model_dispatch_uses_there(suitesparse_dir, capsys):
+    """Each model's choice is printed; the one seer.dispatch decides by on this GPU is marked (the
+    output did not say which), and on a GPU no model serves, the hand rule's choice comes first."""
+    import torch
+
+    from seer.dispatch import SHIPPED_MODELS
+    from seer.model import SelectorModel
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    matrix = next(suitesparse_dir.glob("HB__bcsstk*.mtx.gz"))
+    assert main(["explain", str(matrix)]) == 0
+    headers = [line for line in capsys.readouterr().out.splitlines() if line.startswith("== ")]
+    own = [path.name for path in sorted(SHIPPED_MODELS.glob("spmv-*.json"))
+           if SelectorModel.load(path).device.get("name") == torch.cuda.get_device_name()]
+    marked = [line.split()[1] for line in headers if line.endswith("(seer.dispatch's model on this GPU)")]
+    if own:
+        assert marked == own[:1] and len(headers) == len(list(SHIPPED_MODELS.glob("spmv-*.json")))
+    else:
+        assert not marked and headers[0].startswith("== hand rule (seer.dispatch on this ")
+
+
 def _campaigns(tmp_path):
     """Two campaigns of one planted table, ``t.csv`` and ``u.csv`` (its times 10 % longer)."""
     frame = planted_frame(groups=4, per_group=2)
