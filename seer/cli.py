@@ -263,7 +263,7 @@ def _report(args, command: str) -> int:
         selector = TwoStageSelector()
         training = selector.evaluate(table)
         model = given or selector.fit(table).to_model(table, command=command)
-        written = write_report(model, training, args.out, table)
+        written = write_report(model, training, args.out, table, saved=given is not None)
     for path in written:
         print(f"wrote {path}")
     return 0

@@ -24,10 +24,11 @@ REGRET_QUANTILES = (0.5, 0.9, 0.99)
 
 
 def write_report(model: SelectorModel, report: TrainingReport, out_dir: str | Path,
-                 table: ProfileTable | None = None) -> list[Path]:
+                 table: ProfileTable | None = None, saved: bool = True) -> list[Path]:
     """Write ``report.md`` and its figures into ``out_dir``; returns the paths written. ``table``: the
     table ``report`` scored, named in the report with the GPU that measured it (a model given to
-    ``seer report --model`` may have been trained on another, which its rules' header names)."""
+    ``seer report --model`` may have been trained on another, which its rules' header names).
+    ``saved=False``: ``model`` was trained for the report and no file holds it (its rules say so)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     title, tree = _tree_to_draw(model)
@@ -37,14 +38,15 @@ def write_report(model: SelectorModel, report: TrainingReport, out_dir: str | Pa
         _save(_regret_figure(report), out / "regret.png"),
     ]
     markdown = out / "report.md"
-    markdown.write_text(_markdown(model, report, figures, table), encoding="utf-8")  # its rules hold ≤ and →
+    markdown.write_text(_markdown(model, report, figures, table, saved), encoding="utf-8")  # its rules hold ≤ and →
     return [markdown, *figures]
 
 
 # ---------------------------------------------------------------------- Markdown
 
 
-def _markdown(model: SelectorModel, report: TrainingReport, figures: list[Path], table: ProfileTable | None) -> str:
+def _markdown(model: SelectorModel, report: TrainingReport, figures: list[Path], table: ProfileTable | None,
+              saved: bool) -> str:
     sources = ", ".join(f"{name or 'unlabelled'}: {count}" for name, count in report.sources.items())
     device = (model.device if table is None else device_of(table.meta)).get("name") or "unknown device"
     scored = "" if table is None or table.path is None else f"Scores of {table.path}: "
@@ -61,7 +63,7 @@ def _markdown(model: SelectorModel, report: TrainingReport, figures: list[Path],
     ]
     if report.notes:
         sections.append("## Notes\n\n" + "\n".join(f"- {note}" for note in report.notes))
-    sections.append(rules.to_markdown(model, level=2))
+    sections.append(rules.to_markdown(model, level=2, saved=saved))
     return "\n\n".join(sections).rstrip() + "\n"
 
 

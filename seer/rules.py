@@ -23,10 +23,11 @@ REGENERATE = (
 )
 
 
-def header_lines(model: SelectorModel, source: str | Path | None = None) -> list[str]:
+def header_lines(model: SelectorModel, source: str | Path | None = None, saved: bool = True) -> list[str]:
     """Provenance: op, device, training table and hash, date, command, the model's checksum, the
     dtype or world sizes it was profiled at, the versions that trained and profiled it, its
-    held-out scores, how to regenerate."""
+    held-out scores, how to regenerate. ``saved=False``: a model trained in memory (``seer report``
+    without ``--model``), which no file holds, so no checksum of one is claimed."""
     training = model.training
     device = model.device or {}
     capability = device.get("capability")
@@ -39,12 +40,13 @@ def header_lines(model: SelectorModel, source: str | Path | None = None) -> list
         f"{training.get('rows', '?')} rows in {training.get('groups', '?')} groups",
         f"trained: {training.get('date') or 'unknown date'}",
         f"command: {training.get('command') or 'not recorded'}",
-        _checksum_line(model),
+        _checksum_line(model) if saved else f"model: not saved (`seer train {training.get('table') or '<table>'}` "
+                                            "trains and saves one)",
         *_scope_lines(training),
         *_version_lines(model.versions),
     ]
     lines.extend(_score_lines(training.get("scores"), gathers=model.stage2 is not None))
-    lines.append(f"regenerate: {REGENERATE}")
+    lines.append(f"regenerate: {REGENERATE if saved else REGENERATE.split(';')[0]}")
     return lines
 
 
@@ -66,9 +68,10 @@ def to_text(model: SelectorModel, source: str | Path | None = None) -> str:
     return "\n".join(lines)
 
 
-def to_markdown(model: SelectorModel, source: str | Path | None = None, level: int = 1) -> str:
-    """Markdown rules; ``level`` is the heading level of the title (sections go one deeper)."""
-    title, *rest = header_lines(model, source)
+def to_markdown(model: SelectorModel, source: str | Path | None = None, level: int = 1, saved: bool = True) -> str:
+    """Markdown rules; ``level`` is the heading level of the title (sections go one deeper); ``saved``
+    as :func:`header_lines` takes it."""
+    title, *rest = header_lines(model, source, saved)
     lines = [f"{'#' * level} {title[0].upper()}{title[1:]}", ""]
     lines.extend(f"- {line}" for line in rest)
     for section, tree in _sections(model):

@@ -256,6 +256,22 @@ def test_report_warns_of_a_model_trained_on_another_table(tmp_path, capsys):
 
 
 @pytest.mark.usefixtures("toy_op")
+def test_a_reports_rules_claim_the_checksum_of_a_saved_model_only(tmp_path):
+    """Without --model the report trains a model in memory: its rules claimed the checksum "its .json
+    records" and re-export "from the saved model", of a file nobody has (found by a review)."""
+    table = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    assert main(["train", str(table), "--out", str(tmp_path / "m.json")]) == 0
+    recorded = json.loads((tmp_path / "m.json").read_text())["checksum"]["sha256"]
+    assert main(["report", str(table), "--model", str(tmp_path / "m.json"), "--out", str(tmp_path / "given")]) == 0
+    given = (tmp_path / "given" / "report.md").read_text()
+    assert f"model: sha256 {recorded} (the checksum its .json records)" in given and "from the saved model" in given
+    assert main(["report", str(table), "--out", str(tmp_path / "fresh")]) == 0
+    fresh = (tmp_path / "fresh" / "report.md").read_text()
+    assert f"- model: not saved (`seer train {table}` trains and saves one)" in fresh
+    assert "model: sha256" not in fresh and "saved model" not in fresh
+
+
+@pytest.mark.usefixtures("toy_op")
 def test_report_refuses_an_out_path_that_is_a_file_before_scoring(tmp_path, capsys):
     table = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
     (tmp_path / "r").write_text("not a folder")
