@@ -18,7 +18,8 @@ from seer.model import GATHER, SCHEMA, SelectorModel, checksum
 from seer.tree import Tree, condition_text
 
 REGENERATE = (
-    "rerun the command above on the table with this sha256 to retrain; "
+    "rerun the command above, in the folder it ran in (a seer checkout's root for the shipped models), on the "
+    "table with this sha256 to retrain; "
     "seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model"
 )
 

@@ -32,7 +32,7 @@ def test_text_rules_read_in_natural_units(trained):
     counted = dataclasses.replace(model, device={**model.device, "sm_count": 132})  # as the profiling harness records
     assert "device: Synthetic GPU, compute capability 9.0, 132 SMs\n" in rules.to_text(counted)
     assert f"sha256 {table_sha256(path)}" in text and "300 rows in 60 groups" in text
-    assert "command: seer train planted.csv" in text and "regenerate:" in text
+    assert "command: seer train planted.csv" in text and "regenerate: rerun the command above, in the folder it ran in" in text
     assert "Stage 1, fewer than 100 calls (known features only):" in text
     assert "Stage 1, 100 or more calls" in text and "Stage 2, after gathering" in text
     # integer feature with separators; label, not column name; the planted bounds come back whole
