@@ -243,6 +243,10 @@ class SelectorModel:
         missing = [key for key in FIELDS if key not in data]
         if missing:
             raise ModelError(f"model is missing field(s) {missing}")
+        unknown = sorted(str(key) for key in data if key not in FIELDS)
+        if unknown:  # a later seer's field would be dropped in silence, and the header's checksum be another's
+            raise ModelError(f"model has field(s) {unknown} that {data['schema']} does not define: written by "
+                             "another seer, or edited by hand; retrain it with this seer")
         _check_op(data["op"], op)
         for key in ("variants", "known_features", "gathered_features"):
             if not isinstance(data[key], list) or not all(isinstance(v, str) for v in data[key]):

@@ -303,6 +303,10 @@ class Tree:
         missing = [key for key in ("features", "labels", *FIELDS) if key not in data]
         if missing:
             raise ModelError(f"{where}: missing field(s) {missing}")
+        unknown = sorted(str(key) for key in data if key not in ("features", "labels", *FIELDS))
+        if unknown:
+            raise ModelError(f"{where}: field(s) {unknown} that no tree has: written by another seer, or edited "
+                             "by hand")
         for key in ("features", "labels", *FIELDS):
             if not isinstance(data[key], list):
                 raise ModelError(f"{where}.{key}: expected a list, got {type(data[key]).__name__}")

@@ -281,6 +281,10 @@ def rewrite(path, change, fix_checksum=True):
                                                                     r"sizes in bytes .* got \[2\.5\]"),
         # what dispatch names in its warning of a model trained on another dtype
         (lambda d: d["training"].update(dtype=32), True, "training dtype must be a dtype's name .* got 32"),
+        # fields no schema defines: dropped in silence, and the rules header then printed another checksum
+        (lambda d: d.update(comment="mine"), True, r"model has field\(s\) \['comment'\] that seer\.model/2 does not "
+                                                   "define: written by another seer, or edited by hand"),
+        (lambda d: d["stage1"]["1"].update(weights=[1]), True, r"stage1\[1\]: field\(s\) \['weights'\] that no tree has"),
     ],
 )
 def test_damaged_or_inconsistent_files_are_refused(tmp_path, change, fix_checksum, message):
