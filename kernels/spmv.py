@@ -54,15 +54,18 @@ def _segment_sums(start, end, indices, values, x, x_stride, row, G: tl.constexpr
     ``start``/``end`` have shape [S]; G lanes walk each segment, so the loads of one
     segment are contiguous (coalesced) and the loop runs as long as the longest segment.
     With OFFSETS, ``indices`` holds each column less its segment's ``row`` (shape [S]).
+    A lane is masked by its place in its segment, not by its position: a short segment's positions
+    run on to its start plus the longest's length, which in int32 can pass 2**31 and wrap negative
+    (below its end) where the matrix's nonzeros come near 2**31.
     """
     lane = tl.arange(0, G)
     first = start[:, None] + lane[None, :]
-    stop = end[:, None]
+    length = (end - start)[:, None]
     acc = tl.zeros(first.shape, dtype=tl.float32)
     longest = tl.max(end - start, axis=0)
     for step in range(0, longest, G):
         k = first + step
-        inside = k < stop
+        inside = lane[None, :] + step < length
         col = tl.load(indices + k, mask=inside, other=0)
         if OFFSETS:
             col = row[:, None] + col.to(tl.int32)
@@ -133,7 +136,7 @@ def _column_offsets_kernel(indptr, indices, offsets, bounds, rows, ROWS: tl.cons
     if in_reach:
         for step in range(0, tl.max(end - start, axis=0), G):
             k = start[:, None] + lane[None, :] + step
-            inside = k < end[:, None]
+            inside = lane[None, :] + step < (end - start)[:, None]  # by place in the row: k may wrap (_segment_sums)
             offset = tl.where(inside, tl.load(indices + k, mask=inside, other=0) - row[:, None], 0)
             tl.store(offsets + k, offset.to(tl.int16), mask=inside)
             low = tl.minimum(low, offset)
@@ -191,9 +194,10 @@ def _diagonal_rows_kernel(indptr, indices, values, pattern_row, follows, x, x_st
     start = tl.where(packed, tl.load(indptr + first_row) + (row - first_row) * length, start)
     end = tl.where(packed, start + length, end)
     acc = tl.zeros([ROWS], dtype=tl.float32)
-    for k in range(0, tl.max(end - start, axis=0)):
+    row_length = end - start
+    for k in range(0, tl.max(row_length, axis=0)):
         at = start + k
-        inside = at < end
+        inside = k < row_length  # by place in the row: ``at`` may wrap (_segment_sums)
         # k < length: the pattern's row is the longest, so its offset k exists.
         offset = tl.load(indices + p_first + k) - p_row
         stored = tl.load(indices + at, mask=inside & ~flagged, other=0)

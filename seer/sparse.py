@@ -303,6 +303,9 @@ def check_metadata(csr: CsrMatrix) -> None:
     rows, cols = csr.shape
     if rows < 0 or cols < 0:
         raise InputError(f"CSR shape must be non-negative, got {csr.shape}")
+    if rows >= ROWS_FIT_INT32_BELOW:
+        raise InputError(f"{rows:,} rows come within 2**20 of 2**31: seer's SpMV kernels number rows in 32 bits; "
+                         "multiply by blocks of fewer rows (A[i:j] @ x for each block), or use torch.sparse")
     for name in ("indptr", "indices", "values"):
         t = getattr(csr, name)
         if t.dim() != 1:
@@ -486,9 +489,14 @@ _FOUND_COLUMNS = tl.constexpr(FOUND_COLUMNS)  # the same, for kernels
 # The counters (totals_buffers) hold a 128-byte line of int64s for the arrival count, then one
 # for each column's sum (add_up_counts): a column's atomics queue apart from the others'.
 _COUNTER_LINE = tl.constexpr(16)
-# The positions a kernel steps to pass the last nonzero by a block at most: below this many nonzeros
-# they fit 32 bits (int32 index arrays are refused from there on).
+# The positions a kernel reads or writes at pass the last nonzero by a block at most: below this many
+# nonzeros they fit 32 bits (int32 index arrays are refused from there on). The row-mapped kernels
+# step further (a row's lanes step as long as its program's longest row) but mask a lane by its
+# place in its row, so a wrapped position is never used (kernels/spmv.py, _segment_sums).
 POSITIONS_FIT_INT32_BELOW = 2**31 - 2**20
+# The kernels number rows in 32 bits (a program's first row, plus its block): below this many rows the
+# numbers a block past the last row fit; a matrix of more is refused.
+ROWS_FIT_INT32_BELOW = 2**31 - 2**20
 NARROW_BELOW = POSITIONS_FIT_INT32_BELOW  # nnz below which row lengths, per-lane sums and positions fit 32 bits
 _programs_cap: dict = {}
 

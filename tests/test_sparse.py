@@ -159,3 +159,18 @@ def test_int32_indices_near_their_limit_are_refused_before_any_copy():
         as_csr(parts, check=False)
     small = (torch.tensor([0, 3], dtype=torch.int32), torch.tensor([0, 1, 2], dtype=torch.int32), torch.ones(3), (1, 4))
     assert as_csr(small).nnz == 3
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])
+def test_a_matrix_of_rows_near_2_31_is_refused_before_any_copy(index_dtype):
+    """The kernels number rows in 32 bits: past 2**31 a program's rows wrapped negative, passed the
+    mask row < rows, and read and wrote y before its start (a review), whatever the index dtype."""
+    rows = 2**31 - 2**20
+    parts = (torch.zeros(1, dtype=index_dtype).expand(rows + 1), torch.zeros(0, dtype=index_dtype), torch.ones(0),
+             (rows, 4))
+    with pytest.raises(InputError, match=r"2,146,435,072 rows come within 2\*\*20 of 2\*\*31: seer's SpMV kernels "
+                                         r"number rows in 32 bits; multiply by blocks of fewer rows"):
+        as_csr(parts, check=False)
+    fewer = (torch.zeros(1, dtype=index_dtype), torch.zeros(0, dtype=index_dtype), torch.ones(0), (rows - 1, 4))
+    with pytest.raises(InputError, match=r"indptr has 1 entries; a matrix with 2146435071 rows needs"):  # rows pass
+        as_csr(fewer, check=False)

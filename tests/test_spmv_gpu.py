@@ -340,3 +340,45 @@ def test_a_matrix_past_2_31_nonzeros_is_validated_to_its_last_index():
     indices[-1] = cols
     with pytest.raises(InputError, match=rf"must lie in \[0, {cols}\); 1 lie outside"):
         as_csr((indptr, indices, values, (2, cols)))
+
+
+# int32 indices a little under seer's limit: rows of 64 with one row of 2**21 at row LONG_AT, the first
+# of a program for every row-mapped tile; the rows after it in its program start at LONG_AT * 64 + 2**21,
+# so stepping as long as the long row took their int32 positions past 2**31 (from exactly 2**31).
+_LONG_AT, _LONG = 2**25 - 2**16, 2**21
+_ROWS = _LONG_AT + 129
+
+
+@pytest.fixture(scope="module")
+def int32_positions_near_their_limit():
+    """``(csr, expected)``: regular rows r hold columns r .. r + 63, the long row columns 0 .. 2**21 - 1,
+    values 1; ~17 GB of device memory."""
+    ends = torch.arange(_ROWS + 1, device="cuda", dtype=torch.int64) * 64
+    ends[_LONG_AT + 1:] += _LONG - 64
+    nnz = int(ends[-1])
+    assert 2**31 - 2**21 < nnz < 2**31 - 2**20 and _LONG_AT * 64 + 2 * _LONG == 2**31
+    indices = torch.empty(nnz, dtype=torch.int32, device="cuda")
+    lane = torch.arange(64, dtype=torch.int32, device="cuda")
+    before, after = indices[:_LONG_AT * 64], indices[_LONG_AT * 64 + _LONG:]
+    torch.add(torch.arange(_LONG_AT, dtype=torch.int32, device="cuda")[:, None], lane, out=before.view(-1, 64))
+    torch.arange(_LONG, dtype=torch.int32, device="cuda", out=indices[_LONG_AT * 64:_LONG_AT * 64 + _LONG])
+    torch.add(torch.arange(_LONG_AT + 1, _ROWS, dtype=torch.int32, device="cuda")[:, None], lane,
+              out=after.view(-1, 64))
+    csr = as_csr((ends.to(torch.int32), indices, torch.ones(nnz, device="cuda"), (_ROWS, _ROWS + 64)))
+    expected = torch.full((_ROWS,), 64.0, device="cuda")
+    expected[_LONG_AT] = _LONG
+    yield csr, expected
+    del csr, indices
+    torch.cuda.empty_cache()
+
+
+@pytest.mark.parametrize("name", [n for n in VARIANT_NAMES if not n.startswith(("torch", "cusparse"))])
+def test_int32_positions_past_2_31_in_a_program_are_not_read(name, int32_positions_near_their_limit):
+    """The row-mapped kernels stepped a row's positions as long as its program's longest row and
+    masked them by position: past 2**31 they wrapped negative, passed the mask, and read (and the
+    offsets' copy wrote) 8 GiB before the arrays (a review). Seer's own kernels, exact sums of ones."""
+    csr, expected = int32_positions_near_their_limit
+    out = torch.full((csr.rows,), float("nan"), device="cuda")
+    y = spmv.VARIANTS[name].run(csr, torch.ones(csr.cols, device="cuda"), out)
+    wrong = torch.nonzero(y != expected).flatten()
+    assert wrong.numel() == 0, f"{wrong.numel()} rows wrong, first {wrong[:4].tolist()}: {y[wrong[:4]].tolist()}"
