@@ -39,9 +39,10 @@ LAYERS = ("llama-8b/qkv", "llama-8b/mlp_down", "llama-70b/o", "mixtral-8x7b/mlp_
 TOLERANCE = 2e-2  # relative 2-norm difference from torch.matmul, as benchmarks/gemm_profile.py
 
 
-def load_before(path: Path):
-    """``path`` imported as ``seer.kernels.gemm_before``: its kernels are JIT functions of their own."""
-    spec = importlib.util.spec_from_file_location("seer.kernels.gemm_before", path)
+def load_before(path: Path, name: str = "seer.kernels.gemm_before"):
+    """``path`` imported as the module ``name``: its kernels are JIT functions of their own (spmv_ab.py
+    loads kernels/spmv.py so)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

@@ -18,13 +18,13 @@ alone. Writes ``spmv-ab-<device>.json`` and ``.md`` under ``--out``.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 from pathlib import Path
 
 import torch
 from scipy.stats import gmean
 
+import gemm_ab
 from large_set import by_turns, check_all
 from seer.datasets.cases import spmv_cases
 from seer.kernels import spmv as after
@@ -36,11 +36,7 @@ VARIANTS = ("scalar_r128", "vector_g4", "vector_g16", "vector_g64", "vector_g256
 
 def load_before(path: Path):
     """``path`` imported as ``seer.kernels.spmv_before``: its kernels are JIT functions of their own."""
-    spec = importlib.util.spec_from_file_location("seer.kernels.spmv_before", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return gemm_ab.load_before(path, "seer.kernels.spmv_before")
 
 
 def checked_runs(before, parts, x, case_id: str) -> dict:
