@@ -41,8 +41,8 @@ from seer.errors import (InputError, check_no_grad, check_not_negated, check_wri
 from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, current_stream, sm_count,
                          specialisation, through_triton, vector_operands)
 from seer.registry import Variant, example_values
-from seer.sparse import (STRIDED, CsrMatrix, add_up_counts, as_csr, check_dense_vector, dense_vector_check,
-                         program_counts, row_statistics, zero_counts)
+from seer.sparse import (POSITIONS_FIT_INT32_BELOW, STRIDED, CsrMatrix, add_up_counts, as_csr, check_dense_vector,
+                         dense_vector_check, program_counts, row_statistics, zero_counts)
 
 # ---------------------------------------------------------------- kernels and launchers
 
@@ -54,18 +54,15 @@ def _segment_sums(start, end, indices, values, x, x_stride, row, G: tl.constexpr
     ``start``/``end`` have shape [S]; G lanes walk each segment, so the loads of one
     segment are contiguous (coalesced) and the loop runs as long as the longest segment.
     With OFFSETS, ``indices`` holds each column less its segment's ``row`` (shape [S]).
-    A lane is masked by its place in its segment, not by its position: a short segment's positions
-    run on to its start plus the longest's length, which in int32 can pass 2**31 and wrap negative
-    (below its end) where the matrix's nonzeros come near 2**31.
     """
     lane = tl.arange(0, G)
     first = start[:, None] + lane[None, :]
-    length = (end - start)[:, None]
+    stop = end[:, None]
     acc = tl.zeros(first.shape, dtype=tl.float32)
     longest = tl.max(end - start, axis=0)
     for step in range(0, longest, G):
         k = first + step
-        inside = lane[None, :] + step < length
+        inside = k < stop
         col = tl.load(indices + k, mask=inside, other=0)
         if OFFSETS:
             col = row[:, None] + col.to(tl.int32)
@@ -136,7 +133,7 @@ def _column_offsets_kernel(indptr, indices, offsets, bounds, rows, ROWS: tl.cons
     if in_reach:
         for step in range(0, tl.max(end - start, axis=0), G):
             k = start[:, None] + lane[None, :] + step
-            inside = lane[None, :] + step < (end - start)[:, None]  # by place in the row: k may wrap (_segment_sums)
+            inside = k < end[:, None]
             offset = tl.where(inside, tl.load(indices + k, mask=inside, other=0) - row[:, None], 0)
             tl.store(offsets + k, offset.to(tl.int16), mask=inside)
             low = tl.minimum(low, offset)
@@ -194,10 +191,9 @@ def _diagonal_rows_kernel(indptr, indices, values, pattern_row, follows, x, x_st
     start = tl.where(packed, tl.load(indptr + first_row) + (row - first_row) * length, start)
     end = tl.where(packed, start + length, end)
     acc = tl.zeros([ROWS], dtype=tl.float32)
-    row_length = end - start
-    for k in range(0, tl.max(row_length, axis=0)):
+    for k in range(0, tl.max(end - start, axis=0)):
         at = start + k
-        inside = k < row_length  # by place in the row: ``at`` may wrap (_segment_sums)
+        inside = at < end
         # k < length: the pattern's row is the longest, so its offset k exists.
         offset = tl.load(indices + p_first + k) - p_row
         stored = tl.load(indices + at, mask=inside & ~flagged, other=0)
@@ -610,6 +606,22 @@ def _values_at(values: torch.Tensor, aligned: bool) -> int:
     return at
 
 
+# From this many nonzeros a row-mapped kernel's int32 positions may pass 2**31: every row of a program
+# steps as long as its longest row, masked by position (k < end), so a row after a long one reaches
+# its start plus that length, which can wrap negative and pass the mask (a review: reads, and the
+# offsets' copy writes, 8 GiB before the arrays). Below, start + longest <= 2 * nnz fits.
+WIDE_POSITIONS_FROM = POSITIONS_FIT_INT32_BELOW // 2
+
+
+def row_pointers(csr: CsrMatrix) -> torch.Tensor:
+    """The row pointers the row-mapped kernels read: the matrix's own, or from
+    :data:`WIDE_POSITIONS_FROM` nonzeros on int32 arrays an int64 copy made once per matrix, so that
+    their positions are 64-bit (the kernels compile as they do for an int64 matrix's)."""
+    if csr.indptr.dtype != torch.int32 or csr.nnz < WIDE_POSITIONS_FROM:
+        return csr.indptr
+    return csr.cached(("int64 row pointers",), lambda matrix: matrix.indptr.to(torch.int64))
+
+
 def _row_mapped_call(csr: CsrMatrix, launch_cache: LaunchCache, shape: tuple, num_warps: int,
                      fixed: tuple = (), columns: torch.Tensor | None = None) -> Callable:
     """The call of a row-mapped kernel on ``csr``: ``(indptr, indices, values, *fixed, x, x_stride,
@@ -617,7 +629,7 @@ def _row_mapped_call(csr: CsrMatrix, launch_cache: LaunchCache, shape: tuple, nu
     plan made for the matrix, whose addresses never move (the matrix's own are read each call);
     ``columns``: such an array passed in place of the matrix's column indices."""
     check, out_check = dense_vector_check(csr), _out_check(csr)
-    indptr, values, rows = csr.indptr, csr.values, csr.rows
+    indptr, values, rows = row_pointers(csr), csr.values, csr.rows
     indices = csr.indices if columns is None else columns
     fixed_at = addresses(fixed)
     grid = cdiv(rows, shape[0])
@@ -718,7 +730,7 @@ def column_offsets(csr: CsrMatrix) -> torch.Tensor | None:
     offsets = torch.empty(csr.nnz, dtype=torch.int16, device=csr.device)
     rows_per_program, group = _vector_tile(cdiv(csr.nnz, csr.rows))
     through_triton(_column_offsets_kernel, (cdiv(csr.rows, rows_per_program),),
-                   csr.indptr, csr.indices, offsets, bounds, csr.rows,
+                   row_pointers(csr), csr.indices, offsets, bounds, csr.rows,
                    ROWS=rows_per_program, G=group, SLOTS=BOUND_SLOTS, num_warps=4)
     return offsets if fits_16_bits(*offset_range(bounds)) else None
 
@@ -900,7 +912,7 @@ def _diagonal_major_variant(rows_per_program: int, diagonals_per_step: int, num_
         if layout is None:
             return _row_mapped_call(csr, _rows_launch, _vector_tile(cdiv(csr.nnz, csr.rows)), 4)
         check, out_check = dense_vector_check(csr), _out_check(csr)
-        indptr, indices, values, rows, length = csr.indptr, csr.indices, csr.values, csr.rows, layout.length
+        indptr, indices, values, rows, length = row_pointers(csr), csr.indices, csr.values, csr.rows, layout.length
         diagonals, stride, refresh = _diagonal_copy(csr, follows, length)
         row_blocks = cdiv(rows, rows_per_program)
         splits, per_split = _split_diagonals(csr.device, row_blocks, length, diagonals_per_step)

@@ -489,10 +489,10 @@ _FOUND_COLUMNS = tl.constexpr(FOUND_COLUMNS)  # the same, for kernels
 # The counters (totals_buffers) hold a 128-byte line of int64s for the arrival count, then one
 # for each column's sum (add_up_counts): a column's atomics queue apart from the others'.
 _COUNTER_LINE = tl.constexpr(16)
-# The positions a kernel reads or writes at pass the last nonzero by a block at most: below this many
-# nonzeros they fit 32 bits (int32 index arrays are refused from there on). The row-mapped kernels
-# step further (a row's lanes step as long as its program's longest row) but mask a lane by its
-# place in its row, so a wrapped position is never used (kernels/spmv.py, _segment_sums).
+# The positions a kernel steps to pass the last nonzero by a block at most: below this many nonzeros
+# they fit 32 bits (int32 index arrays are refused from there on). The row-mapped kernels step
+# further (each row as long as its program's longest): they read 64-bit row pointers from half this
+# (kernels/spmv.py, row_pointers).
 POSITIONS_FIT_INT32_BELOW = 2**31 - 2**20
 # The kernels number rows in 32 bits (a program's first row, plus its block): below this many rows the
 # numbers a block past the last row fit; a matrix of more is refused.

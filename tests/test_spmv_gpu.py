@@ -374,9 +374,10 @@ def int32_positions_near_their_limit():
 
 @pytest.mark.parametrize("name", [n for n in VARIANT_NAMES if not n.startswith(("torch", "cusparse"))])
 def test_int32_positions_past_2_31_in_a_program_are_not_read(name, int32_positions_near_their_limit):
-    """The row-mapped kernels stepped a row's positions as long as its program's longest row and
-    masked them by position: past 2**31 they wrapped negative, passed the mask, and read (and the
-    offsets' copy wrote) 8 GiB before the arrays (a review). Seer's own kernels, exact sums of ones."""
+    """The row-mapped kernels step a row's positions as long as its program's longest row and mask
+    them by position: in int32, past 2**31 they wrapped negative, passed the mask, and read (and the
+    offsets' copy wrote) 8 GiB before the arrays (a review; an illegal address on an H200). From
+    WIDE_POSITIONS_FROM nonzeros they read int64 row pointers. Seer's own kernels, exact sums of ones."""
     csr, expected = int32_positions_near_their_limit
     out = torch.full((csr.rows,), float("nan"), device="cuda")
     y = spmv.VARIANTS[name].run(csr, torch.ones(csr.cols, device="cuda"), out)

@@ -919,3 +919,21 @@ def test_real_matrices_with_rows_for_adaptives_large_bin(file, suitesparse_dir, 
     (made,) = bins
     short, medium, large, long = made["counts"]
     assert short > 0 and medium > 0 and large > 0 and long == 0
+
+
+@pytest.mark.parametrize("name", ["scalar_r128", "vector_g8", "diagonal_r128", "diagonal_major_r512", "offsets_i16"])
+def test_row_mapped_kernels_read_int64_row_pointers_where_int32_positions_may_wrap(name, monkeypatch):
+    """From WIDE_POSITIONS_FROM nonzeros an int32 matrix's row-mapped kernels read an int64 copy of
+    its row pointers, so that their positions cannot wrap (tests/test_spmv_gpu.py shows the wrap
+    on a matrix of 2.1e9 nonzeros); here the threshold is lowered to run that path on a small
+    band (the diagonal and offsets variants take their own paths on it) and a skewed matrix."""
+    monkeypatch.setattr(spmv, "WIDE_POSITIONS_FROM", 1)
+    rng = np.random.default_rng(11)
+    band = sp.diags([rng.uniform(0.5, 1.5, 300) for _ in range(5)], [-2, -1, 0, 1, 2], shape=(300, 300), format="csr")
+    for matrix in (band, random_csr(rng, 200, 150, skewed_lengths(rng, 200, 150, 9), sort_columns=True)):
+        csr, exact = to_seer(matrix)
+        assert spmv.row_pointers(csr).dtype == torch.int64 and csr.indptr.dtype == torch.int32
+        x = random_vector(rng, csr.cols, torch.float32)
+        out = torch.full((csr.rows,), float("nan"))
+        assert spmv.VARIANTS[name].run(csr, x, out) is out
+        assert_spmv_close(out, exact, x, torch.float32)
