@@ -32,8 +32,10 @@ metadata file beside it. Columns:
                         ``seer.profiling.preparation_columns``); from 0 to a day. Absent:
                         the variant needs none. Training and scores charge it once over the
                         expected number of calls.
-Any other column is kept in ``ProfileTable.frame`` and ignored. Every column is named once, and every
-line has as many fields as the header.
+Any other column is kept in ``ProfileTable.frame`` and ignored, unless its name is close to one seer
+reads (``groop``, ``time_ms_x``, ``row_mx``): refused as a likely misspelling, which would otherwise
+change what is trained in silence. Every column is named once, and every line has as many fields as
+the header.
 
 Metadata, ``<stem>.meta.json`` next to ``<stem>.csv``::
 
@@ -67,6 +69,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import difflib
 import hashlib
 import io
 import json
@@ -131,19 +134,22 @@ class ProfileTable:
         repeated = sorted({str(name) for name in frame.columns[frame.columns.duplicated()]})
         if repeated:  # a frame built in memory; read_header refuses them in a file
             raise ProfileTableError(f"column(s) {repeated} appear more than once; name each column once")
-        known, gathered = _feature_names(op, meta, frame.columns)
+        known, gathered, every_gathered = _feature_names(op, meta, frame.columns)
         variants = _suffixes(frame.columns, TIME)
         _check_names(frame.columns)
+        _check_misspelt(frame.columns, op, [*known, *every_gathered])
         if len(variants) < 2:
             raise ProfileTableError(f"need at least two '{TIME}<variant>' columns, found {[TIME + v for v in variants]}")
         if GATHER in variants:
             raise ProfileTableError(f"'{TIME}{GATHER}': {GATHER!r} is reserved for the model's gather choice")
         extra_calls = sorted(set(_suffixes(frame.columns, CALL)) - set(variants) - set(_suffixes(frame.columns, BASELINE)))
         if extra_calls:
-            raise ProfileTableError(f"'{CALL}' columns {extra_calls} have no matching '{TIME}' or '{BASELINE}' column")
+            raise ProfileTableError(f"'{CALL}' columns {extra_calls} have no matching '{TIME}' or '{BASELINE}' column"
+                                    + misspelt_hint(extra_calls, variants, TIME))
         extra_prepare = sorted(set(_suffixes(frame.columns, PREPARE)) - set(variants))
         if extra_prepare:
-            raise ProfileTableError(f"'{PREPARE}' columns {extra_prepare} have no matching '{TIME}' column")
+            raise ProfileTableError(f"'{PREPARE}' columns {extra_prepare} have no matching '{TIME}' column"
+                                    + misspelt_hint(extra_prepare, variants, TIME))
         _check_ids(frame)
         if frame.empty:
             raise ProfileTableError("the table has no rows, only a header: profile some inputs into it first")
@@ -689,8 +695,8 @@ def device_of(meta: Mapping) -> dict:
     return found
 
 
-def _feature_names(op: str, meta: Mapping, columns: pd.Index) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(known, gathered present in the table), from the op's feature module or the metadata."""
+def _feature_names(op: str, meta: Mapping, columns: pd.Index) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(known, gathered present in the table, every gathered), from the op's feature module or the metadata."""
     module = op_feature_module(op)
     if module is not None:
         known = [f.name for f in module.KNOWN]
@@ -719,7 +725,7 @@ def _feature_names(op: str, meta: Mapping, columns: pd.Index) -> tuple[tuple[str
     missing = [name for name in known if name not in columns]
     if missing:
         raise ProfileTableError(f"missing required feature column(s) {missing} (known features of {op!r})")
-    return tuple(known), tuple(name for name in gathered if name in columns)
+    return tuple(known), tuple(name for name in gathered if name in columns), tuple(gathered)
 
 
 def _suffixes(columns: pd.Index, prefix: str) -> tuple[str, ...]:
@@ -787,6 +793,41 @@ def _check_baseline(frame: pd.DataFrame, column: str) -> None:
     if bad.any():
         raise ProfileTableError(f"column {column!r} must hold times from {MIN_TIME_MS} to {MAX_TIME_MS:g} ms (or be "
                                 f"empty); outside, or infinite, in row(s) {_rows(frame, bad)}")
+
+
+def _check_misspelt(columns: pd.Index, op: str, features: Sequence[str]) -> None:
+    """ProfileTableError for a column seer does not read whose name is close to one it does: kept and
+    ignored, a misspelt ``group`` made every row a family of its own (grouped CV then scored members of
+    the training families: higher held-out scores), a misspelt time column dropped a variant, a
+    misspelt feature a second stage's splits, all in silence. Other columns are kept and ignored."""
+    read = [*TEXT_COLUMNS, GATHER_MS, CAMPAIGNS, *features]
+    prefixes = (TIME, BASELINE, CALL, PREPARE)
+    variants = {*_suffixes(columns, TIME), *_registered_variants(op)}
+    names = [*read, *(prefix + variant for variant in sorted(variants) for prefix in (TIME, PREPARE, CALL))]
+    for column in map(str, columns):
+        if column in read or column.startswith(prefixes):
+            continue
+        near = difflib.get_close_matches(column, names, n=1, cutoff=0.8) or [
+            prefix + "..." for prefix in prefixes if difflib.SequenceMatcher(None, column[:len(prefix)], prefix).ratio() >= 0.8]
+        if near:
+            raise ProfileTableError(f"column {column!r} is none that seer reads, and close to {near[0]!r}: rename it "
+                                    "if it is that one (a column seer does not read is kept and ignored; one so "
+                                    "close reads as a misspelling)")
+
+
+def misspelt_hint(names: Sequence[str], candidates: Sequence[str], prefix: str) -> str:
+    """``" ('<prefix>b' is close to 'a': a misspelling? rename it)"`` for each name of ``candidates``
+    close to one of ``names``, else ``""``: for errors whose column may be the misspelt one."""
+    pairs = [(candidate, name) for name in names for candidate in difflib.get_close_matches(name, candidates, 1, 0.8)]
+    said = "; ".join(f"'{prefix}{candidate}' is close to {name!r}" for candidate, name in pairs)
+    return f" ({said}: a misspelling? rename it)" if pairs else ""
+
+
+def _registered_variants(op: str) -> list[str]:
+    """The variants of ``op`` where seer registers it, else none (an op of the user's: its table's own)."""
+    from seer.registry import OPS, variant_names
+
+    return variant_names(op) if op in OPS else []
 
 
 def _check_names(columns: pd.Index) -> None:

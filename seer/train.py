@@ -59,7 +59,7 @@ from sklearn.tree import DecisionTreeRegressor
 from seer.errors import ModelError, ProfileTableError, warn, warn_once
 from seer.features_base import reads_dtype
 from seer.model import GATHER, SelectorModel, nearest_calls, op_feature_module
-from seer.table import ProfileTable, device_of, meta_path, read_meta, read_table, table_sha256
+from seer.table import TIME, ProfileTable, device_of, meta_path, misspelt_hint, read_meta, read_table, table_sha256
 from seer.tree import Tree, log_regret, node_choices, readable_split
 
 DEFAULT_DEPTHS = (1, 2, 3, 4, 5, 6, 8, None)
@@ -375,10 +375,11 @@ def _check_variants_known(table: ProfileTable) -> None:
 
     if table.op not in OPS:  # an op seer has no kernels for: its variants are the table's own
         return
-    registered = set(variant_names(table.op))
+    registered = variant_names(table.op)
     missing = [name for name in table.variants if name not in registered]
     if missing:
-        raise ProfileTableError(f"{table.path} times {table.op} variants this install of seer lacks: {missing}; "
+        near = misspelt_hint(registered, missing, TIME)  # a column whose name is close to a variant's
+        raise ProfileTableError(f"{table.path} times {table.op} variants this install of seer lacks: {missing}{near}; "
                                 "seer.dispatch would refuse a model choosing among them: retire them (python -m "
                                 f"seer.table retire {table.path} --variant NAME) or train with the seer that profiled them")
 

@@ -131,12 +131,30 @@ def test_unregistered_op_may_list_its_features_in_meta(tmp_path):
         # A fraction had been trained on too, and a misspelt source scored with the synthetic rows.
         (lambda f: f.assign(nnz=[f["nnz"][0], 2.5, f["nnz"][2], f["nnz"][3]]), r"column 'nnz' \(a size, count or code\) must be a whole number, but is fractional in row\(s\) \['2'\]"),
         (lambda f: f.assign(source=["real", "Real", "derived", "synthetic"]), r"column 'source' must be one of \['real', 'derived', 'synthetic'\] \(or empty\); 'Real' in row\(s\) \['2'\]"),
+        # A column close to one seer reads, kept and ignored, changed what was trained in silence (a review):
+        # every row its own family (held-out scores up), a variant or a stage-2 feature dropped.
+        (lambda f: f.rename(columns={"group": "groop"}), r"column 'groop' is none that seer reads, and close to 'group': "
+                                                         r"rename it"),
+        (lambda f: f.rename(columns={"time_ms:c": "time_ms_c"}), r"column 'time_ms_c' .* close to 'time_ms:c'"),
+        (lambda f: f.rename(columns={"row_max": "row_mx"}), r"column 'row_mx' .* close to 'row_max'"),
+        (lambda f: f.rename(columns={"baseline_ms:vendor": "basline_ms:vendor"}), r"'basline_ms:vendor' .* close to "
+                                                                                   r"'baseline_ms:\.\.\.'"),
+        (lambda f: f.assign(**{"time_ms:scalar_r12": f["time_ms:a"], "call_us:scalar_r128": 20.0}),
+         r"'call_us:' columns \['scalar_r128'\] have no matching .* \('time_ms:scalar_r12' is close to 'scalar_r128': a "
+         r"misspelling\? rename it\)"),
     ],
 )
 def test_bad_tables_are_refused_with_the_reason(tmp_path, edit, message):
     path = write(tmp_path, edit(planted_frame(groups=2, per_group=2)))
     with pytest.raises(ProfileTableError, match=message):
         read_table(path)
+
+
+def test_columns_seer_does_not_read_are_kept_and_ignored_unless_close_to_one_it_does(tmp_path):
+    """seer profile writes each input's size; a user's notes or annotations are theirs to keep."""
+    frame = planted_frame(groups=2, per_group=2).assign(size=7, notes="mine", kind="band")
+    table = read_table(write(tmp_path, frame))
+    assert list(table.frame["notes"]) == ["mine"] * 4 and table.known_features == ("rows", "cols", "nnz", "mean_row")
 
 
 def test_negative_values_are_refused_only_in_integer_features(tmp_path):

@@ -508,3 +508,15 @@ def test_a_multi_gpu_table_records_the_world_and_element_sizes_the_trees_saw():
         sizes = {field: model.training[field] for field in ("world_sizes", "element_sizes")}
         assert sizes == {"world_sizes": [int(name[-1])], "element_sizes": [2]}
         assert sizes == {field: shipped.training[field] for field in sizes}
+
+
+def test_a_time_column_close_to_a_variant_of_the_op_is_named_as_a_likely_misspelling(tmp_path):
+    """'time_ms:Scalar_r128' read as a variant this seer lacks, and the advice was to retire it (deleting
+    its measurements); the column close to a registered variant is now named with a rename hint."""
+    frame = planted_frame(groups=4, per_group=2).rename(columns={"time_ms:c": "time_ms:Scalar_r128"})
+    path = tmp_path / "t.csv"
+    frame.to_csv(path, index=False)
+    (tmp_path / "t.meta.json").write_text(json.dumps({**planted_meta(), "op": "spmv"}))
+    with pytest.raises(ProfileTableError, match=r"lacks: \['a', 'b', 'Scalar_r128'\] \('time_ms:Scalar_r128' is close "
+                                                r"to 'scalar_r128': a misspelling\? rename it\); .*retire them"):
+        seer.train._check_variants_known(read_table(path))
