@@ -109,7 +109,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("table", type=Path, nargs="?", default=DEFAULT_TABLE,
                    help=f"profile table (default: the shipped {DEFAULT_TABLE.name})")
     p.add_argument("--op", default=None, help="op of the table (default: from its .meta.json)")
-    p.add_argument("--out", type=Path, default=None, help="model file (default: models/<table name>.json)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="model file (default: models/<table name>.json, under the working folder; seer.dispatch "
+                        "finds it where that is seer's own models folder or one in $SEER_MODELS)")
     p.set_defaults(run=_train)
 
     p = sub.add_parser("report", help="write a Markdown + PNG report of a table's held-out selection quality",
@@ -239,10 +241,22 @@ def _train(args, command: str) -> int:
         warn(f"{out.name}: seer.dispatch finds {model.op} models in models/ and $SEER_MODELS by their names, "
              f"{model.op}-*.json; this one serves only where passed as model= (e.g. --out "
              f"{out.parent / f'{model.op}-{out.name}'})")
+    elif not _searched_by_dispatch(out.parent):
+        warn(f"seer.dispatch looks for models in seer's own models folder and those of $SEER_MODELS, not in "
+             f"{out.parent}: export SEER_MODELS={out.parent.resolve()} for this model to serve there (or pass it "
+             "as model=)")
     print(rules.to_text(model))
     print(report.to_text())
     print(f"wrote {out} and its rules ({out.with_suffix('.txt').name}, .md, .py)")
     return 0
+
+
+def _searched_by_dispatch(folder: Path) -> bool:
+    """Whether seer.dispatch looks for models in ``folder`` (:func:`seer.dispatch.model_files`)."""
+    from seer.dispatch import SHIPPED_MODELS
+
+    listed = [Path(p) for p in os.environ.get("SEER_MODELS", "").split(os.pathsep) if p]
+    return folder.resolve() in {p.resolve() for p in (SHIPPED_MODELS, *listed)}
 
 
 def _report(args, command: str) -> int:

@@ -634,3 +634,18 @@ def test_max_nnz_without_matrices_is_refused(capsys, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     assert main(["profile", "spmv", "--synthetic", "small", "--max-nnz", "10", "--out", "x.csv"]) == 2
     assert "--max-nnz filters the real matrices of --matrices, and none are given" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("toy_op")
+def test_train_into_a_folder_dispatch_does_not_search_says_how_to_make_it_serve(tmp_path, capsys, monkeypatch):
+    """The README's `seer train --out models/spmv-mine.json` run outside a checkout wrote a model that
+    dispatch never found, in silence (a review); where $SEER_MODELS lists the folder, nothing to say."""
+    table = write_planted(tmp_path / "t.csv", groups=4, per_group=2)
+    monkeypatch.delenv("SEER_MODELS", raising=False)
+    assert main(["train", str(table), "--out", str(tmp_path / "mine" / "toy-m.json")]) == 0
+    error = capsys.readouterr().err
+    assert (f"seer.dispatch looks for models in seer's own models folder and those of $SEER_MODELS, not in "
+            f"{tmp_path / 'mine'}: export SEER_MODELS={(tmp_path / 'mine').resolve()}") in error
+    monkeypatch.setenv("SEER_MODELS", str(tmp_path / "mine"))
+    assert main(["train", str(table), "--out", str(tmp_path / "mine" / "toy-m.json")]) == 0
+    assert "looks for models" not in capsys.readouterr().err
