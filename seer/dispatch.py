@@ -775,7 +775,7 @@ def _resolve(entry: Op, device, model, world_size):
             else:
                 selector = SelectorModel.load(model, op=entry.name)
         except ModelError as error:
-            return _fallback(entry, f"model {described} is unusable: {error}")
+            return _fallback(entry, f"model {described} is unusable: {error}", in_description=True)
         # Off a GPU no choice is faster than another: a GPU's model there shows that GPU's choices
         # (what the CPU fallback's warning invites), which is nothing to warn of.
         if selector.device.get("name") != name and (device.type == "cuda" or not selector.device.get("name")):
@@ -843,7 +843,8 @@ def _described(model) -> str:
 def _checked(entry: Op, selector, description: str):
     missing = _missing_variants(entry, selector)
     if missing:
-        return _fallback(entry, f"model {description} names variants this install lacks: {missing}")
+        return _fallback(entry, f"model {description} names variants this install lacks: {missing}",
+                         in_description=True)
     return selector, description
 
 
@@ -851,9 +852,12 @@ def _missing_variants(entry: Op, selector) -> list[str]:
     return sorted(set(selector.variants) - set(entry.variants))
 
 
-def _fallback(entry: Op, reason: str):
+def _fallback(entry: Op, reason: str, in_description: bool = False):
+    """(None, description): the hand rule, with a warning (given once). ``in_description``: the reason
+    is also the decision's description, so that every explain says why a model given did not serve
+    (the warning is not repeated)."""
     _warn_once(f"{reason}; {entry.name} uses its hand rule")
-    return None, "hand rule"
+    return None, f"hand rule, as {reason}" if in_description else "hand rule"
 
 
 def model_files(op: str) -> list[Path]:

@@ -629,6 +629,14 @@ def test_corrupted_and_foreign_models_fall_back(tmp_path, spmv_model):
     (tmp_path / "garbage.json").write_text("{not json")
     with pytest.warns(SeerWarning, match="unusable"):
         seer.dispatch("spmv", (_parts(m), x), model=tmp_path / "garbage.json")
+    # The warning comes once; every explain says why the model given did not serve (a review: a later
+    # explain, the "why" tool, read "model: hand rule" alone).
+    for _ in range(2):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SeerWarning)
+            decision = seer.explain("spmv", (_parts(m), x), model=tmp_path / "garbage.json")
+        assert decision.model.startswith(f"hand rule, as model {tmp_path / 'garbage.json'} is unusable: ")
+        assert "is not JSON" in str(decision)
 
 
 def test_a_model_file_this_process_may_not_read_is_skipped_with_a_warning(tmp_path, spmv_model, monkeypatch, unreadable):
