@@ -199,8 +199,9 @@ def dispatch(op: str, inputs, *, out=None, calls: int | None = None, model=None,
     dtype and device, and refused where it overlaps an operand in memory. ``calls`` hints how many
     times (a whole number, 1 or more) the same input will be used (repeated calls reuse the cached
     decision; the hint tells stage 1 whether gathering more features will pay and fixes the
-    choice: without it, the choice is made again as calls add up, see the module doc; a hint of more
-    calls than the cached choice was made for makes it again, for the hint, once).
+    choice: without it, the choice is made again as calls add up, see the README's "Choices follow
+    the calls" or ``sys.modules["seer.dispatch"].__doc__`` (``seer.dispatch`` is this function); a
+    hint of more calls than the cached choice was made for makes it again, for the hint, once).
     ``model`` is a path or a loaded model, overriding the shipped one; ``variant`` forces a
     variant by name. Extra keyword arguments go to the op (e.g. ``group=`` for multi-GPU ops).
     """
