@@ -24,7 +24,7 @@ GATHERED = (
     Feature("row_max", "longest row", unit="nnz", integer=True),
     Feature("empty_frac", "empty-row fraction"),
     Feature("skew", "max/mean row length"),
-    Feature("long_nnz_frac", f"nnz fraction in rows > {LONG_ROW}"),
+    Feature("long_nnz_frac", f"nnz fraction in rows longer than {LONG_ROW}"),  # not "> 256 > 0.04"
     # Stencils and bands, where every row repeats one pattern of column offsets, apart from rows
     # that are merely of equal length (added for the diagonal variant: benchmarks/NOTES.md, SpMV 32).
     Feature("shifted_row_frac", "share of sampled rows shifting the previous row by one column"),

@@ -185,7 +185,7 @@ def choose_stage2_calls_1(f: dict) -> str:
                         else:
                             return 'vector_g32'  # 20 training inputs, mean regret 1.9%
                     else:
-                        if _number(f, 'long_nnz_frac') <= 0.04:  # nnz fraction in rows > 256 <= 0.04
+                        if _number(f, 'long_nnz_frac') <= 0.04:  # nnz fraction in rows longer than 256 <= 0.04
                             return 'vector_g64'  # 19 training inputs, mean regret 8.6%
                         else:
                             return 'vector_g256'  # 8 training inputs, mean regret 0.4%
@@ -250,7 +250,7 @@ def choose_stage2_calls_10(f: dict) -> str:
                 else:
                     return 'cusparse_prepared'  # 21 training inputs, mean regret 1.5%
         else:
-            if _number(f, 'long_nnz_frac') <= 0.00015:  # nnz fraction in rows > 256 <= 0.00015
+            if _number(f, 'long_nnz_frac') <= 0.00015:  # nnz fraction in rows longer than 256 <= 0.00015
                 if _number(f, 'nnz') <= 6000000.0:  # nnz <= 6,000,000
                     if _number(f, 'rows') <= 600000.0:  # rows <= 600,000
                         return 'cusparse_slices_16k'  # 6 training inputs, mean regret 1.1%
@@ -372,7 +372,7 @@ def choose_stage2_calls_100(f: dict) -> str:
                             return 'cusparse_slices_16k'  # 56 training inputs, mean regret 2.5%
                 else:
                     if _number(f, 'nnz') <= 1180000.0:  # nnz <= 1,180,000
-                        if _number(f, 'long_nnz_frac') <= 0.5:  # nnz fraction in rows > 256 <= 0.5
+                        if _number(f, 'long_nnz_frac') <= 0.5:  # nnz fraction in rows longer than 256 <= 0.5
                             return 'cusparse_prepared'  # 2 training inputs, mean regret 0.8%
                         else:
                             return 'cusparse_slices_16k'  # 2 training inputs, mean regret 0.0%
@@ -429,7 +429,7 @@ def choose_stage2_calls_1000(f: dict) -> str:
                 else:
                     return 'diagonal_major_r512'  # 56 training inputs, mean regret 0.0%
         else:
-            if _number(f, 'long_nnz_frac') <= 0.525:  # nnz fraction in rows > 256 <= 0.525
+            if _number(f, 'long_nnz_frac') <= 0.525:  # nnz fraction in rows longer than 256 <= 0.525
                 if _number(f, 'cols') <= 400000.0:  # columns <= 400,000
                     if _number(f, 'mean_row') <= 60.0:  # mean row length <= 60 nnz/row
                         return 'cusparse_prepared'  # 37 training inputs, mean regret 6.0%

@@ -334,7 +334,7 @@ def choose_stage2_calls_1000(f: dict) -> str:
                 if _number(f, 'row_max') <= 400.0:  # longest row <= 400 nnz
                     return 'vector_g256'  # 24 training inputs, mean regret 0.3%
                 else:
-                    if _number(f, 'long_nnz_frac') <= 0.09:  # nnz fraction in rows > 256 <= 0.09
+                    if _number(f, 'long_nnz_frac') <= 0.09:  # nnz fraction in rows longer than 256 <= 0.09
                         return 'vector_g256'  # 2 training inputs, mean regret 0.0%
                     else:
                         return 'merge_c256'  # 2 training inputs, mean regret 2.5%

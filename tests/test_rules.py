@@ -367,3 +367,17 @@ def test_the_rules_of_a_tree_deeper_than_the_recursion_limit_print():
     # stage 1's deepest leaf, one level below its gate and a level per split above it
     assert f"\n{'    ' * (depth + 1)}nnz > {depth - 1:,} -> {'ab'[depth % 2]}  (1 training input" in text
     assert f"\n{'  ' * depth}- nnz > {depth - 1:,} → **{'ab'[depth % 2]}** (1 training input" in markdown
+
+
+def test_no_feature_label_reads_as_a_comparison_in_a_rule():
+    """A rule prints ``<label> <= <bound>``: a label holding a comparison made the shipped rules read
+    ``nnz fraction in rows > 256 > 0.04``, a chained comparison (a review)."""
+    import importlib
+
+    from seer.registry import OPS
+
+    labels = {}
+    for entry in OPS.values():
+        module = importlib.import_module(entry.features)
+        labels.update({f.name: f.label for f in (*module.KNOWN, *module.GATHERED)})
+    assert not {name: label for name, label in labels.items() if re.search(r"[<>=]", label)}
