@@ -8,6 +8,7 @@ import pytest
 from synthetic_profiles import deep_model, planted_frame, planted_meta, toy_op, write_planted  # noqa: F401 (toy_op is a fixture)
 
 from seer import rules
+from seer.errors import InputError
 from seer.model import GATHER, SelectorModel
 from seer.table import ProfileTable, read_table, table_sha256
 from seer.train import TwoStageSelector
@@ -158,7 +159,8 @@ def test_different_stage2_trees_per_call_count(trained):
 
 def test_generated_module_is_plain_python(trained):
     source = rules.to_python(trained[1])
-    assert "import" not in "\n".join(line for line in source.splitlines() if not line.startswith("#"))  # stands alone
+    imports = [line for line in source.splitlines() if "import" in line and not line.startswith("#")]
+    assert imports == ["import numbers"]  # stands alone: the standard library only
     assert "if _number(f, 'nnz') <= " in source and "# nnz <= 5,000" in source
 
 
@@ -299,9 +301,15 @@ def test_the_generated_module_chooses_as_the_model_does(trained):
         choose(big, lambda: {}, 0)
     with pytest.raises(ValueError, match="calls must be >= 1, got nan"):  # had taken the smallest count's trees
         choose(big, lambda: {}, float("nan"))
-    for not_a_number in ("40000", True, None):  # a string or a bool had been read as a number
+    # A string or a bool had been read as a number, numpy's bool and a one-element array too (a review).
+    for not_a_number in ("40000", True, None, np.True_, np.array([40_000.0])):
         with pytest.raises(ValueError, match="'nnz' must be a number"):
             choose({**big, "nnz": not_a_number})
+        with pytest.raises(InputError, match="'nnz' must be a number"):
+            model.choose({**big, "nnz": not_a_number}, lambda: {"row_cv": 1.0, "row_max": 30.0}, 1)
+    huge = {**big, "nnz": 10**400}  # past float's range: beyond every bound, in both (it raised OverflowError)
+    assert choose(huge, lambda: {"row_cv": 1.0, "row_max": 30.0}) == model.choose(
+        huge, lambda: {"row_cv": 1.0, "row_max": 30.0}, 1).variant
 
 
 def test_the_generated_module_of_a_one_stage_model_chooses_as_it_does():
