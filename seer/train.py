@@ -703,6 +703,10 @@ def _report(table: ProfileTable, data: _Data, calls: tuple[int, ...], folds: int
         notes.append("the scores are of inputs passed unchecked, where stage 1 decides whether gathering pays; a "
                      "validated input (seer.dispatch's default) goes straight to stage 2, which benchmarks/selection.py "
                      "--validation scores")
+    for j, name in enumerate(table.baselines):  # its speed-up is a mean over the rows that time it alone
+        timed = int(np.isfinite(table.baseline_times[:, j]).sum())
+        if timed < len(table):
+            notes.append(f"speedup vs {name} is over the inputs {name} was timed on alone, {timed:,} of {len(table):,}")
     subsets = subset_masks(table)
     return TrainingReport(
         op=table.op,

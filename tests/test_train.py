@@ -520,3 +520,15 @@ def test_a_time_column_close_to_a_variant_of_the_op_is_named_as_a_likely_misspel
     with pytest.raises(ProfileTableError, match=r"lacks: \['a', 'b', 'Scalar_r128'\] \('time_ms:Scalar_r128' is close "
                                                 r"to 'scalar_r128': a misspelling\? rename it\); .*retire them"):
         seer.train._check_variants_known(read_table(path))
+
+
+def test_a_baseline_timed_on_some_inputs_is_said_to_cover_those_alone():
+    """A vendor timed on some rows: its speed-up is a mean over those, which a subset's caption ("all
+    (N inputs)") overstated without a word (a review); a note says how many it covers."""
+    frame = planted_frame(groups=6, per_group=3)
+    frame.loc[frame.index[:7], "baseline_ms:vendor"] = np.nan
+    table = ProfileTable.from_frame(frame, "toy", planted_meta())
+    report = TwoStageSelector(folds=3).evaluate(table)
+    assert "speedup vs vendor is over the inputs vendor was timed on alone, 11 of 18" in report.notes
+    full = ProfileTable.from_frame(planted_frame(groups=6, per_group=3), "toy", planted_meta())
+    assert not [note for note in TwoStageSelector(folds=3).evaluate(full).notes if "timed on alone" in note]
