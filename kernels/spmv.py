@@ -161,7 +161,11 @@ def _follows_pattern_kernel(indptr, indices, pattern_row, follows, rows, ROWS: t
     start = tl.load(indptr + row, mask=ok, other=0)
     end = tl.load(indptr + row + 1, mask=ok, other=0)
     same = ok & (end - start == length)
-    for step in range(0, length, G):
+    # A program none of whose rows is as long as the pattern compares nothing: without this, every
+    # program walked the whole pattern (rows / 64 programs times the longest row / 16 steps on a
+    # matrix with one very long row; a review).
+    compared = tl.where(tl.max(same.to(tl.int32), axis=0) > 0, length, 0)
+    for step in range(0, compared, G):
         k = step + tl.arange(0, G)
         in_pattern = k < length
         offset = tl.load(indices + p_first + k, mask=in_pattern, other=0) - p_row
