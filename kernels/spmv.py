@@ -38,8 +38,8 @@ import triton.language as tl
 from seer import cusparse, sparse
 from seer.errors import (InputError, check_no_grad, check_not_negated, check_writable, dual_level_open, no_memory_error,
                          overlap_error, warn, warn_once)
-from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, current_stream, sm_count,
-                         specialisation, through_triton, vector_operands)
+from seer.launch import (INTERPRETING, InputLaunches, LaunchCache, addresses, cdiv, current_stream, on_device,
+                         sm_count, specialisation, through_triton, vector_operands)
 from seer.registry import Variant, example_values
 from seer.sparse import (POSITIONS_FIT_INT32_BELOW, STRIDED, CsrMatrix, add_up_counts, as_csr, check_dense_vector,
                          dense_vector_check, program_counts, row_statistics, zero_counts)
@@ -561,13 +561,19 @@ _diagonal_major_launch = LaunchCache(_diagonal_major_kernel)
 
 
 def _kernel_variant(key: tuple, plan: Callable[[CsrMatrix], Callable]) -> tuple[Callable, Callable]:
-    """``(run, bind)`` of a kernel variant whose call on a matrix ``plan(csr)`` builds."""
+    """``(run, bind)`` of a kernel variant whose call on a matrix ``plan(csr)`` builds. Triton compiles,
+    loads and launches on the current GPU, and a launch is kept under the matrix's device: where the
+    process sees several, the matrix's is made current around the plan and ``run``'s call (else a
+    call on another GPU's matrix ran there, and kept that GPU's kernel for the matrix's; a review).
+    ``bind``'s call is made on the matrix's GPU by its caller, as dispatch makes every call."""
 
     def bind(csr: CsrMatrix) -> Callable:
-        return csr.cached(key, plan)
+        with on_device(csr.device):  # a plan may launch (preprocessing)
+            return csr.cached(key, plan)
 
     def run(csr: CsrMatrix, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        return csr.cached(key, plan)(x, out)
+        with on_device(csr.device):
+            return csr.cached(key, plan)(x, out)
 
     return run, bind
 
@@ -1526,7 +1532,7 @@ def _launch_validating_product(csr: CsrMatrix, x: torch.Tensor, y: torch.Tensor,
     vectors, x_at, x_stride, y_at, y_stride = vector_operands(x, y)
     args = (csr.indptr, csr.indices, csr.values, x, x_stride, y, y_stride, csr.rows, csr.nnz, csr.cols, totals,
             counters, programs, blocks, stats, narrow, sparse.LONG_ROW, tile["rows"], tile["block"])
-    key = (csr.device, specialisation(*args[:3], *args[7:14]), vectors, stats, *tile.values())
+    key = (csr.device, specialisation(*args[:3], *args[7:14]), vectors, stats, narrow, *tile.values())
     _validating_launch.launch(key, (programs,), args, addresses(args), num_warps=tile["num_warps"])
     return totals
 

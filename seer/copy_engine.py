@@ -26,7 +26,7 @@ def copy_rows(dst: torch.Tensor, src: torch.Tensor) -> None:
 
     Both are 2-D, of one shape and dtype, with contiguous rows (``stride(1) == 1``); either may be a
     view of a peer's symmetric heap. Layouts a 2-D copy cannot express (rows that overlap or repeat,
-    as a broadcast source's do) and sources torch conjugates or negates lazily go to ``Tensor.copy_``.
+    as a broadcast source's do) and tensors torch conjugates or negates lazily go to ``Tensor.copy_``.
     """
     if dst.shape != src.shape or dst.dtype != src.dtype or dst.dim() != 2:
         raise InputError(f"copy_rows copies between 2-D tensors of one shape and dtype, got "
@@ -41,7 +41,8 @@ def copy_rows(dst: torch.Tensor, src: torch.Tensor) -> None:
     width = dst.shape[1] * size
     # One row's pitch is never used, but CUDA refuses any pitch under the width.
     pitches = [t.stride(0) * size if rows > 1 else width for t in (dst, src)]
-    if min(pitches) < width or src.is_conj() or src.is_neg():
+    # Lazy conjugation or negation, of either side, is a flag on the view that only torch's copy honours.
+    if min(pitches) < width or src.is_conj() or src.is_neg() or dst.is_conj() or dst.is_neg():
         dst.copy_(src)
         return
     stream = torch._C._cuda_getCurrentRawStream(dst.device.index)
@@ -56,19 +57,28 @@ def _runtime_copy():
     global _memcpy_2d, _clear_last_error
     if _memcpy_2d is None:
         torch.cuda.init()  # loads the runtime
-        path = loaded_library("libcudart.so")
-        if path is None:
-            warn("seer could not find the CUDA runtime library torch loaded: column-block copies "
+        functions, why_not = _runtime_functions(loaded_library("libcudart.so"))
+        if functions is None:
+            warn(f"seer could not use the CUDA runtime library torch loaded ({why_not}): column-block copies "
                  "run on the SMs (Tensor.copy_) instead of the copy engines")
             _memcpy_2d = False
         else:
-            runtime = ctypes.CDLL(path)
-            function = runtime.cudaMemcpy2DAsync
-            function.restype = ctypes.c_int
-            function.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t,
-                                 ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
-            _clear_last_error = runtime.cudaGetLastError
-            _clear_last_error.restype = ctypes.c_int
-            _memcpy_2d = function
+            _memcpy_2d, _clear_last_error = functions
     return _memcpy_2d or None
+
+
+def _runtime_functions(path: str | None):
+    """``((cudaMemcpy2DAsync, cudaGetLastError), "")`` of the runtime library at ``path``, or ``(None, why
+    not)``: a library that will not load or lacks them is a fallback, as a missing one is."""
+    if path is None:
+        return None, "not found among the libraries this process mapped"
+    try:
+        runtime = ctypes.CDLL(path)
+        copy, last_error = runtime.cudaMemcpy2DAsync, runtime.cudaGetLastError
+    except (OSError, AttributeError) as error:
+        return None, str(error)
+    copy.restype, last_error.restype = ctypes.c_int, ctypes.c_int
+    copy.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t,
+                     ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+    return (copy, last_error), ""
 

@@ -36,7 +36,10 @@ Kernel module contract
     A variant runs as ``VARIANTS[name].run(problem, *operands) -> Tensor``. It may also have
         ``bind(problem) -> call``, ``call(*operands) -> Tensor``, checking the operands itself:
         dispatch then keeps the call with its cached decision, sparing every later call the
-        lookups that ``run`` makes (a small SpMV's host time is most of its time).
+        lookups that ``run`` makes (a small SpMV's host time is most of its time). Dispatch makes
+        the problem's GPU current around every call; it also re-keys each call on what the call
+        assumes of its operands' arrays (addresses, dtypes), which the call itself does not check
+        again.
     ``out=``: where every variant's ``run`` takes an ``out`` keyword (and its ``call`` too), the op
         takes ``seer.dispatch(..., out=)`` and each writes its result there and returns it;
         ``first_call`` gets it as its third argument. Where any variant does not, the op refuses

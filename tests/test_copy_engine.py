@@ -80,7 +80,7 @@ def test_copy_rows_falls_back_to_copy_with_a_warning_where_the_runtime_is_not_fo
     monkeypatch.setattr(copy_engine, "_memcpy_2d", None)  # looked up afresh, and restored after the test
     monkeypatch.setattr(copy_engine, "loaded_library", lambda name: None)
     dst, src, whole = _blocks("cuda")
-    with pytest.warns(SeerWarning, match="could not find the CUDA runtime library"):
+    with pytest.warns(SeerWarning, match=r"could not use the CUDA runtime library torch loaded \(not found"):
         copy_rows(dst, src)
     torch.cuda.synchronize()
     assert torch.equal(dst.cpu(), src.cpu()) and torch.isnan(whole[:, :200].float()).all()
@@ -107,3 +107,35 @@ def test_copy_rows_raises_a_failed_copy_and_clears_the_runtime_error(monkeypatch
     (dst_at, dst_pitch, src_at, src_pitch, width, rows, kind, _stream), = calls
     assert (dst_at, src_at) == (dst.data_ptr(), src.data_ptr())
     assert (dst_pitch, src_pitch, width, rows, kind) == (700 * 2, 1000 * 2, 250 * 2, 300, 3)
+
+
+@pytest.mark.gpu
+def test_copy_rows_falls_back_where_the_runtime_will_not_load(monkeypatch):
+    """A runtime found but not loadable raised OSError from every copy instead of the warned fallback
+    (a review)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    from seer import copy_engine
+
+    monkeypatch.setattr(copy_engine, "_memcpy_2d", None)
+    monkeypatch.setattr(copy_engine, "loaded_library", lambda name: "/nonexistent/libcudart.so.13")
+    dst, src, _ = _blocks("cuda")
+    with pytest.warns(SeerWarning, match=r"could not use the CUDA runtime library torch loaded \(.*nonexistent"):
+        copy_rows(dst, src)
+    torch.cuda.synchronize()
+    assert torch.equal(dst.cpu(), src.cpu()) and copy_engine._memcpy_2d is False
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("view", ["conjugated", "negated"])
+def test_copy_rows_into_a_lazily_conjugated_or_negated_destination(view):
+    """A raw copy into ``dst.conj()`` stored the source's bytes, which then read back conjugated; torch's
+    copy stores conj(src) there (a review)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a GPU")
+    src = torch.randn(4, 8, dtype=torch.complex64, generator=torch.Generator().manual_seed(7)).cuda()
+    base = torch.full((4, 8), complex(float("nan"), float("nan")), dtype=torch.complex64, device="cuda")
+    dst = base.conj() if view == "conjugated" else torch._neg_view(base)
+    copy_rows(dst, src)
+    torch.cuda.synchronize()
+    assert torch.equal(dst.resolve_conj().resolve_neg().cpu(), src.cpu())

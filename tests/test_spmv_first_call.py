@@ -91,6 +91,21 @@ def test_without_statistics_the_same_y_and_checks():
     assert torch.equal(found[True, "y"], found[False, "y"])
 
 
+def test_the_validating_launch_is_keyed_by_the_width_of_its_positions(monkeypatch):
+    """NARROW (32-bit positions and sums) is compiled into the kernel, so it must be in the key its
+    launch is kept under: a launch compiled narrow would serve a matrix past NARROW_BELOW with
+    positions that wrap (a review; first calls cap nnz far below, direct callers do not)."""
+    rng = np.random.default_rng(16)
+    csr = sparse.as_csr(as_parts(random_csr(rng, 40, 30, np.full(40, 3))), check=False)
+    x = random_vector(rng, 30, torch.float32)
+    keys = []
+    monkeypatch.setattr(spmv._validating_launch, "launch", lambda key, *args, **kwargs: keys.append(key))
+    spmv._launch_validating_product(csr, x, torch.empty(40))
+    monkeypatch.setattr(sparse, "NARROW_BELOW", csr.nnz)  # the same matrix, now past the limit
+    spmv._launch_validating_product(csr, x, torch.empty(40))
+    assert len(keys) == 2 and keys[0] != keys[1]
+
+
 def in_a_new_thread(fn):
     """``fn()`` on a thread of its own, which gets its own totals buffers (sparse.totals_buffers)."""
     result = {}

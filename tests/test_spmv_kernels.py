@@ -937,3 +937,19 @@ def test_row_mapped_kernels_read_int64_row_pointers_where_int32_positions_may_wr
         out = torch.full((csr.rows,), float("nan"))
         assert spmv.VARIANTS[name].run(csr, x, out) is out
         assert_spmv_close(out, exact, x, torch.float32)
+
+
+def test_a_variants_run_and_plan_happen_on_the_matrixs_gpu(monkeypatch):
+    """Triton compiles, loads and launches on the current GPU, and the launch is kept under the
+    matrix's device: a run on another GPU's matrix ran on the current one and kept its kernel for the
+    matrix's GPU (a review). Here the device switch is recorded: the plan and the call, each under the
+    matrix's device (a no-op where the process sees one GPU, as on this host)."""
+    entered = []
+    real = spmv.on_device
+    monkeypatch.setattr(spmv, "on_device", lambda device: entered.append(device) or real(device))
+    rng = np.random.default_rng(17)
+    csr, exact = to_seer(random_csr(rng, 50, 40, np.full(50, 4)))
+    x = random_vector(rng, 40, torch.float32)
+    assert_spmv_close(spmv.VARIANTS["vector_g4"].run(csr, x), exact, x, torch.float32)
+    spmv.VARIANTS["merge_c512"].bind(csr)
+    assert entered == [csr.device, csr.device]
