@@ -39,19 +39,19 @@ def load_before(path: Path):
     return gemm_ab.load_before(path, "seer.kernels.spmv_before")
 
 
-def checked_runs(before, parts, x, case_id: str) -> dict:
-    """``{"<variant>@<side>": call}`` on one input, every call's result checked against float64."""
+def checked_runs(before, parts, x, case_id: str) -> tuple[dict, object]:
+    """``({"<variant>@<side>": call}, the after side's matrix)`` on one input, every call's result checked
+    against float64."""
     sides = {"before": before.problem(parts), "after": after.problem(parts)}
     runs = {f"{name}@{side}": (lambda m=module, c=sides[side], n=name: m.VARIANTS[n].run(c, x))
             for name in VARIANTS for side, module in (("before", before), ("after", after))}
     check_all(runs, after.reference(sides["after"], x), case_id)
-    return runs
+    return runs, sides["after"]
 
 
 def measure(before, case, loaded) -> dict:
     parts, (x,) = case.build(loaded)
-    runs = checked_runs(before, parts, x, case.id)
-    csr = after.problem(parts)
+    runs, csr = checked_runs(before, parts, x, case.id)  # the matrix validated once, not again for its sizes
     return {"id": case.id, "group": case.group, "rows": csr.rows, "nnz": csr.nnz, "time_ms": _least_of_rounds(runs)}
 
 

@@ -22,8 +22,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-import gemm_ab
 from large_set import events_ms
+from spmv_ab import load_before
 from seer.datasets import generators
 from seer.kernels import spmv as after
 from seer.profiling import device_tag, environment, provenance, write_result
@@ -84,7 +84,7 @@ def main() -> int:
     parser.add_argument("--before", type=Path, required=True, help="kernels/spmv.py before the change")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     args = parser.parse_args()
-    before = gemm_ab.load_before(args.before, "seer.kernels.spmv_before")
+    before = load_before(args.before)
     rows = {}
     for name, make in INPUTS.items():
         rows[name] = measure(before, make())

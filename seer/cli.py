@@ -253,10 +253,9 @@ def _train(args, command: str) -> int:
 
 def _searched_by_dispatch(folder: Path) -> bool:
     """Whether seer.dispatch looks for models in ``folder`` (:func:`seer.dispatch.model_files`)."""
-    from seer.dispatch import SHIPPED_MODELS
+    from seer.dispatch import SHIPPED_MODELS, listed_model_folders
 
-    listed = [Path(p) for p in os.environ.get("SEER_MODELS", "").split(os.pathsep) if p]
-    return folder.resolve() in {p.resolve() for p in (SHIPPED_MODELS, *listed)}
+    return folder.resolve() in {p.resolve() for p in (SHIPPED_MODELS, *listed_model_folders())}
 
 
 def _report(args, command: str) -> int:

@@ -861,9 +861,14 @@ def _fallback(entry: Op, reason: str, in_description: bool = False):
     return None, f"hand rule, as {reason}" if in_description else "hand rule"
 
 
+def listed_model_folders() -> list[Path]:
+    """The folders ``$SEER_MODELS`` lists, in order (dispatch looks in them before the shipped folder)."""
+    return [Path(p) for p in os.environ.get("SEER_MODELS", "").split(os.pathsep) if p]
+
+
 def model_files(op: str) -> list[Path]:
     """``op``'s model files in the folders of ``$SEER_MODELS``, then in the shipped folder."""
-    folders = [Path(p) for p in os.environ.get("SEER_MODELS", "").split(os.pathsep) if p]
+    folders = listed_model_folders()
     for folder in folders:
         if not folder.is_dir():  # else its models would never serve, in silence
             what = "is a file (pass one model file with model=)" if folder.is_file() else "does not exist"

@@ -17,11 +17,9 @@ from seer.features_base import Feature
 from seer.model import GATHER, SCHEMA, SelectorModel, checksum
 from seer.tree import Tree, condition_text
 
-REGENERATE = (
-    "rerun the command above, in the folder it ran in (a seer checkout's root for the shipped models), on the "
-    "table with this sha256 to retrain; "
-    "seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model"
-)
+RETRAIN = ("rerun the command above, in the folder it ran in (a seer checkout's root for the shipped models), on "
+           "the table with this sha256 to retrain")
+REGENERATE = f"{RETRAIN}; seer.rules.to_text / to_markdown / to_python re-export the rules from the saved model"
 
 
 def header_lines(model: SelectorModel, source: str | Path | None = None, saved: bool = True) -> list[str]:
@@ -47,7 +45,7 @@ def header_lines(model: SelectorModel, source: str | Path | None = None, saved: 
         *_version_lines(model.versions),
     ]
     lines.extend(_score_lines(training.get("scores"), gathers=model.stage2 is not None))
-    lines.append(f"regenerate: {REGENERATE if saved else REGENERATE.split(';')[0]}")
+    lines.append(f"regenerate: {REGENERATE if saved else RETRAIN}")
     return lines
 
 

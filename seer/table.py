@@ -137,7 +137,7 @@ class ProfileTable:
         known, gathered, every_gathered = _feature_names(op, meta, frame.columns)
         variants = _suffixes(frame.columns, TIME)
         _check_names(frame.columns)
-        _check_misspelt(frame.columns, op, [*known, *every_gathered])
+        _check_misspelt(frame.columns, op, [*known, *every_gathered], variants)
         if len(variants) < 2:
             raise ProfileTableError(f"need at least two '{TIME}<variant>' columns, found {[TIME + v for v in variants]}")
         if GATHER in variants:
@@ -795,15 +795,15 @@ def _check_baseline(frame: pd.DataFrame, column: str) -> None:
                                 f"empty); outside, or infinite, in row(s) {_rows(frame, bad)}")
 
 
-def _check_misspelt(columns: pd.Index, op: str, features: Sequence[str]) -> None:
+def _check_misspelt(columns: pd.Index, op: str, features: Sequence[str], variants: Sequence[str]) -> None:
     """ProfileTableError for a column seer does not read whose name is close to one it does: kept and
     ignored, a misspelt ``group`` made every row a family of its own (grouped CV then scored members of
     the training families: higher held-out scores), a misspelt time column dropped a variant, a
     misspelt feature a second stage's splits, all in silence. Other columns are kept and ignored."""
     read = [*TEXT_COLUMNS, GATHER_MS, CAMPAIGNS, *features]
     prefixes = (TIME, BASELINE, CALL, PREPARE)
-    variants = {*_suffixes(columns, TIME), *_registered_variants(op)}
-    names = [*read, *(prefix + variant for variant in sorted(variants) for prefix in (TIME, PREPARE, CALL))]
+    timed = sorted({*variants, *_registered_variants(op)})  # the table's and, for an op seer registers, its own
+    names = [*read, *(prefix + variant for variant in timed for prefix in (TIME, PREPARE, CALL))]
     for column in map(str, columns):
         if column in read or column.startswith(prefixes):
             continue

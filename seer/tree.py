@@ -27,6 +27,7 @@ from seer.errors import ModelError
 from seer.features_base import Feature
 
 FIELDS = ("feature", "threshold", "left", "right", "label", "n_samples", "mean_regret")
+KEYS = ("features", "labels", *FIELDS)  # a tree's whole JSON object
 
 
 class Step(NamedTuple):
@@ -300,14 +301,14 @@ class Tree:
         """Rebuild a tree from :meth:`to_dict` output, raising ModelError on anything malformed."""
         if not isinstance(data, Mapping):
             raise ModelError(f"{where}: expected an object, got {type(data).__name__}")
-        missing = [key for key in ("features", "labels", *FIELDS) if key not in data]
+        missing = [key for key in KEYS if key not in data]
         if missing:
             raise ModelError(f"{where}: missing field(s) {missing}")
-        unknown = sorted(str(key) for key in data if key not in ("features", "labels", *FIELDS))
+        unknown = sorted(str(key) for key in data if key not in KEYS)
         if unknown:
             raise ModelError(f"{where}: field(s) {unknown} that no tree has: written by another seer, or edited "
                              "by hand")
-        for key in ("features", "labels", *FIELDS):
+        for key in KEYS:
             if not isinstance(data[key], list):
                 raise ModelError(f"{where}.{key}: expected a list, got {type(data[key]).__name__}")
         try:

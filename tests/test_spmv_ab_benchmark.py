@@ -36,8 +36,9 @@ def test_both_versions_run_on_matrices_of_their_own_and_a_wrong_one_is_caught(tm
     parts, x = _parts()
     before = spmv_ab.load_before(_before(tmp_path, wrong=False))
     assert before._segment_sums is not spmv_ab.after._segment_sums
-    runs = spmv_ab.checked_runs(before, parts, x, "random")
+    runs, csr = spmv_ab.checked_runs(before, parts, x, "random")
     assert set(runs) == {f"{n}@{side}" for n in spmv_ab.VARIANTS for side in ("before", "after")}
+    assert (csr.rows, csr.nnz) == (300, parts[1].numel())
     wrong = spmv_ab.load_before(_before(tmp_path, wrong=True))
     with pytest.raises(AssertionError, match=r"scalar_r128@before is wrong on random: relative error"):
         spmv_ab.checked_runs(wrong, parts, x, "random")
