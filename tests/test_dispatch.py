@@ -1528,11 +1528,9 @@ def test_a_hint_on_a_cached_multi_gpu_call_decides_nothing_again(monkeypatch):
 def test_the_multi_gpu_models_read_the_dtype_and_are_not_warned_of_it():
     """The overlap ops' trees read dtype_bytes: a bfloat16 call with the shipped model gave a false
     "trained on float32 timings" warning (found by a review)."""
-    from seer.symmetric_heap import ALIGNMENT, Heap
+    from test_overlap import aligned_heap
 
-    memory = torch.zeros(4096 + ALIGNMENT, dtype=torch.uint8)
-    local = memory[(-memory.data_ptr()) % ALIGNMENT:][:4096]  # a heap starts aligned, and its base is its own
-    heap = Heap(local, torch.tensor([local.data_ptr(), local.data_ptr() + 4096]), rank=0, world_size=2)
+    heap = aligned_heap(world_size=2)
     a, b = torch.ones(8, 16, dtype=torch.bfloat16), torch.ones(16, 24, dtype=torch.bfloat16)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -1550,11 +1548,9 @@ def test_a_multi_gpu_input_outside_the_sizes_its_model_was_trained_on_is_warned_
     """The overlap campaigns profiled 16-bit elements at one world size each: a tree never splits on a
     value it saw alone, so a float32 input (which the kernels take) or another world size is decided by
     extrapolation, which is said; a 16-bit input at the trained size is not warned of."""
-    from seer.symmetric_heap import ALIGNMENT, Heap
+    from test_overlap import aligned_heap
 
-    memory = torch.zeros(4096 + ALIGNMENT, dtype=torch.uint8)
-    local = memory[(-memory.data_ptr()) % ALIGNMENT:][:4096]
-    heap = Heap(local, torch.tensor([local.data_ptr(), local.data_ptr() + 4096]), rank=0, world_size=2)
+    heap = aligned_heap(world_size=2)
     a, b = torch.ones(8, 16, dtype=dtype), torch.ones(16, 24, dtype=dtype)
     seer.clear_cache()  # warnings are given once per model and message
     with warnings.catch_warnings(record=True) as caught:
